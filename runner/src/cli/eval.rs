@@ -1,0 +1,8 @@
+use crate::diag::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: &Args) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`gpuflow eval` is being written")
+}

@@ -1,0 +1,73 @@
+//! The command line: clap arguments, one file per subcommand. Each subcommand wires library
+//! layers together and chooses how to print; none of them knows YAML shapes or renders
+//! locations itself.
+
+mod completions;
+mod eval;
+mod plan;
+mod validate;
+
+use std::io::IsTerminal;
+
+use clap::{Parser, Subcommand};
+
+use crate::diag::{ExitCode, RenderOptions};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuflow",
+    version,
+    about = "GitHub Actions-style workflows for reproducible experiments on GPU hosts",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// When to colour output.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check workflow and action files: every error at once, with file:line:col and a fix.
+    Validate(validate::Args),
+    /// Show the expanded job graph of a workflow (matrix cells, needs, steps).
+    Plan(plan::Args),
+    /// Evaluate a `${{ }}` expression, to try the language out.
+    Eval(eval::Args),
+    /// Print a shell completion script.
+    Completions(completions::Args),
+}
+
+/// Runs a parsed command line and returns the documented exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let render = RenderOptions {
+        color: match cli.color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
+        },
+        unicode: false,
+    };
+    let result = match cli.command {
+        Command::Validate(args) => validate::run(&args, render),
+        Command::Plan(args) => plan::run(&args, render),
+        Command::Eval(args) => eval::run(&args),
+        Command::Completions(args) => completions::run(&args),
+    };
+    result.unwrap_or_else(|err| {
+        eprintln!("error: {err:#}");
+        ExitCode::Infrastructure
+    })
+}

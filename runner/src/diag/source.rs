@@ -1,0 +1,145 @@
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// A half-open byte range into a [`SourceFile`]'s text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub const fn new(start: usize, end: usize) -> Self {
+        Self { start, end }
+    }
+
+    /// A span inside this one, given byte offsets relative to this span's start. Used to point
+    /// at a column inside an expression embedded in a YAML string.
+    pub fn sub(self, relative: Range<usize>) -> Self {
+        let start = (self.start + relative.start).min(self.end);
+        let end = (self.start + relative.end).clamp(start, self.end.max(start));
+        Self { start, end }
+    }
+
+    pub fn range(self) -> Range<usize> {
+        self.start..self.end
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.start >= self.end
+    }
+}
+
+impl From<Range<usize>> for Span {
+    fn from(r: Range<usize>) -> Self {
+        Self::new(r.start, r.end)
+    }
+}
+
+/// A value together with where it was written.
+#[derive(Clone, Debug, Default)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Spanned<T> {
+    pub const fn new(value: T, span: Span) -> Self {
+        Self { value, span }
+    }
+
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Spanned<U> {
+        Spanned::new(f(self.value), self.span)
+    }
+
+    pub fn as_ref(&self) -> Spanned<&T> {
+        Spanned::new(&self.value, self.span)
+    }
+}
+
+/// Equality ignores where a value was written: two workflows that say the same thing are equal.
+impl<T: PartialEq> PartialEq for Spanned<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl<T> std::ops::Deref for Spanned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Spanned<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
+/// A file as it was read, shared by every diagnostic that points into it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SourceFile {
+    /// The name shown to the user: the path as given on the command line, not canonicalised,
+    /// so messages match what the user typed.
+    pub name: String,
+    pub text: String,
+    /// Byte offset of the start of each line, for offset → line:col.
+    line_starts: Vec<usize>,
+}
+
+impl SourceFile {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<Self> {
+        let text = text.into();
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Arc::new(Self {
+            name: name.into(),
+            text,
+            line_starts,
+        })
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line];
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count());
+        (line + 1, column + 1)
+    }
+
+    /// `name:line:col` of a span's start, the form editors and terminals turn into links.
+    pub fn location(&self, span: Span) -> String {
+        let (line, col) = self.line_col(span.start);
+        format!("{}:{line}:{col}", self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_counts_characters_from_one() {
+        let f = SourceFile::new("w.yml", "a: 1\nbé: x\n");
+        assert_eq!(f.line_col(0), (1, 1));
+        assert_eq!(f.line_col(5), (2, 1));
+        // `x` is after a two-byte `é`: column counts characters, not bytes.
+        assert_eq!(f.line_col(10), (2, 5));
+        assert_eq!(f.location(Span::new(5, 6)), "w.yml:2:1");
+    }
+
+    #[test]
+    fn sub_span_stays_inside_its_parent() {
+        let s = Span::new(10, 20);
+        assert_eq!(s.sub(2..4), Span::new(12, 14));
+        assert_eq!(s.sub(8..50), Span::new(18, 20));
+        assert_eq!(s.sub(40..50), Span::new(20, 20));
+    }
+}

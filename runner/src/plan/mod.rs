@@ -1,0 +1,1 @@
+//! Planning: matrix expansion and the job graph. (being written)

@@ -1,0 +1,1 @@
+//! Built-in steps and their declared inputs. (being written)

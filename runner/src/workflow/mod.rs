@@ -1,0 +1,1 @@
+//! The workflow and action model and its strict loader. (being written)

@@ -1,0 +1,3 @@
+//! All integration tests build into one binary (one link step); one module per feature.
+
+mod cli;
