@@ -16,7 +16,7 @@ impl Span {
 
     /// A span inside this one, given byte offsets relative to this span's start. Used to point
     /// at a column inside an expression embedded in a YAML string.
-    pub fn sub(self, relative: Range<usize>) -> Self {
+    pub fn inner(self, relative: Range<usize>) -> Self {
         let start = (self.start + relative.start).min(self.end);
         let end = (self.start + relative.end).clamp(start, self.end.max(start));
         Self { start, end }
@@ -136,10 +136,10 @@ mod tests {
     }
 
     #[test]
-    fn sub_span_stays_inside_its_parent() {
+    fn inner_span_stays_inside_its_parent() {
         let s = Span::new(10, 20);
-        assert_eq!(s.sub(2..4), Span::new(12, 14));
-        assert_eq!(s.sub(8..50), Span::new(18, 20));
-        assert_eq!(s.sub(40..50), Span::new(20, 20));
+        assert_eq!(s.inner(2..4), Span::new(12, 14));
+        assert_eq!(s.inner(8..50), Span::new(18, 20));
+        assert_eq!(s.inner(40..50), Span::new(20, 20));
     }
 }
