@@ -1,0 +1,35 @@
+# Thin aliases; the real commands are visible here so nothing is hidden behind make.
+CARGO ?= cargo
+GPUFLOW := target/debug/gpuflow
+
+.PHONY: build test lint fmt schema schema-check docs bench conformance check
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+## The test command (README.md). nextest prints one summary line with the counts.
+test:
+	$(CARGO) test --workspace --doc -q
+	$(CARGO) nextest run --workspace --no-fail-fast
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+## Regenerate schemas/*.json and docs/steps/*.md from the Rust types and built-in declarations.
+schema docs:
+	$(CARGO) run -q --bin gpuflow -- schema --out schemas
+	$(CARGO) run -q --bin gpuflow -- docs --out docs/steps
+
+## GitHub's own expression test cases (../shared/conformance), an outside yardstick.
+conformance: build
+	python3 ../shared/conformance/run-expressions.py $(GPUFLOW)
+
+## Benchmarks print ratios against a baseline measured in the same run.
+bench:
+	$(CARGO) bench --workspace
+
+check: lint test
