@@ -99,10 +99,12 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             Ok(ExitCode::Success)
         }
         Err(err) if args.json => {
-            let obj = serde_json::json!({
-                "err": {"kind": err.kind.as_str(), "value": err.message},
-            });
-            writeln!(stdout, "{obj}")?;
+            let message = serde_json::Value::String(err.message.clone());
+            writeln!(
+                stdout,
+                "{{\"err\": {{\"kind\": \"{}\", \"value\": {message}}}}}",
+                err.kind.as_str()
+            )?;
             Ok(ExitCode::Failure)
         }
         Err(err) => {

@@ -14,7 +14,8 @@ use super::value::Value;
 #[derive(Clone, Debug, PartialEq)]
 enum Segment {
     Literal(String),
-    /// The parsed expression and the span of its source (between `${{` and `}}`).
+    /// The parsed expression and the span of its source between `${{` and `}}`, without the
+    /// surrounding blanks.
     Expr(Expr, Range<usize>),
 }
 
@@ -49,7 +50,9 @@ pub fn parse_template(s: &str) -> Result<Template, ExprError> {
         }
         let expr = parse(body, Contexts::Any).map_err(|e| e.shifted(body_start))?;
         let expr = shift_expr(expr, body_start);
-        segments.push(Segment::Expr(expr, body_start..body_end));
+        let lead = body.len() - body.trim_start().len();
+        let source = body_start + lead..body_start + lead + body.trim().len();
+        segments.push(Segment::Expr(expr, source));
         rest_start = body_end + 2;
     }
     if rest_start < s.len() || segments.is_empty() {
