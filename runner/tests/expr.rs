@@ -1434,3 +1434,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn rendered_eval_errors() {
+    let cases = [
+        "1 == startwith('a', 'b')",
+        "matrix.os = 'linux'",
+        "contains('a') && x",
+        "format('{1}', 'only one')",
+        "'unterminated",
+        "case(1, 'a', 'b')",
+        "(1 == 2",
+        "gihub.sha",
+    ];
+    let mut all = String::new();
+    for src in cases {
+        let (code, _, err) = stdout_of(eval_cmd().args([
+            "--color",
+            "never",
+            "--context",
+            "github={}",
+            "--context",
+            "matrix={}",
+            "--context",
+            "x=1",
+            "--",
+            src,
+        ]));
+        assert_eq!(code, 1, "{src}");
+        all.push_str(&format!("$ gpuflow eval -- {src}\n{err}\n"));
+    }
+    insta::assert_snapshot!(all);
+}

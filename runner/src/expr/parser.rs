@@ -275,7 +275,11 @@ impl Parser<'_> {
                 &self.src[open.span.clone()],
                 open.span.start + 1
             )))),
-            None => Err(self.unexpected_end(name)),
+            None => Err(self.unexpected_end(name).with_hint(Some(format!(
+                "the `{}` at column {} is never closed",
+                &self.src[open.span.clone()],
+                open.span.start + 1
+            )))),
         }
     }
 
