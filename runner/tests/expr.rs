@@ -1140,6 +1140,9 @@ fn conditions_imply_success_without_a_status_function() {
     assert_eq!(err.span, 4..5);
     let err = parse_condition("${{ x = 1 }}").unwrap_err();
     assert_eq!(err.span, 6..7);
+    let err = parse_condition("${{ a }} && ${{ b }}").unwrap_err();
+    assert_eq!(err.span, 0..3);
+    assert!(err.hint.unwrap().contains("one `${{ }}`"));
 }
 
 #[test]
@@ -1172,6 +1175,8 @@ fn hash_files_hashes_matched_files_in_path_order() {
         ("hashFiles('sub')", &["B", "C", "R"]),
         ("hashFiles('a.lock', 'sub/readme.md')", &["A", "R"]),
         ("hashFiles('./a.lock')", &["A"]),
+        ("hashFiles('*')", &["A", "B", "C", "R"]),
+        ("hashFiles('*', '!sub')", &["A"]),
     ];
     for (src, contents) in cases {
         assert_eq!(

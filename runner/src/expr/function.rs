@@ -279,7 +279,13 @@ pub fn hash_files(
         })
     };
     let (include, exclude) = (build(include)?, build(exclude)?);
-    let matches = |set: &globset::GlobSet, rel: &Path| rel.ancestors().any(|a| set.is_match(a));
+    // A matched directory matches everything below it; the empty path (the workspace itself)
+    // is not a candidate, or `*` would match every file at any depth.
+    let matches = |set: &globset::GlobSet, rel: &Path| {
+        rel.ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .any(|a| set.is_match(a))
+    };
 
     let mut total = Sha256::new();
     let mut any = false;

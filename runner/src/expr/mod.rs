@@ -1,11 +1,11 @@
 //! The `${{ }}` expression language, with GitHub Actions' documented semantics
 //! (docs/expressions.md is the user's reference).
 //!
-//! Layers, each in its own file: [`lexer`] (text → tokens) → [`parser`] (tokens → [`Expr`],
-//! function names, arities and the depth limit checked) → [`eval`] (an [`Expr`] over a
-//! [`Context`] → [`Value`]); [`template`] finds `${{ }}` in strings and reads `if:` conditions.
-//! [`value`], [`number`] and [`text`] hold GitHub's coercions, number format and
-//! case-insensitive comparison; [`function`] the built-in functions.
+//! Layers, each in its own file: `lexer` (text → tokens) → `parser` (tokens → [`Expr`],
+//! function names, arities and the depth limit checked) → `eval` (an [`Expr`] over a
+//! [`Context`] → [`Value`]); `template` finds `${{ }}` in strings and reads `if:` conditions.
+//! `value`, `number` and `text` hold GitHub's coercions, number format and case-insensitive
+//! comparison; `function` the built-in functions; `context` what evaluation can see.
 //!
 //! Every error is an [`ExprError`] whose span is relative to the text that was passed in, so a
 //! caller maps it into its file with `diag::Span::inner`. This module knows nothing about YAML,

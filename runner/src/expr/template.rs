@@ -138,7 +138,16 @@ pub fn parse_condition(s: &str) -> Result<Condition, ExprError> {
             .expect("a wrapped condition has one expression");
         e.clone()
     } else {
-        let e = parse(trimmed, Contexts::Any).map_err(|e| e.shifted(lead))?;
+        let e = parse(trimmed, Contexts::Any).map_err(|e| {
+            let e = e.shifted(lead);
+            if trimmed.contains("${{") {
+                e.with_hint(Some(
+                    "wrap the whole condition in one `${{ }}`, or leave the braces out".into(),
+                ))
+            } else {
+                e
+            }
+        })?;
         shift_expr(e, lead)
     };
     Ok(Condition {
