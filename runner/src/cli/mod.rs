@@ -63,7 +63,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Validate(args) => validate::run(&args, render),
         Command::Plan(args) => plan::run(&args, render),
-        Command::Eval(args) => eval::run(&args),
+        Command::Eval(args) => eval::run(&args, render),
         Command::Completions(args) => completions::run(&args),
     };
     result.unwrap_or_else(|err| {
