@@ -664,6 +664,15 @@ mod tests {
             let mut js = js;
             js[b].needs.push(NeedsRef { job: format!("j{a}"), tag: 999 });
             let errs = JobGraph::build(&js).unwrap_err();
+            // Every step of a reported cycle is a `needs` entry that was written.
+            for e in &errs {
+                if let GraphError::Cycle { path, .. } = e {
+                    for w in path.windows(2) {
+                        let job = js.iter().find(|j| j.id == w[0]).unwrap();
+                        prop_assert!(job.needs.iter().any(|n| n.job == w[1]));
+                    }
+                }
+            }
             let (from, to) = (format!("j{b}"), format!("j{a}"));
             let found = errs.iter().any(|e| match e {
                 GraphError::Cycle { path, tags } => {

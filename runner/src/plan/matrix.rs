@@ -46,8 +46,7 @@ pub struct MatrixInput {
 }
 
 /// Where a cell came from; decides which values appear in its display name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case", tag = "from", content = "index")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CellOrigin {
     /// A combination of the cartesian product (possibly extended by `include` entries).
     Product,
@@ -931,8 +930,50 @@ mod tests {
         out
     }
 
+    /// Any JSON a YAML file could hold, a few levels deep.
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            "[a-cA-C0-9x. +-]{0,4}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::vec(("[a-c]", inner), 0..3)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn any_entries() -> impl Strategy<Value = Vec<IndexMap<String, Value>>> {
+        prop::collection::vec(
+            prop::collection::vec(("[a-e]", any_value()), 0..3)
+                .prop_map(|kv| kv.into_iter().collect()),
+            0..4,
+        )
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn never_panics_and_respects_the_limit(
+            dims in prop::collection::vec(("[a-e]", prop::collection::vec(any_value(), 0..8)), 0..4),
+            include in any_entries(),
+            exclude in any_entries(),
+        ) {
+            let m = MatrixInput { dimensions: dims.into_iter().collect(), include, exclude };
+            if let Ok(cells) = expand(&m) {
+                prop_assert!(cells.len() <= MAX_CELLS);
+                for c in &cells {
+                    let _ = c.display_name("job");
+                }
+            }
+        }
 
         #[test]
         fn without_includes_cells_are_the_product_minus_excluded(m in matrix_without_includes()) {
