@@ -5,4 +5,9 @@
 //! problem as a diagnostic ([`load`]). Must not know: what expressions mean (strings holding
 //! `${{ }}` are kept with their spans for `expr`), Docker, GPUs present, time.
 
+pub mod load;
+pub mod model;
 pub mod yaml;
+
+pub use load::{Loaded, load_action, load_path, load_workflow, load_workflow_in};
+pub use model::{Action, Workflow};
