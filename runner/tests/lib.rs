@@ -1,3 +1,4 @@
 //! All integration tests build into one binary (one link step); one module per feature.
 
 mod cli;
+mod diagnostics;

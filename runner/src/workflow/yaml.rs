@@ -435,10 +435,10 @@ fn type_plain_scalar(s: &str) -> NodeKind {
                 .map_or_else(|_| NodeKind::String(s.to_owned()), NodeKind::Float),
         };
     }
-    if is_core_float(digits) {
-        if let Ok(f) = s.parse::<f64>() {
-            return NodeKind::Float(f);
-        }
+    if is_core_float(digits)
+        && let Ok(f) = s.parse::<f64>()
+    {
+        return NodeKind::Float(f);
     }
     NodeKind::String(s.to_owned())
 }

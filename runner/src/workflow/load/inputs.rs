@@ -27,37 +27,39 @@ pub fn check_input_value(
         )
         .label(format!("expected {expected}"))
     };
-    let text =
-        match &value.value {
-            Value::String(s) => s.as_str(),
-            Value::List(items) => {
-                return match ty {
-                    InputType::List => items.iter().find(|i| i.as_str().is_none()).map(|bad| {
-                        Diagnostic::error(
-                            file,
-                            bad.span,
-                            format!(
-                                "input `{input}` expects a list of strings, found {} in the list",
-                                bad.kind_name()
-                            ),
-                        )
-                        .label("expected a string")
-                    }),
-                    InputType::IntegerOrList | InputType::Gpus => items.iter().find_map(|i| {
-                        let inner = if ty == InputType::Gpus {
-                            InputType::String
-                        } else {
-                            InputType::Integer
-                        };
-                        check_input_value(file, input, inner, i)
-                    }),
-                    _ => Some(wrong_shape()),
-                };
-            }
-            Value::Map(entries) => {
-                return match ty {
-                    InputType::Map => entries.iter().find(|(_, v)| v.as_str().is_none()).map(
-                        |(k, v)| {
+    let text = match &value.value {
+        Value::String(s) => s.as_str(),
+        Value::List(items) => {
+            return match ty {
+                InputType::List => items.iter().find(|i| i.as_str().is_none()).map(|bad| {
+                    Diagnostic::error(
+                        file,
+                        bad.span,
+                        format!(
+                            "input `{input}` expects a list of strings, found {} in the list",
+                            bad.kind_name()
+                        ),
+                    )
+                    .label("expected a string")
+                }),
+                InputType::IntegerOrList | InputType::Gpus => items.iter().find_map(|i| {
+                    let inner = if ty == InputType::Gpus {
+                        InputType::String
+                    } else {
+                        InputType::Integer
+                    };
+                    check_input_value(file, input, inner, i)
+                }),
+                _ => Some(wrong_shape()),
+            };
+        }
+        Value::Map(entries) => {
+            return match ty {
+                InputType::Map => {
+                    entries
+                        .iter()
+                        .find(|(_, v)| v.as_str().is_none())
+                        .map(|(k, v)| {
                             Diagnostic::error(
                                 file,
                                 v.span,
@@ -67,13 +69,13 @@ pub fn check_input_value(
                                 ),
                             )
                             .label("expected a scalar")
-                        },
-                    ),
-                    _ => Some(wrong_shape()),
-                };
-            }
-            _ => return None,
-        };
+                        })
+                }
+                _ => Some(wrong_shape()),
+            };
+        }
+        _ => return None,
+    };
     if is_expression(text) {
         return None;
     }

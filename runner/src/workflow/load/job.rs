@@ -291,7 +291,10 @@ impl Reader {
                     }
                     if let Some(first) = ids.iter().find(|i| i.value == item.text) {
                         let d = self
-                            .err(item.span, format!("GPU `{}` is listed twice", item.text))
+                            .err(
+                                item.span,
+                                format!("device `{}` is listed twice in `{key}`", item.text),
+                            )
                             .label("listed again here")
                             .related(&self.file.clone(), first.span, "first listed here");
                         self.report(d);
@@ -350,10 +353,10 @@ impl Reader {
     }
 
     fn matrix(&mut self, key: &Spanned<String>, node: &Node) -> Option<Matrix> {
-        if let NodeKind::String(s) = &node.kind {
-            if is_expression(s) {
-                return Some(Matrix::Expr(Spanned::new(s.clone(), node.content)));
-            }
+        if let NodeKind::String(s) = &node.kind
+            && is_expression(s)
+        {
+            return Some(Matrix::Expr(Spanned::new(s.clone(), node.content)));
         }
         let entries = self.map(
             "matrix",
@@ -410,7 +413,8 @@ impl Reader {
                 }
             }
         }
-        if m.dims.is_empty() && m.include.is_empty() {
+        // Only when nothing was written: a dimension that was wrong is already reported.
+        if entries.iter().all(|e| e.key.value == "exclude") {
             let d = self
                 .err(key.span, "the matrix has no dimensions")
                 .label("no values to combine")

@@ -112,22 +112,26 @@ fn load_action_with(
 /// What a path holds, decided by its file name.
 #[derive(Debug)]
 pub enum Loaded {
-    Workflow(Option<Workflow>),
-    Action(Option<Action>),
+    Workflow(Option<Box<Workflow>>),
+    Action(Option<Box<Action>>),
 }
 
 /// Reads and loads a file: `action.yml`/`action.yaml` as an action, anything else as a
 /// workflow. A file that cannot be read is an `Err` (one unlocated diagnostic).
-pub fn load_path(path: &Path) -> Result<(Loaded, Diagnostics), Diagnostic> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| Diagnostic::unlocated(format!("cannot read `{}`: {err}", path.display())))?;
+pub fn load_path(path: &Path) -> Result<(Loaded, Diagnostics), Box<Diagnostic>> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        Box::new(Diagnostic::unlocated(format!(
+            "cannot read `{}`: {err}",
+            path.display()
+        )))
+    })?;
     let file = SourceFile::new(path.to_string_lossy(), text);
     Ok(if is_action_file(path) {
         let (a, d) = load_action(&file);
-        (Loaded::Action(a), d)
+        (Loaded::Action(a.map(Box::new)), d)
     } else {
         let (w, d) = load_workflow(&file);
-        (Loaded::Workflow(w), d)
+        (Loaded::Workflow(w.map(Box::new)), d)
     })
 }
 

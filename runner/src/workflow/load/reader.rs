@@ -210,11 +210,11 @@ impl Reader {
                     format!("`{key}` expects {expected}, found {found}"),
                 )
                 .label(format!("expected {expected}"));
-                if let Ok(dur) = humantime::parse_duration(&node.text) {
-                    if unit == "minutes" {
-                        let minutes = dur.as_secs_f64() / 60.0;
-                        d = d.hint(format!("write the number of minutes: `{key}: {minutes}`"));
-                    }
+                if let Ok(dur) = humantime::parse_duration(&node.text)
+                    && unit == "minutes"
+                {
+                    let minutes = dur.as_secs_f64() / 60.0;
+                    d = d.hint(format!("write the number of minutes: `{key}: {minutes}`"));
                 }
                 self.diags.push(d);
                 return None;

@@ -58,14 +58,14 @@ impl Reader {
             match e.key.value.as_str() {
                 "id" => {
                     step.id = self.string("id", v);
-                    if let Some(id) = &step.id {
-                        if !is_valid_id(&id.value) {
-                            let d = self
+                    if let Some(id) = &step.id
+                        && !is_valid_id(&id.value)
+                    {
+                        let d = self
                                 .err(v.span, format!("invalid step id `{}`", id.value))
                                 .label("not a valid step id")
                                 .hint("a step id starts with a letter or `_` and holds only letters, digits, `-` and `_`");
-                            self.report(d);
-                        }
+                        self.report(d);
                     }
                 }
                 "name" => step.name = self.string("name", v),

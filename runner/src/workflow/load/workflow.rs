@@ -76,6 +76,14 @@ impl Reader {
             }
         }
         let Some(jobs) = jobs_node else {
+            // `job:` or `Jobs:` already got "did you mean `jobs`?"; one message is enough.
+            let misspelt = entries.iter().any(|e| {
+                !WORKFLOW_KEYS.contains(&e.key.value.as_str())
+                    && did_you_mean(&e.key.value, &["jobs"]).is_some()
+            });
+            if misspelt {
+                return None;
+            }
             let d = self
                 .err(Span::new(0, 0), "a workflow needs `jobs`")
                 .label("no `jobs:` in this file")
