@@ -546,12 +546,24 @@ fn syntax_error(file: &Arc<SourceFile>, offsets: &ByteOffsets, e: &ScanError) ->
             "unexpected list item",
             Some("check the indentation of this line"),
         ),
+        "while parsing a node, did not find expected node content" => (
+            "invalid YAML: expected a value here".into(),
+            "expected a value",
+            Some("check for a missing value, an unclosed `[` or `{`, or a stray character"),
+        ),
         other => {
-            let other = other
-                .strip_prefix("while parsing ")
-                .or_else(|| other.strip_prefix("while scanning "))
-                .unwrap_or(other)
-                .replace('\'', "`");
+            // "while parsing a block mapping, did not find …" → "did not find …": the
+            // parser's state means nothing to the reader.
+            let other = match other.split_once(", ") {
+                Some((context, rest))
+                    if context.starts_with("while parsing")
+                        || context.starts_with("while scanning") =>
+                {
+                    rest
+                }
+                _ => other,
+            }
+            .replace('\'', "`");
             (format!("invalid YAML: {other}"), "here", None)
         }
     };

@@ -33,8 +33,8 @@ impl Reader {
             let v = &e.value;
             match e.key.value.as_str() {
                 "name" => name = self.string("name", v),
-                "description" => description = self.string("description", v),
-                "author" => author = self.string("author", v),
+                "description" => description = self.optional_string("description", v),
+                "author" => author = self.optional_string("author", v),
                 "inputs" => {
                     for i in self
                         .map("inputs", v, "a mapping of input names to settings")
@@ -103,7 +103,7 @@ impl Reader {
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
-                "description" => input.description = self.string("description", v),
+                "description" => input.description = self.optional_string("description", v),
                 "required" => match v.kind {
                     NodeKind::Bool(b) => input.required = b,
                     _ => self.wrong_type("required", v, "`true` or `false`"),
@@ -117,7 +117,7 @@ impl Reader {
                     })
                 }
                 "deprecationMessage" => {
-                    input.deprecation_message = self.string("deprecationMessage", v)
+                    input.deprecation_message = self.optional_string("deprecationMessage", v)
                 }
                 _ => {}
             }
@@ -132,7 +132,7 @@ impl Reader {
         let mut value = None;
         for e in entries {
             match e.key.value.as_str() {
-                "description" => description = self.string("description", &e.value),
+                "description" => description = self.optional_string("description", &e.value),
                 "value" => value = self.string("value", &e.value),
                 _ => {}
             }

@@ -71,11 +71,11 @@ impl Reader {
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
-                "name" => job.name = self.string("name", v),
+                "name" => job.name = self.optional_string("name", v),
                 "needs" => {
                     job.needs = self.string_list("needs", v, "a job id or a list of job ids")
                 }
-                "if" => job.condition = self.string("if", v),
+                "if" => job.condition = self.optional_string("if", v),
                 "runs-on" => {
                     job.runs_on = self.string_list("runs-on", v, "a host name or a list of labels")
                 }
@@ -164,8 +164,8 @@ impl Reader {
 
     /// `gpus:`: `all`, a count, device ids, an expression, or `{count | ids, constraint}`.
     pub fn gpus(&mut self, key: &str, node: &Node) -> Option<GpuRequest> {
-        const EXPECTED: &str = "`all`, a number of GPUs, or a list of device ids";
         let devices = match &node.kind {
+            NodeKind::Null => return None,
             NodeKind::Map(entries) => {
                 self.check_keys(entries, &["count", "ids", "constraint"], &[], "`gpus`");
                 let count = entries.iter().find(|e| e.key.value == "count");
@@ -228,7 +228,6 @@ impl Reader {
             }
             _ => self.gpu_devices(key, node, true)?,
         };
-        let _ = EXPECTED;
         Some(GpuRequest {
             span: node.span,
             devices,
@@ -358,6 +357,9 @@ impl Reader {
         {
             return Some(Matrix::Expr(Spanned::new(s.clone(), node.content)));
         }
+        if node.is_null() {
+            return None;
+        }
         let entries = self.map(
             "matrix",
             node,
@@ -458,6 +460,9 @@ impl Reader {
     }
 
     fn container(&mut self, key: &str, node: &Node) -> Option<Container> {
+        if node.is_null() {
+            return None;
+        }
         if let Some(image) = node.scalar_string() {
             return Some(Container {
                 image,
@@ -489,7 +494,7 @@ impl Reader {
                 "env" => c.env = self.env("env", v),
                 "ports" => c.ports = self.string_list("ports", v, "a list of ports"),
                 "volumes" => c.volumes = self.string_list("volumes", v, "a list of volumes"),
-                "options" => c.options = self.string("options", v),
+                "options" => c.options = self.optional_string("options", v),
                 _ => {}
             }
         }

@@ -117,6 +117,14 @@ impl Reader {
         }
     }
 
+    /// An optional string: an empty value (`name:`) is the same as leaving the key out.
+    pub fn optional_string(&mut self, key: &str, node: &Node) -> Option<Spanned<String>> {
+        if node.is_null() {
+            return None;
+        }
+        self.string(key, node)
+    }
+
     /// One string or a list of them (`needs: build` / `needs: [build, test]`).
     pub fn string_list(&mut self, key: &str, node: &Node, expected: &str) -> Vec<Spanned<String>> {
         match &node.kind {
@@ -153,6 +161,7 @@ impl Reader {
     /// `true`/`false` or an expression.
     pub fn bool_or_expr(&mut self, key: &str, node: &Node) -> Option<BoolOrExpr> {
         match &node.kind {
+            NodeKind::Null => None,
             NodeKind::Bool(b) => Some(BoolOrExpr::Bool(*b)),
             NodeKind::String(s) if is_expression(s) => {
                 Some(BoolOrExpr::Expr(Spanned::new(s.clone(), node.content)))
@@ -188,6 +197,7 @@ impl Reader {
         integer: bool,
     ) -> Option<NumberOrExpr> {
         let n = match &node.kind {
+            NodeKind::Null => return None,
             NodeKind::Int(i) => *i as f64,
             NodeKind::Float(f) if !integer => *f,
             NodeKind::String(s) if is_expression(s) => {

@@ -57,7 +57,7 @@ impl Reader {
             let v = &e.value;
             match e.key.value.as_str() {
                 "id" => {
-                    step.id = self.string("id", v);
+                    step.id = self.optional_string("id", v);
                     if let Some(id) = &step.id
                         && !is_valid_id(&id.value)
                     {
@@ -68,11 +68,13 @@ impl Reader {
                         self.report(d);
                     }
                 }
-                "name" => step.name = self.string("name", v),
-                "if" => step.condition = self.string("if", v),
+                "name" => step.name = self.optional_string("name", v),
+                "if" => step.condition = self.optional_string("if", v),
                 "run" => step.run = self.string("run", v),
-                "shell" => step.shell = self.string("shell", v),
-                "working-directory" => step.working_directory = self.string("working-directory", v),
+                "shell" => step.shell = self.optional_string("shell", v),
+                "working-directory" => {
+                    step.working_directory = self.optional_string("working-directory", v)
+                }
                 "uses" => {
                     if let Some(s) = self.string("uses", v) {
                         step.uses = self.parse_uses(&s);

@@ -59,8 +59,8 @@ impl Reader {
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
-                "name" => wf.name = self.string("name", v),
-                "run-name" => wf.run_name = self.string("run-name", v),
+                "name" => wf.name = self.optional_string("name", v),
+                "run-name" => wf.run_name = self.optional_string("run-name", v),
                 "on" => wf.on = self.triggers(v),
                 "env" => wf.env = self.env("env", v),
                 "defaults" => wf.defaults = self.defaults("defaults", v),
@@ -176,9 +176,9 @@ impl Reader {
             let mut rd = RunDefaults::default();
             for e in run_entries {
                 match e.key.value.as_str() {
-                    "shell" => rd.shell = self.string("shell", &e.value),
+                    "shell" => rd.shell = self.optional_string("shell", &e.value),
                     "working-directory" => {
-                        rd.working_directory = self.string("working-directory", &e.value)
+                        rd.working_directory = self.optional_string("working-directory", &e.value)
                     }
                     _ => {}
                 }
@@ -189,6 +189,9 @@ impl Reader {
     }
 
     fn concurrency(&mut self, node: &Node) -> Option<Concurrency> {
+        if node.is_null() {
+            return None;
+        }
         if let Some(group) = node.scalar_string() {
             return Some(Concurrency {
                 group,
@@ -397,7 +400,7 @@ impl Reader {
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
-                "description" => input.description = self.string("description", v),
+                "description" => input.description = self.optional_string("description", v),
                 "required" => match v.kind {
                     NodeKind::Bool(b) => input.required = b,
                     _ => self.wrong_type("required", v, "`true` or `false`"),

@@ -46,7 +46,7 @@ pub struct ActionInput {
     #[serde(default)]
     pub required: bool,
     /// The value used when the step does not give one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]
     pub default: Option<Spanned<String>>,
     /// Shown as a warning when a step gives this input.

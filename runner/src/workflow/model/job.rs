@@ -30,7 +30,8 @@ pub struct Job {
     #[schemars(schema_with = "schema::string_or_list")]
     pub needs: Vec<Spanned<String>>,
     /// Run the job only when this expression is true (`${{ }}` may be left out).
-    #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "if", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::scalar_string")]
     pub condition: Option<Spanned<String>>,
     /// The host to run on, by name or label (from gpuflow's host configuration); a list
     /// means a host with all those labels. Default: the local Docker engine.

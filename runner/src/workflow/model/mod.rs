@@ -27,3 +27,29 @@ pub use triggers::{
 };
 pub use value::{BoolOrExpr, NumberOrExpr, Value};
 pub use workflow::{Concurrency, Defaults, Env, RunDefaults, Workflow};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_generate_with_docs_and_several_shapes() {
+        let workflow = serde_json::to_value(schemars::schema_for!(Workflow)).unwrap();
+        let text = workflow.to_string();
+        if std::env::var_os("DUMP_SCHEMA").is_some() {
+            println!("{}", serde_json::to_string_pretty(&workflow).unwrap());
+        }
+        // Field docs become tooltips.
+        assert!(
+            text.contains("Cancel the job after this many minutes"),
+            "{text}"
+        );
+        // `permissions` is accepted (and ignored), so the schema must accept it too.
+        assert!(workflow["properties"]["permissions"].is_object(), "{text}");
+        assert_eq!(workflow["additionalProperties"], false);
+        // Built-in names come from the step declarations.
+        assert!(text.contains("wait-for-health"));
+        let action = serde_json::to_value(schemars::schema_for!(Action)).unwrap();
+        assert!(action.to_string().contains("composite"));
+    }
+}

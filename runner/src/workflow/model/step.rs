@@ -29,10 +29,12 @@ pub struct Step {
     pub name: Option<Spanned<String>>,
     /// Run the step only when this expression is true (`${{ }}` may be left out). Without a
     /// status function it means `success() && (…)`.
-    #[serde(rename = "if", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "if", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::scalar_string")]
     pub condition: Option<Spanned<String>>,
     /// A script, run by `shell`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub run: Option<Spanned<String>>,
     /// The shell of a `run:` step (`bash`, `sh`, `python`, or a command with `{0}`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,7 +45,8 @@ pub struct Step {
     /// What the step runs: a built-in (`wait-for-health`), a local action
     /// (`./actions/sglang-server`), a remote action (`owner/repo/path@ref`) or an image
     /// (`docker://alpine:3`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Uses")]
     pub uses: Option<Spanned<Uses>>,
     /// Inputs of the `uses:` step. Scalars are passed as strings; some built-ins take lists
     /// or mappings (`ports`, `env`).

@@ -96,7 +96,7 @@ pub struct DispatchInput {
     #[serde(default)]
     pub required: bool,
     /// The value used when a run does not give one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::schema::scalar_string")]
     pub default: Option<Spanned<String>>,
     /// The input's type; values are checked against it when a run starts.

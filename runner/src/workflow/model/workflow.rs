@@ -17,7 +17,7 @@ pub type Env = IndexMap<String, Spanned<String>>;
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Workflow {
     /// The workflow's name, shown in run lists and reports. Defaults to the file name.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]
     pub name: Option<Spanned<String>>,
     /// The name of each run; may use `${{ }}` expressions (`bench ${{ inputs.model }}`).
@@ -40,7 +40,7 @@ pub struct Workflow {
     pub concurrency: Option<Concurrency>,
     /// GitHub token permissions. Accepted so GitHub workflows load; gpuflow has no token
     /// and ignores them.
-    #[serde(skip_serializing)]
+    #[serde(default, skip_serializing)]
     #[schemars(schema_with = "permissions_schema")]
     pub permissions: Option<Spanned<String>>,
     /// The jobs, by id. A job id starts with a letter or `_` and holds letters, digits, `-`
