@@ -332,3 +332,18 @@ proptest! {
         let _ = load_text(&mutate(&base, &edits));
     }
 }
+
+#[test]
+fn validate_text_output_snapshot() {
+    let out = gpuflow()
+        .args([
+            "validate",
+            "valid/minimal.yml",
+            "invalid/unknown-needs.yml",
+            "invalid/unknown-event.yml",
+        ])
+        .assert()
+        .code(1);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    insta::assert_snapshot!("validate-cli", stderr);
+}

@@ -535,6 +535,24 @@ mod tests {
     }
 
     #[test]
+    fn every_builtin_example_loads_cleanly() {
+        for spec in crate::steps::builtins() {
+            let steps: String = spec
+                .example
+                .lines()
+                .map(|l| format!("      {l}\n"))
+                .collect();
+            let (w, d, _) = load(&job(&format!("    steps:\n{steps}")));
+            assert!(d.is_empty(), "{}: {d:#?}", spec.name);
+            let step = &w.unwrap().jobs["a"].steps[0];
+            assert_eq!(
+                step.uses.as_ref().unwrap().value,
+                Uses::Builtin(spec.name.into())
+            );
+        }
+    }
+
+    #[test]
     fn non_composite_actions_are_refused() {
         let file = SourceFile::new(
             "action.yml",
