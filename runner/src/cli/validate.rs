@@ -44,7 +44,20 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         }
     }
     let all = all.sorted();
-    let summary = summary(&all, files.len(), files_with_errors);
+    let mut summary = summary(&all, files.len(), files_with_errors);
+    if !unreadable.is_empty() {
+        let n = unreadable.len();
+        let unread = if n == 1 {
+            "1 path could not be read".to_owned()
+        } else {
+            format!("{n} paths could not be read")
+        };
+        summary = if files.is_empty() {
+            unread
+        } else {
+            format!("{unread}; {summary}")
+        };
+    }
     match args.format {
         Format::Text => {
             let mut out = String::new();

@@ -113,14 +113,12 @@ impl Reader {
                 self.report(d);
             }
             (Some(_), None) => {
-                for name in ["with"] {
-                    if let Some(e) = key(name) {
-                        let d = self
-                            .err(e.key.span, "`with` only applies to `uses` steps")
-                            .label("this is a `run` step")
-                            .hint("pass values to a script through `env:`, or remove `with:`");
-                        self.report(d);
-                    }
+                if let Some(e) = key("with") {
+                    let d = self
+                        .err(e.key.span, "`with` only applies to `uses` steps")
+                        .label("this is a `run` step")
+                        .hint("pass values to a script through `env:`, or remove `with:`");
+                    self.report(d);
                 }
             }
             (None, Some(_)) => {

@@ -312,7 +312,6 @@ impl Reader {
         self.check_keys(entries, &keys, &[], "`on.push`");
         for e in entries {
             let key = e.key.value.as_str();
-            let list = || -> &'static str { "a glob or a list of globs" };
             let target = match key {
                 "branches" => &mut p.branches,
                 "branches-ignore" => &mut p.branches_ignore,
@@ -322,7 +321,7 @@ impl Reader {
                 "paths-ignore" => &mut p.paths_ignore,
                 _ => continue,
             };
-            *target = self.string_list(key, &e.value, list());
+            *target = self.string_list(key, &e.value, "a glob or a list of globs");
         }
         for (a, b) in [
             ("branches", "branches-ignore"),
