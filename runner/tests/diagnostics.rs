@@ -252,6 +252,12 @@ fn validate_exits_2_for_a_missing_path() {
         stderr.contains("`no/such/file.yml` does not exist"),
         "{stderr}"
     );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("1 path could not be read; 1 file valid"),
+        "{stderr}"
+    );
 }
 
 #[test]
