@@ -94,7 +94,9 @@ pub struct Strategy {
 /// (`${{ fromJSON(needs.setup.outputs.matrix) }}`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Matrix {
+    /// Written out as dimensions.
     Dims(MatrixDims),
+    /// One expression yielding the matrix as JSON.
     Expr(Spanned<String>),
 }
 
@@ -112,7 +114,9 @@ pub struct MatrixDims {
 /// One dimension's values.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MatrixDim {
+    /// The values, in order.
     Values(Vec<Spanned<Value>>),
+    /// An expression yielding the list (`${{ fromJSON(inputs.sizes) }}`).
     Expr(Spanned<String>),
 }
 
@@ -181,6 +185,7 @@ pub struct GpuRequest {
     /// The whole `gpus:` value.
     #[serde(skip)]
     pub span: Span,
+    /// How many GPUs, or which ones.
     pub devices: GpuDevices,
     /// Where the GPUs must sit relative to each other.
     #[serde(skip_serializing_if = "Option::is_none")]

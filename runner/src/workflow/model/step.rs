@@ -81,9 +81,13 @@ pub enum Uses {
     Local(String),
     /// `owner/repo[/path]@ref`: an action from another repository.
     Remote {
+        /// The GitHub user or organisation.
         owner: String,
+        /// The repository.
         repo: String,
+        /// The action's folder inside the repository, if not its root.
         path: Option<String>,
+        /// The branch, tag or commit after `@`.
         git_ref: String,
     },
     /// `docker://image`: run an image as the step.

@@ -13,14 +13,18 @@ use crate::diag::Spanned;
 /// (`continue-on-error: ${{ matrix.experimental }}`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum BoolOrExpr {
+    /// Written as `true` or `false`.
     Bool(bool),
+    /// Decided when the workflow runs.
     Expr(Spanned<String>),
 }
 
 /// A number, or an expression (`timeout-minutes: ${{ inputs.timeout }}`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum NumberOrExpr {
+    /// Written as a number.
     Number(f64),
+    /// Decided when the workflow runs.
     Expr(Spanned<String>),
 }
 
@@ -70,12 +74,19 @@ impl JsonSchema for NumberOrExpr {
 /// YAML type, since `matrix.x == 5` compares numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// `~`, `null` or nothing.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A whole number.
     Int(i64),
+    /// A number with a fraction or exponent.
     Float(f64),
+    /// Text (and, in `with:`, every scalar).
     String(String),
+    /// A list.
     List(Vec<Spanned<Value>>),
+    /// A mapping, in file order.
     Map(IndexMap<String, Spanned<Value>>),
 }
 
