@@ -1,8 +1,265 @@
-use crate::diag::{ExitCode, RenderOptions};
+//! `gpuflow validate [PATHS…]`: loads every workflow and action file given (folders are
+//! searched for `*.yml`/`*.yaml`), prints every problem, and exits 0 (valid, warnings
+//! allowed), 1 (errors found) or 2 (a path could not be read).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, Severity, render};
+use crate::workflow::load_path;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Workflow or action files, or folders to search for `*.yml` and `*.yaml` (files named
+    /// `action.yml` are actions). Default: `workflows/` and `actions/` of the current folder.
+    pub paths: Vec<PathBuf>,
 
-pub fn run(_args: &Args, _render: RenderOptions) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`gpuflow validate` is being written")
+    /// How to print problems: `text` for people, `json` for editors and CI.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
+    let mut unreadable = Diagnostics::new();
+    let files = collect_files(&args.paths, &mut unreadable);
+    let mut all = Diagnostics::new();
+    let mut files_with_errors = 0;
+    for file in &files {
+        match load_path(file) {
+            Ok((_, diags)) => {
+                if diags.has_errors() {
+                    files_with_errors += 1;
+                }
+                all.extend(diags);
+            }
+            Err(d) => unreadable.push(*d),
+        }
+    }
+    let all = all.sorted();
+    let mut summary = summary(&all, files.len(), files_with_errors);
+    if !unreadable.is_empty() {
+        let n = unreadable.len();
+        let unread = if n == 1 {
+            "1 path could not be read".to_owned()
+        } else {
+            format!("{n} paths could not be read")
+        };
+        summary = if files.is_empty() {
+            unread
+        } else {
+            format!("{unread}; {summary}")
+        };
+    }
+    match args.format {
+        Format::Text => {
+            let mut out = String::new();
+            for d in unreadable.iter().chain(all.iter()) {
+                out.push_str(&render(d, render_opts));
+                out.push_str("\n\n");
+            }
+            out.push_str(&summary);
+            eprintln!("{out}");
+        }
+        Format::Json => {
+            let report = JsonReport {
+                files: files.len(),
+                errors: all.error_count() + unreadable.len(),
+                warnings: all.warning_count(),
+                diagnostics: unreadable
+                    .iter()
+                    .chain(all.iter())
+                    .map(JsonDiagnostic::from)
+                    .collect(),
+            };
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+    }
+    Ok(if !unreadable.is_empty() {
+        ExitCode::Usage
+    } else if all.has_errors() {
+        ExitCode::Failure
+    } else {
+        ExitCode::Success
+    })
+}
+
+/// Every file to check, in a stable order. Paths that do not exist become diagnostics.
+fn collect_files(paths: &[PathBuf], unreadable: &mut Diagnostics) -> Vec<PathBuf> {
+    let defaults;
+    let paths = if paths.is_empty() {
+        defaults = ["workflows", "actions"]
+            .into_iter()
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .collect::<Vec<_>>();
+        if defaults.is_empty() {
+            unreadable.push(
+                Diagnostic::unlocated("no `workflows/` folder here")
+                    .hint("run `gpuflow validate` in a repository with `workflows/`, or name the files to check"),
+            );
+        }
+        &defaults
+    } else {
+        paths
+    };
+    let mut files = BTreeSet::new();
+    for path in paths {
+        if path.is_dir() {
+            walk(path, &mut files, unreadable);
+        } else if path.is_file() {
+            files.insert(path.clone());
+        } else {
+            unreadable.push(
+                Diagnostic::unlocated(format!("`{}` does not exist", path.display()))
+                    .hint("give a workflow file, an action file, or a folder holding them"),
+            );
+        }
+    }
+    files.into_iter().collect()
+}
+
+/// Adds every `*.yml`/`*.yaml` below `dir`, skipping hidden folders (`.git`, `.gpuflow`).
+fn walk(dir: &Path, files: &mut BTreeSet<PathBuf>, unreadable: &mut Diagnostics) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(err) => {
+            unreadable.push(Diagnostic::unlocated(format!(
+                "cannot read folder `{}`: {err}",
+                dir.display()
+            )));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let hidden = entry.file_name().to_string_lossy().starts_with('.');
+        if path.is_dir() {
+            if !hidden {
+                walk(&path, files, unreadable);
+            }
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yml" | "yaml")
+        ) {
+            files.insert(path);
+        }
+    }
+}
+
+/// "2 errors and 1 warning in 1 of 3 files", or "3 files valid".
+fn summary(diags: &Diagnostics, files: usize, files_with_errors: usize) -> String {
+    let plural = |n: usize, word: &str| {
+        if n == 1 {
+            format!("1 {word}")
+        } else {
+            format!("{n} {word}s")
+        }
+    };
+    let errors = diags.error_count();
+    let warnings = diags.warning_count();
+    if errors == 0 {
+        let valid = format!("{} valid", plural(files, "file"));
+        return if warnings == 0 {
+            valid
+        } else {
+            format!("{valid}, {}", plural(warnings, "warning"))
+        };
+    }
+    let mut counts = plural(errors, "error");
+    if warnings > 0 {
+        counts = format!("{counts} and {}", plural(warnings, "warning"));
+    }
+    format!(
+        "{counts} in {files_with_errors} of {}",
+        plural(files, "file")
+    )
+}
+
+#[derive(Serialize)]
+struct JsonReport {
+    files: usize,
+    errors: usize,
+    warnings: usize,
+    diagnostics: Vec<JsonDiagnostic>,
+}
+
+/// One diagnostic for editors and CI: 1-based line and column (in characters) of the start
+/// and end of the span.
+#[derive(Serialize)]
+struct JsonDiagnostic {
+    file: Option<String>,
+    line: Option<usize>,
+    column: Option<usize>,
+    end: Option<JsonPosition>,
+    severity: &'static str,
+    message: String,
+    label: Option<String>,
+    hints: Vec<String>,
+    notes: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct JsonPosition {
+    line: usize,
+    column: usize,
+}
+
+impl From<&Diagnostic> for JsonDiagnostic {
+    fn from(d: &Diagnostic) -> Self {
+        let (line, column, end) = match &d.file {
+            Some(f) => {
+                let (line, column) = f.line_col(d.span.start);
+                let (end_line, end_column) = f.line_col(d.span.end);
+                (
+                    Some(line),
+                    Some(column),
+                    Some(JsonPosition {
+                        line: end_line,
+                        column: end_column,
+                    }),
+                )
+            }
+            None => (None, None, None),
+        };
+        Self {
+            file: d.file.as_ref().map(|f| f.name.clone()),
+            line,
+            column,
+            end,
+            severity: match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            },
+            message: d.message.clone(),
+            label: d.label.clone(),
+            hints: d.hints.clone(),
+            notes: d.notes.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::{SourceFile, Span};
+
+    #[test]
+    fn summaries_read_as_sentences() {
+        let f = SourceFile::new("w.yml", "x");
+        let mut d = Diagnostics::new();
+        assert_eq!(summary(&d, 3, 0), "3 files valid");
+        d.push(Diagnostic::warning(&f, Span::new(0, 1), "w"));
+        assert_eq!(summary(&d, 1, 0), "1 file valid, 1 warning");
+        d.push(Diagnostic::error(&f, Span::new(0, 1), "a"));
+        d.push(Diagnostic::error(&f, Span::new(0, 1), "b"));
+        assert_eq!(summary(&d, 3, 1), "2 errors and 1 warning in 1 of 3 files");
+    }
 }

@@ -1,0 +1,239 @@
+//! `benchmark`: the built-in load generator for OpenAI-compatible servers, or a user's
+//! benchmark script whose metrics are read from its output.
+
+use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+
+const fn input(
+    name: &'static str,
+    ty: InputType,
+    default: Option<&'static str>,
+    doc: &'static str,
+) -> InputSpec {
+    InputSpec {
+        name,
+        ty,
+        required: false,
+        default,
+        doc,
+    }
+}
+
+pub const SPEC: BuiltinSpec = BuiltinSpec {
+    name: "benchmark",
+    summary: "Measure an OpenAI-compatible server with the built-in load generator (single-stream, closed or open loop), or run a benchmark script and read its metrics.",
+    inputs: &[
+        input(
+            "target",
+            InputType::String,
+            None,
+            "The server's base URL (`http://localhost:30000`). Required unless `command` is given.",
+        ),
+        input(
+            "endpoint",
+            InputType::Enum(&["completions", "chat"]),
+            Some("completions"),
+            "`completions` (`/v1/completions`) or `chat` (`/v1/chat/completions`); both streamed.",
+        ),
+        input(
+            "model",
+            InputType::String,
+            None,
+            "The model name sent in requests. Defaults to the first of `/v1/models`.",
+        ),
+        input(
+            "mode",
+            InputType::Enum(&["single-stream", "concurrency", "request-rate"]),
+            Some("single-stream"),
+            "`single-stream`: one request at a time (decode speed); `concurrency`: a closed loop of N users; `request-rate`: an open loop at a given arrival rate.",
+        ),
+        input(
+            "concurrency",
+            InputType::IntegerOrList,
+            None,
+            "For `concurrency`: the number of requests in flight; a list sweeps (`[1, 8, 64]`).",
+        ),
+        input(
+            "request-rate",
+            InputType::Number,
+            None,
+            "For `request-rate`: requests per second.",
+        ),
+        input(
+            "arrival",
+            InputType::Enum(&["poisson", "constant", "gamma"]),
+            Some("poisson"),
+            "For `request-rate`: how arrivals are spaced.",
+        ),
+        input(
+            "burstiness",
+            InputType::Number,
+            Some("1.0"),
+            "For `gamma` arrivals: the shape factor (1.0 is Poisson; lower is burstier).",
+        ),
+        input(
+            "seed",
+            InputType::Integer,
+            Some("0"),
+            "Seed of the arrival schedule and synthetic prompts, so runs are repeatable.",
+        ),
+        input(
+            "requests",
+            InputType::Integer,
+            None,
+            "Requests per run (after warm-up). Either this or `duration`.",
+        ),
+        input(
+            "duration",
+            InputType::Duration,
+            None,
+            "How long each run lasts (`2m`). Either this or `requests`.",
+        ),
+        input(
+            "runs",
+            InputType::Integer,
+            Some("1"),
+            "Repetitions; the result reports each run, the median, a 95% interval and the variation.",
+        ),
+        input(
+            "warmup",
+            InputType::Integer,
+            Some("1"),
+            "Warm-up requests (or script runs) before measuring, excluded from every metric.",
+        ),
+        input(
+            "prompts",
+            InputType::Enum(&["synthetic", "jsonl", "sharegpt"]),
+            Some("synthetic"),
+            "Where prompts come from: synthetic text of exactly `input-tokens` tokens, or `prompt-file` (JSONL or ShareGPT format).",
+        ),
+        input(
+            "prompt-file",
+            InputType::String,
+            None,
+            "The prompt file for `prompts: jsonl` or `sharegpt`.",
+        ),
+        input(
+            "input-tokens",
+            InputType::Integer,
+            Some("128"),
+            "Length of synthetic prompts, in tokens.",
+        ),
+        input(
+            "output-tokens",
+            InputType::Integer,
+            Some("128"),
+            "Tokens to generate per request (with `ignore_eos` for synthetic prompts, so every request generates exactly this many).",
+        ),
+        input(
+            "ignore-eos",
+            InputType::Bool,
+            None,
+            "Ask the server to ignore end-of-sequence. Defaults to `true` for synthetic prompts.",
+        ),
+        input(
+            "request-timeout",
+            InputType::Duration,
+            Some("10m"),
+            "A request taking longer counts as a timeout error.",
+        ),
+        input(
+            "idle-timeout",
+            InputType::Duration,
+            Some("1m"),
+            "A stream silent for longer counts as a timeout error.",
+        ),
+        input(
+            "max-error-rate",
+            InputType::Percent,
+            Some("0%"),
+            "Fail the step when more requests than this fail.",
+        ),
+        input(
+            "slo",
+            InputType::Map,
+            None,
+            "Service-level objectives for `request_goodput` (`ttft_ms: 500`, `tpot_ms: 50`).",
+        ),
+        input(
+            "command",
+            InputType::String,
+            None,
+            "Run this benchmark script instead of the built-in generator (`runs` and `warmup` repeat it).",
+        ),
+        input(
+            "container",
+            InputType::String,
+            None,
+            "Run `command` inside this container; on the host when absent.",
+        ),
+        input(
+            "metrics",
+            InputType::Object,
+            None,
+            "For `command`: metric name → where to read it: `{json: path}` or `{regex: '…(?P<value>[0-9.]+)'}`, with `unit` and `direction` (`higher` or `lower` is better).",
+        ),
+    ],
+    outputs: &[
+        OutputSpec {
+            name: "output_throughput",
+            doc: "Output tokens per second over the run (median across runs).",
+        },
+        OutputSpec {
+            name: "request_throughput",
+            doc: "Completed requests per second.",
+        },
+        OutputSpec {
+            name: "total_token_throughput",
+            doc: "Input and output tokens per second.",
+        },
+        OutputSpec {
+            name: "ttft_ms",
+            doc: "Median time to first token, in milliseconds.",
+        },
+        OutputSpec {
+            name: "tpot_ms",
+            doc: "Median time per output token after the first, in milliseconds.",
+        },
+        OutputSpec {
+            name: "itl_ms",
+            doc: "Median gap between token-carrying chunks, in milliseconds.",
+        },
+        OutputSpec {
+            name: "e2el_ms",
+            doc: "Median end-to-end request latency, in milliseconds.",
+        },
+        OutputSpec {
+            name: "decode_tok_s",
+            doc: "Single-stream decode speed: tokens after the first chunk over the time between first and last token.",
+        },
+        OutputSpec {
+            name: "e2e_tok_s",
+            doc: "Single-stream tokens per second over the whole request.",
+        },
+        OutputSpec {
+            name: "output_tok_s",
+            doc: "The headline output tokens per second: `decode_tok_s` in single-stream mode, `output_throughput` otherwise.",
+        },
+        OutputSpec {
+            name: "tokens_per_chunk",
+            doc: "Mean tokens per streamed chunk (the speculative acceptance the client sees).",
+        },
+        OutputSpec {
+            name: "errors",
+            doc: "Failed requests, all kinds together.",
+        },
+        OutputSpec {
+            name: "result-file",
+            doc: "Path of the JSON result (keys as `vllm bench serve --save-result`).",
+        },
+    ],
+    example: r"- id: bench
+  uses: benchmark
+  with:
+    target: http://localhost:30000
+    mode: single-stream
+    output-tokens: 256
+    runs: 5
+    warmup: 1
+",
+};

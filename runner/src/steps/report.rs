@@ -1,0 +1,61 @@
+//! `report`: renders a report of the run and optionally commits it to a results branch.
+
+use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+
+pub const SPEC: BuiltinSpec = BuiltinSpec {
+    name: "report",
+    summary: "Render a Markdown or HTML report of the run (verdicts, metric tables, charts, environment) and optionally commit it to a results branch.",
+    inputs: &[
+        InputSpec {
+            name: "template",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "A Tera template in the repository (`reports/eagle3.md.tera`). Defaults to the built-in template.",
+        },
+        InputSpec {
+            name: "format",
+            ty: InputType::Enum(&["markdown", "html"]),
+            required: false,
+            default: Some("markdown"),
+            doc: "The output format.",
+        },
+        InputSpec {
+            name: "output",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "Where to write the report. Defaults to the run's folder under `.gpuflow/runs/`.",
+        },
+        InputSpec {
+            name: "title",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "The report's title. Defaults to the workflow's name.",
+        },
+        InputSpec {
+            name: "commit",
+            ty: InputType::Map,
+            required: false,
+            default: None,
+            doc: "Commit the report and a JSON record to a branch without touching the work tree: `{branch: gpuflow-results, push: origin, message: …}`.",
+        },
+    ],
+    outputs: &[
+        OutputSpec {
+            name: "path",
+            doc: "Where the report was written.",
+        },
+        OutputSpec {
+            name: "commit",
+            doc: "The commit holding the report, when `commit` is set.",
+        },
+    ],
+    example: r"- uses: report
+  with:
+    template: reports/eagle3.md.tera
+    commit:
+      branch: gpuflow-results
+",
+};

@@ -1,0 +1,142 @@
+//! `start-container`: a long-lived container (typically an inference server) that later
+//! steps name with `container:`.
+
+use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+
+pub const SPEC: BuiltinSpec = BuiltinSpec {
+    name: "start-container",
+    summary: "Start a container that lives until the job ends (or a `stop-container` step); later steps refer to it by name.",
+    inputs: &[
+        InputSpec {
+            name: "image",
+            ty: InputType::String,
+            required: true,
+            default: None,
+            doc: "The image to run (`lmsysorg/sglang:latest`). Pulled when missing.",
+        },
+        InputSpec {
+            name: "name",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "The name later steps use in `container:`. Defaults to the step's `id`.",
+        },
+        InputSpec {
+            name: "command",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "The command to run, split like a shell would (`python3 -m sglang.launch_server --tp 8`). Defaults to the image's command.",
+        },
+        InputSpec {
+            name: "entrypoint",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "Replaces the image's entrypoint.",
+        },
+        InputSpec {
+            name: "env",
+            ty: InputType::Map,
+            required: false,
+            default: None,
+            doc: "Environment variables inside the container. `NVIDIA_VISIBLE_DEVICES` is refused when `gpus` is set (gpuflow sets it).",
+        },
+        InputSpec {
+            name: "ports",
+            ty: InputType::List,
+            required: false,
+            default: None,
+            doc: "Published ports, as `HOST:CONTAINER` (`30000:30000`).",
+        },
+        InputSpec {
+            name: "volumes",
+            ty: InputType::List,
+            required: false,
+            default: None,
+            doc: "Mounts, as `SOURCE:TARGET[:ro]` (`/models:/models:ro`).",
+        },
+        InputSpec {
+            name: "workdir",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "The working folder inside the container.",
+        },
+        InputSpec {
+            name: "network",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "The Docker network to join (`host` shares the host's network).",
+        },
+        InputSpec {
+            name: "shm-size",
+            ty: InputType::ByteSize,
+            required: false,
+            default: None,
+            doc: "Size of `/dev/shm`. Not needed with `ipc: host`, the default when GPUs are requested.",
+        },
+        InputSpec {
+            name: "ipc",
+            ty: InputType::Enum(&["host", "private", "shareable", "none"]),
+            required: false,
+            default: None,
+            doc: "IPC namespace. Defaults to `host` when GPUs are requested (NVIDIA's recommendation for PyTorch servers), else Docker's default.",
+        },
+        InputSpec {
+            name: "ulimits",
+            ty: InputType::Map,
+            required: false,
+            default: None,
+            doc: "Resource limits (`memlock: -1`, `stack: 67108864`). With GPUs, NVIDIA's recommended memlock and stack limits are the defaults.",
+        },
+        InputSpec {
+            name: "gpus",
+            ty: InputType::Gpus,
+            required: false,
+            default: None,
+            doc: "GPUs for the container: `all`, a count, or device ids / UUIDs. Defaults to the GPUs allocated to the job.",
+        },
+        InputSpec {
+            name: "user",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "The user to run as (`1000:1000`).",
+        },
+        InputSpec {
+            name: "pull",
+            ty: InputType::Enum(&["missing", "always", "never"]),
+            required: false,
+            default: Some("missing"),
+            doc: "When to pull the image.",
+        },
+        InputSpec {
+            name: "init",
+            ty: InputType::Bool,
+            required: false,
+            default: Some("true"),
+            doc: "Run an init process as PID 1, so the server gets signals and stops promptly.",
+        },
+    ],
+    outputs: &[
+        OutputSpec {
+            name: "name",
+            doc: "The container's name, for `container:` in later steps.",
+        },
+        OutputSpec {
+            name: "id",
+            doc: "The Docker container id.",
+        },
+    ],
+    example: r"- id: server
+  uses: start-container
+  with:
+    image: lmsysorg/sglang:latest
+    command: python3 -m sglang.launch_server --model-path /models/qwen --tp 8 --port 30000
+    gpus: all
+    ports: ['30000:30000']
+    volumes: ['/models:/models:ro']
+",
+};

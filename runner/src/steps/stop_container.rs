@@ -1,0 +1,40 @@
+//! `stop-container`: ends a container started by `start-container` before the job ends.
+
+use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+
+pub const SPEC: BuiltinSpec = BuiltinSpec {
+    name: "stop-container",
+    summary: "Stop (and by default remove) a container started earlier in the job.",
+    inputs: &[
+        InputSpec {
+            name: "container",
+            ty: InputType::String,
+            required: true,
+            default: None,
+            doc: "The container's name (the `name` or `id` of its `start-container` step).",
+        },
+        InputSpec {
+            name: "timeout",
+            ty: InputType::Duration,
+            required: false,
+            default: Some("10s"),
+            doc: "How long to wait after SIGTERM before SIGKILL.",
+        },
+        InputSpec {
+            name: "remove",
+            ty: InputType::Bool,
+            required: false,
+            default: Some("true"),
+            doc: "Remove the container once stopped.",
+        },
+    ],
+    outputs: &[OutputSpec {
+        name: "exit-code",
+        doc: "The container's exit code.",
+    }],
+    example: r"- uses: stop-container
+  with:
+    container: server
+    timeout: 30s
+",
+};

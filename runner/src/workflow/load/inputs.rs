@@ -1,0 +1,223 @@
+//! Checking a `with:` value against the type a built-in declares for it. Values holding
+//! `${{` are left for when they are evaluated.
+
+use std::sync::Arc;
+
+use super::reader::is_expression;
+use crate::diag::{Diagnostic, SourceFile, Spanned, did_you_mean};
+use crate::steps::InputType;
+use crate::workflow::model::Value;
+
+/// A diagnostic when `value` cannot be of type `ty`; `None` when it fits (or is an expression).
+pub fn check_input_value(
+    file: &Arc<SourceFile>,
+    input: &str,
+    ty: InputType,
+    value: &Spanned<Value>,
+) -> Option<Diagnostic> {
+    let expected = ty.describe();
+    let wrong_shape = || {
+        Diagnostic::error(
+            file,
+            value.span,
+            format!(
+                "input `{input}` expects {expected}, found {}",
+                value.kind_name()
+            ),
+        )
+        .label(format!("expected {expected}"))
+    };
+    let text = match &value.value {
+        Value::String(s) => s.as_str(),
+        Value::List(items) => {
+            return match ty {
+                InputType::List => items.iter().find(|i| i.as_str().is_none()).map(|bad| {
+                    Diagnostic::error(
+                        file,
+                        bad.span,
+                        format!(
+                            "input `{input}` expects a list of strings, found {} in the list",
+                            bad.kind_name()
+                        ),
+                    )
+                    .label("expected a string")
+                }),
+                InputType::IntegerOrList | InputType::Gpus => items.iter().find_map(|i| {
+                    let inner = if ty == InputType::Gpus {
+                        InputType::String
+                    } else {
+                        InputType::Integer
+                    };
+                    check_input_value(file, input, inner, i)
+                }),
+                _ => Some(wrong_shape()),
+            };
+        }
+        Value::Map(entries) => {
+            return match ty {
+                InputType::Object => None,
+                InputType::Map => {
+                    entries
+                        .iter()
+                        .find(|(_, v)| v.as_str().is_none())
+                        .map(|(k, v)| {
+                            Diagnostic::error(
+                                file,
+                                v.span,
+                                format!(
+                                    "`{input}.{k}` must be a string, number or boolean, found {}",
+                                    v.kind_name()
+                                ),
+                            )
+                            .label("expected a scalar")
+                        })
+                }
+                _ => Some(wrong_shape()),
+            };
+        }
+        _ => return None,
+    };
+    if is_expression(text) {
+        return None;
+    }
+    let found = |d: Diagnostic| Some(d);
+    let bad = |extra: Option<String>| {
+        Diagnostic::error(
+            file,
+            value.span,
+            format!("input `{input}` expects {expected}, found `{text}`"),
+        )
+        .label(format!("expected {expected}"))
+        .maybe_hint(extra)
+    };
+    match ty {
+        InputType::String => None,
+        InputType::Integer => (text.parse::<u64>().is_err()).then(|| {
+            bad(text
+                .parse::<f64>()
+                .ok()
+                .map(|f| format!("use a whole number, such as `{}`", f.round().max(0.0))))
+        }),
+        InputType::Number => (!text.parse::<f64>().is_ok_and(f64::is_finite)).then(|| bad(None)),
+        InputType::Bool => {
+            (!matches!(text, "true" | "false" | "True" | "False" | "TRUE" | "FALSE")).then(|| {
+                bad(matches!(text, "yes" | "no" | "on" | "off" | "1" | "0")
+                    .then(|| "write `true` or `false`".to_owned()))
+            })
+        }
+        InputType::Enum(values) => {
+            (!values.contains(&text)).then(|| bad(did_you_mean(text, values)))
+        }
+        InputType::Duration => match humantime::parse_duration(text) {
+            Ok(_) => None,
+            Err(_) => {
+                let hint = if text.parse::<f64>().is_ok() {
+                    Some(format!("add a unit: `{text}s` or `{text}m`"))
+                } else {
+                    Some("write a number and a unit: `ms`, `s`, `m` or `h` (`1h30m`)".to_owned())
+                };
+                found(bad(hint))
+            }
+        },
+        InputType::Percent => {
+            let number = text.strip_suffix('%').unwrap_or(text).trim();
+            (!number
+                .parse::<f64>()
+                .is_ok_and(|f| f.is_finite() && f >= 0.0))
+            .then(|| bad(None))
+        }
+        InputType::ByteSize => (!is_byte_size(text)).then(|| {
+            bad(Some(
+                "a number with an optional unit `k`, `m`, `g` or `t` (`16g`)".to_owned(),
+            ))
+        }),
+        InputType::IntegerOrList => (text.parse::<u64>().is_err()).then(|| bad(None)),
+        InputType::List => None,
+        InputType::Map | InputType::Object => {
+            Some(wrong_shape().hint(format!("write a mapping: `{input}: {{ NAME: value }}`")))
+        }
+        InputType::Gpus => {
+            let ok = text == "all" || text.parse::<u32>().is_ok_and(|n| n > 0);
+            (!ok).then(|| bad(None))
+        }
+    }
+}
+
+/// `512`, `512m`, `16g`, `1.5GB`, `64KiB`.
+fn is_byte_size(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits_end);
+    number.parse::<f64>().is_ok()
+        && matches!(
+            unit,
+            "" | "b"
+                | "k"
+                | "kb"
+                | "kib"
+                | "m"
+                | "mb"
+                | "mib"
+                | "g"
+                | "gb"
+                | "gib"
+                | "t"
+                | "tb"
+                | "tib"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Span;
+    use test_case::test_case;
+
+    fn check(ty: InputType, text: &str) -> bool {
+        let f = SourceFile::new("t.yml", text);
+        let v = Spanned::new(Value::String(text.to_owned()), Span::new(0, text.len()));
+        check_input_value(&f, "x", ty, &v).is_none()
+    }
+
+    #[test_case(InputType::Duration, "30s", true)]
+    #[test_case(InputType::Duration, "1h30m", true)]
+    #[test_case(InputType::Duration, "100ms", true)]
+    #[test_case(InputType::Duration, "2h", true)]
+    #[test_case(InputType::Duration, "30", false)]
+    #[test_case(InputType::Duration, "soon", false)]
+    #[test_case(InputType::Duration, "${{ inputs.t }}", true; "expressions wait")]
+    #[test_case(InputType::Integer, "5", true)]
+    #[test_case(InputType::Integer, "5.5", false)]
+    #[test_case(InputType::Integer, "-1", false)]
+    #[test_case(InputType::Number, "0.5", true)]
+    #[test_case(InputType::Number, "fast", false)]
+    #[test_case(InputType::Bool, "true", true)]
+    #[test_case(InputType::Bool, "yes", false)]
+    #[test_case(InputType::Enum(&["http", "tcp"]), "tcp", true)]
+    #[test_case(InputType::Enum(&["http", "tcp"]), "https", false)]
+    #[test_case(InputType::Percent, "3%", true)]
+    #[test_case(InputType::Percent, "0.03", true)]
+    #[test_case(InputType::Percent, "three", false)]
+    #[test_case(InputType::ByteSize, "16g", true)]
+    #[test_case(InputType::ByteSize, "1.5GB", true)]
+    #[test_case(InputType::ByteSize, "16q", false)]
+    #[test_case(InputType::Gpus, "all", true)]
+    #[test_case(InputType::Gpus, "0", false)]
+    #[test_case(InputType::Map, "a=b", false)]
+    fn scalar_values(ty: InputType, text: &str, ok: bool) {
+        assert_eq!(check(ty, text), ok, "{ty:?} {text}");
+    }
+
+    #[test]
+    fn every_declared_default_fits_its_type() {
+        for b in crate::steps::builtins() {
+            for i in b.inputs {
+                if let Some(d) = i.default {
+                    assert!(check(i.ty, d), "{}.{} default `{d}`", b.name, i.name);
+                }
+            }
+        }
+    }
+}

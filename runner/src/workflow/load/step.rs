@@ -1,0 +1,459 @@
+//! Reading one step: `run` xor `uses`, the `uses:` forms, and `with:` checked against what the
+//! step takes: a built-in's declared inputs, or a local action's `inputs`.
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use super::inputs::check_input_value;
+use super::reader::{Reader, is_expression, is_valid_id, to_value};
+use crate::diag::{SourceFile, Span, Spanned, did_you_mean, join_quoted};
+use crate::steps;
+use crate::workflow::model::{Action, Step, Uses, Value};
+use crate::workflow::yaml::{MapEntry, Node};
+
+const STEP_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "if",
+    "run",
+    "shell",
+    "working-directory",
+    "uses",
+    "with",
+    "env",
+    "timeout-minutes",
+    "continue-on-error",
+];
+
+impl Reader {
+    pub fn step(&mut self, node: &Node, ctx: &mut super::LoadContext) -> Option<Step> {
+        let entries = self.map("steps", node, "a step (a mapping with `run` or `uses`)")?;
+        if node.is_null() {
+            let d = self
+                .err(node.span, "empty step")
+                .label("this step has nothing to run")
+                .hint("give it `run: <script>` or `uses: <step>`");
+            self.report(d);
+            return None;
+        }
+        self.check_keys(entries, STEP_KEYS, &[], "a step");
+        let mut step = Step {
+            span: node.span,
+            id: None,
+            name: None,
+            condition: None,
+            run: None,
+            shell: None,
+            working_directory: None,
+            uses: None,
+            with: IndexMap::new(),
+            env: IndexMap::new(),
+            timeout_minutes: None,
+            continue_on_error: None,
+        };
+        let mut with_entry: Option<&MapEntry> = None;
+        for e in entries {
+            let v = &e.value;
+            match e.key.value.as_str() {
+                "id" => {
+                    step.id = self.optional_string("id", v);
+                    if let Some(id) = &step.id
+                        && !is_valid_id(&id.value)
+                    {
+                        let d = self
+                                .err(v.span, format!("invalid step id `{}`", id.value))
+                                .label("not a valid step id")
+                                .hint("a step id starts with a letter or `_` and holds only letters, digits, `-` and `_`");
+                        self.report(d);
+                    }
+                }
+                "name" => step.name = self.optional_string("name", v),
+                "if" => step.condition = self.optional_string("if", v),
+                "run" => step.run = self.string("run", v),
+                "shell" => step.shell = self.optional_string("shell", v),
+                "working-directory" => {
+                    step.working_directory = self.optional_string("working-directory", v)
+                }
+                "uses" => {
+                    if let Some(s) = self.string("uses", v) {
+                        step.uses = self.parse_uses(&s);
+                    }
+                }
+                "with" => with_entry = Some(e),
+                "env" => step.env = self.env("env", v),
+                "timeout-minutes" => {
+                    step.timeout_minutes =
+                        self.positive_or_expr("timeout-minutes", v, "minutes", false)
+                }
+                "continue-on-error" => {
+                    step.continue_on_error = self.bool_or_expr("continue-on-error", v)
+                }
+                _ => {}
+            }
+        }
+        let key = |name: &str| entries.iter().find(|e| e.key.value == name);
+        match (key("run"), key("uses")) {
+            (Some(run), Some(uses)) => {
+                let d = self
+                    .err(uses.key.span, "a step has either `run` or `uses`, not both")
+                    .label("`uses` here")
+                    .related(&self.file.clone(), run.key.span, "`run` here")
+                    .hint("split it into two steps");
+                self.report(d);
+            }
+            (None, None) => {
+                let d = self
+                    .err(
+                        first_key_span(entries, node.span),
+                        "a step needs `run` or `uses`",
+                    )
+                    .label("this step has nothing to run")
+                    .hint("add `run: <script>`, or `uses: <built-in or ./action>`");
+                self.report(d);
+            }
+            (Some(_), None) => {
+                if let Some(e) = key("with") {
+                    let d = self
+                        .err(e.key.span, "`with` only applies to `uses` steps")
+                        .label("this is a `run` step")
+                        .hint("pass values to a script through `env:`, or remove `with:`");
+                    self.report(d);
+                }
+            }
+            (None, Some(_)) => {
+                for name in ["shell", "working-directory"] {
+                    if let Some(e) = key(name) {
+                        let d = self
+                            .err(e.key.span, format!("`{name}` only applies to `run` steps"))
+                            .label("this is a `uses` step")
+                            .hint(format!(
+                                "remove `{name}:`, or pass it to the step through `with:`"
+                            ));
+                        self.report(d);
+                    }
+                }
+            }
+        }
+        if let Some(w) = with_entry {
+            if let Some(entries) = self.map("with", &w.value, "a mapping of input names to values")
+            {
+                step.with = entries
+                    .iter()
+                    .map(|e| {
+                        let mut v = to_value(&e.value, true);
+                        if e.value.is_null() {
+                            v.value = Value::String(String::new());
+                        }
+                        (e.key.value.clone(), v)
+                    })
+                    .collect();
+                let keys: IndexMap<String, Span> = entries
+                    .iter()
+                    .map(|e| (e.key.value.clone(), e.key.span))
+                    .collect();
+                if let Some(uses) = step.uses.clone() {
+                    self.check_with(&uses, &step.with, &keys, ctx);
+                }
+            }
+        } else if let Some(uses) = step.uses.clone() {
+            self.check_with(&uses, &IndexMap::new(), &IndexMap::new(), ctx);
+        }
+        Some(step)
+    }
+
+    /// `wait-for-health`, `./path`, `owner/repo[/path]@ref` or `docker://image`.
+    fn parse_uses(&mut self, s: &Spanned<String>) -> Option<Spanned<Uses>> {
+        let text = s.value.trim();
+        let uses = if let Some(image) = text.strip_prefix("docker://") {
+            (!image.is_empty()).then(|| Uses::Docker(image.to_owned()))
+        } else if text.starts_with("./") || text.starts_with("../") {
+            Some(Uses::Local(text.to_owned()))
+        } else if !text.contains('/') && !text.contains('@') {
+            if is_expression(text) {
+                let d = self
+                    .err(s.span, "`uses` cannot be an expression")
+                    .label("decided when the file is read, not when it runs")
+                    .hint("write the step's name; use `if:` to choose between steps");
+                self.report(d);
+                return None;
+            }
+            let Some(_) = steps::builtin(text) else {
+                let names: Vec<&str> = steps::builtins().iter().map(|b| b.name).collect();
+                let d = self
+                    .err(s.span, format!("unknown built-in step `{text}`"))
+                    .label("not a built-in step")
+                    .maybe_hint(did_you_mean(text, &names))
+                    .note(format!("the built-in steps are {}", join_quoted(&names, "and")))
+                    .note("a local action is written `./path/to/action`, a remote one `owner/repo@ref`");
+                self.report(d);
+                return None;
+            };
+            Some(Uses::Builtin(text.to_owned()))
+        } else {
+            parse_remote(text)
+        };
+        match uses {
+            Some(u) => Some(Spanned::new(u, s.span)),
+            None => {
+                let d = self
+                    .err(s.span, format!("`{text}` is not a step gpuflow can use"))
+                    .label("unknown `uses:` form")
+                    .hint("write a built-in name (`wait-for-health`), a local action (`./actions/name`), `owner/repo[/path]@ref`, or `docker://image`");
+                self.report(d);
+                None
+            }
+        }
+    }
+
+    fn check_with(
+        &mut self,
+        uses: &Spanned<Uses>,
+        with: &IndexMap<String, Spanned<Value>>,
+        keys: &IndexMap<String, Span>,
+        ctx: &mut super::LoadContext,
+    ) {
+        match &uses.value {
+            Uses::Builtin(name) => self.check_builtin_inputs(name, uses.span, with, keys),
+            Uses::Local(path) => {
+                if let Some((file, action)) = self.local_action(path, uses.span, ctx) {
+                    self.check_action_inputs(path, uses.span, &file, &action, keys);
+                }
+            }
+            Uses::Remote { .. } => {
+                let d = self
+                    .warn(uses.span, "remote actions are not run by gpuflow yet")
+                    .label("this step will fail when it runs")
+                    .hint("vendor the action into this repository and use it as `./path`");
+                self.report(d);
+            }
+            Uses::Docker(_) => {}
+        }
+    }
+
+    fn check_builtin_inputs(
+        &mut self,
+        name: &str,
+        uses_span: Span,
+        with: &IndexMap<String, Spanned<Value>>,
+        keys: &IndexMap<String, Span>,
+    ) {
+        let Some(spec) = steps::builtin(name) else {
+            return;
+        };
+        let names: Vec<&str> = spec.input_names().collect();
+        for (input, value) in with {
+            let key_span = keys.get(input).copied().unwrap_or(value.span);
+            let Some(input_spec) = spec.input(input) else {
+                let d = self
+                    .err(key_span, format!("unknown input `{input}` of `{name}`"))
+                    .label(format!("`{name}` has no such input"))
+                    .maybe_hint(did_you_mean(input, &names))
+                    .note(format!("`{name}` takes {}", join_quoted(&names, "and")));
+                self.report(d);
+                continue;
+            };
+            if let Some(mut d) = check_input_value(&self.file, input, input_spec.ty, value) {
+                d = d.note(format!("`{input}`: {}", input_spec.doc));
+                self.report(d);
+            }
+        }
+        for input in spec.inputs.iter().filter(|i| i.required) {
+            if !with.contains_key(input.name) {
+                let d = self
+                    .err(uses_span, format!("`{name}` needs input `{}`", input.name))
+                    .label(format!("missing `with: {{ {}: … }}`", input.name))
+                    .hint(format!(
+                        "add `{}:` under `with:` ({})",
+                        input.name,
+                        input.ty.describe()
+                    ))
+                    .note(format!("`{}`: {}", input.name, input.doc));
+                self.report(d);
+            }
+        }
+    }
+
+    fn check_action_inputs(
+        &mut self,
+        path: &str,
+        uses_span: Span,
+        action_file: &Arc<SourceFile>,
+        action: &Action,
+        keys: &IndexMap<String, Span>,
+    ) {
+        let names: Vec<&str> = action.inputs.keys().map(String::as_str).collect();
+        for (input, key_span) in keys {
+            match action.inputs.get(input) {
+                None => {
+                    let mut d = self
+                        .err(
+                            *key_span,
+                            format!("unknown input `{input}` of action `{path}`"),
+                        )
+                        .label("the action declares no such input")
+                        .maybe_hint(did_you_mean(input, &names));
+                    d = if names.is_empty() {
+                        d.note("the action declares no inputs")
+                    } else {
+                        d.note(format!("the action takes {}", join_quoted(&names, "and")))
+                    };
+                    self.report(d);
+                }
+                Some(declared) => {
+                    if let Some(msg) = &declared.deprecation_message {
+                        let d = self
+                            .warn(
+                                *key_span,
+                                format!("input `{input}` of action `{path}` is deprecated"),
+                            )
+                            .label(msg.value.clone())
+                            .related(action_file, declared.name.span, "declared here");
+                        self.report(d);
+                    }
+                }
+            }
+        }
+        for (name, input) in &action.inputs {
+            if input.required && input.default.is_none() && !keys.contains_key(name) {
+                let d = self
+                    .err(uses_span, format!("action `{path}` needs input `{name}`"))
+                    .label(format!("missing `with: {{ {name}: … }}`"))
+                    .related(
+                        action_file,
+                        input.name.span,
+                        "required here, with no default",
+                    )
+                    .hint(format!("add `{name}:` under `with:`"));
+                self.report(d);
+            }
+        }
+    }
+
+    /// Loads (once per load) the action a `./path` names, reporting its own problems in its
+    /// file with the using step as related.
+    fn local_action(
+        &mut self,
+        path: &str,
+        uses_span: Span,
+        ctx: &mut super::LoadContext,
+    ) -> Option<(Arc<SourceFile>, Action)> {
+        let rel = path.trim_start_matches("./").trim_end_matches('/');
+        let dir = ctx.workspace.join(rel);
+        if let Some(cached) = ctx.cache.get(&dir) {
+            let cached = cached.clone();
+            if let Some((_, action)) = &cached {
+                ctx.used_actions
+                    .entry(path.to_owned())
+                    .or_insert_with(|| action.clone());
+            }
+            return cached;
+        }
+        if ctx.stack.contains(&dir) {
+            let d = self
+                .err(uses_span, format!("action `{path}` uses itself"))
+                .label("this step makes the action run itself forever")
+                .hint("remove the step, or use a different action");
+            self.report(d);
+            return None;
+        }
+        let candidates = [dir.join("action.yml"), dir.join("action.yaml")];
+        let Some(found) = candidates.iter().find(|p| p.is_file()) else {
+            let d = self
+                .err(uses_span, format!("action `{path}` not found"))
+                .label("no action file there")
+                .note(format!(
+                    "looked for `{}` and `{}`",
+                    ctx.display(&candidates[0]),
+                    ctx.display(&candidates[1])
+                ))
+                .hint("local actions are folders with an `action.yml`, relative to the repository root");
+            self.report(d);
+            ctx.cache.insert(dir, None);
+            return None;
+        };
+        let text = match std::fs::read_to_string(found) {
+            Ok(t) => t,
+            Err(err) => {
+                let d = self
+                    .err(uses_span, format!("cannot read action `{path}`: {err}"))
+                    .label("this action")
+                    .note(format!("reading `{}`", ctx.display(found)));
+                self.report(d);
+                ctx.cache.insert(dir, None);
+                return None;
+            }
+        };
+        let file = SourceFile::new(ctx.display(found), text);
+        ctx.stack.push(dir.clone());
+        let (action, diags) = super::load_action_with(&file, ctx);
+        ctx.stack.pop();
+        for d in diags {
+            self.report(d.related(&self.file.clone(), uses_span, "used by this step"));
+        }
+        let result = action.map(|a| (file, a));
+        if let Some((_, action)) = &result {
+            ctx.used_actions.insert(path.to_owned(), action.clone());
+        }
+        ctx.cache.insert(dir, result.clone());
+        result
+    }
+}
+
+fn first_key_span(entries: &[MapEntry], fallback: Span) -> Span {
+    entries.first().map_or(fallback, |e| e.key.span)
+}
+
+/// `owner/repo[/path]@ref`.
+fn parse_remote(text: &str) -> Option<Uses> {
+    let (target, git_ref) = text.split_once('@')?;
+    if git_ref.is_empty() || git_ref.contains('@') {
+        return None;
+    }
+    let mut parts = target.splitn(3, '/');
+    let owner = parts.next().filter(|s| !s.is_empty())?;
+    let repo = parts.next().filter(|s| !s.is_empty())?;
+    let path = parts.next().map(|p| p.trim_end_matches('/').to_owned());
+    if path.as_deref() == Some("") {
+        return None;
+    }
+    Some(Uses::Remote {
+        owner: owner.to_owned(),
+        repo: repo.to_owned(),
+        path,
+        git_ref: git_ref.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_case::test_case;
+
+    #[test_case("actions/checkout@v4", Some(("actions", "checkout", None, "v4")))]
+    #[test_case("org/repo/sub/dir@main", Some(("org", "repo", Some("sub/dir"), "main")))]
+    #[test_case("org/repo@", None)]
+    #[test_case("org@v1", None)]
+    #[test_case("org/repo", None)]
+    #[test_case("/repo@v1", None)]
+    fn remote_uses(text: &str, expected: Option<(&str, &str, Option<&str>, &str)>) {
+        let got = parse_remote(text).map(|u| match u {
+            Uses::Remote {
+                owner,
+                repo,
+                path,
+                git_ref,
+            } => (owner, repo, path, git_ref),
+            _ => unreachable!(),
+        });
+        let expected = expected.map(|(o, r, p, g)| {
+            (
+                o.to_owned(),
+                r.to_owned(),
+                p.map(str::to_owned),
+                g.to_owned(),
+            )
+        });
+        assert_eq!(got, expected);
+    }
+}

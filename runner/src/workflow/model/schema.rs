@@ -1,0 +1,44 @@
+//! Hand-written JSON Schema pieces for fields that accept several shapes (a string or a list,
+//! a boolean or an expression). Each says exactly what the loader accepts.
+
+use schemars::{Schema, SchemaGenerator, json_schema};
+
+/// A string holding a `${{ }}` expression.
+pub fn expression() -> Schema {
+    json_schema!({
+        "type": "string",
+        "pattern": "\\$\\{\\{",
+        "description": "A `${{ }}` expression, evaluated when the workflow runs."
+    })
+}
+
+/// One name, or a list of them (`needs: build` or `needs: [build, test]`).
+pub fn string_or_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "oneOf": [
+            { "type": "string" },
+            { "type": "array", "items": { "type": "string" } }
+        ]
+    })
+}
+
+/// Environment variables: names to scalars (GitHub turns numbers and booleans into strings).
+pub fn env(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "additionalProperties": { "type": ["string", "number", "boolean"] }
+    })
+}
+
+/// A mapping of names to strings (job `outputs`).
+pub fn string_map(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "additionalProperties": { "type": "string" }
+    })
+}
+
+/// A scalar read as a string (`name: 5` is the name `5`).
+pub fn scalar_string(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": ["string", "number", "boolean"] })
+}
