@@ -4,6 +4,7 @@
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`cli`] wires them into commands.
 
+pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod expr;

@@ -43,12 +43,12 @@ impl Place {
                 "github", "gpuflow", "needs", "strategy", "matrix", "vars", "secrets", "inputs",
             ],
             JobOutputs | StepIf | Step => &[
-                "github", "gpuflow", "needs", "strategy", "matrix", "job", "runner", "env",
-                "vars", "secrets", "steps", "inputs",
+                "github", "gpuflow", "needs", "strategy", "matrix", "job", "runner", "env", "vars",
+                "secrets", "steps", "inputs",
             ],
             ActionStep | ActionStepIf | ActionOutput => &[
-                "github", "gpuflow", "needs", "strategy", "matrix", "job", "runner", "env",
-                "vars", "steps", "inputs",
+                "github", "gpuflow", "needs", "strategy", "matrix", "job", "runner", "env", "vars",
+                "steps", "inputs",
             ],
         }
     }

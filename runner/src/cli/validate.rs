@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::check::load_and_check;
 use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, Severity, render};
-use crate::workflow::load_path;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,7 +33,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     let mut all = Diagnostics::new();
     let mut files_with_errors = 0;
     for file in &files {
-        match load_path(file) {
+        match load_and_check(file) {
             Ok((_, diags)) => {
                 if diags.has_errors() {
                     files_with_errors += 1;

@@ -114,6 +114,16 @@ pub struct SourceFile {
     line_starts: Vec<usize>,
 }
 
+impl Default for SourceFile {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            text: String::new(),
+            line_starts: vec![0],
+        }
+    }
+}
+
 impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<Self> {
         let text = text.into();

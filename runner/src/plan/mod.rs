@@ -6,12 +6,14 @@
 //! model, expressions, backends, processes or clocks; the caller maps the indexes and tags in
 //! its errors back to spans.
 
+pub mod from_model;
 pub mod graph;
 pub mod matrix;
 #[allow(clippy::module_inception)]
 pub mod plan;
 pub mod render;
 
+pub use from_model::{ModelInput, from_workflow};
 pub use graph::{GraphError, JobDeps, JobGraph, NeedsRef};
 pub use matrix::{CellOrigin, MAX_CELLS, MatrixCell, MatrixError, MatrixInput, expand};
 pub use plan::{

@@ -72,6 +72,7 @@ impl Reader {
             }
         }
         Some(Action {
+            file: self.file.clone(),
             name: name?,
             description,
             author,

@@ -54,7 +54,10 @@ impl Reader {
             return None;
         };
         self.check_keys(entries, WORKFLOW_KEYS, &[], "a workflow");
-        let mut wf = Workflow::default();
+        let mut wf = Workflow {
+            file: self.file.clone(),
+            ..Workflow::default()
+        };
         let mut jobs_node = None;
         for e in entries {
             let v = &e.value;

@@ -5,12 +5,18 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::{Step, schema};
-use crate::diag::Spanned;
+use std::sync::Arc;
+
+use crate::diag::{SourceFile, Spanned};
 
 /// A composite action (`actions/<name>/action.yml`), used as `uses: ./actions/<name>`.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Action {
+    /// The file the action was read from, so later checks can point into it.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub file: Arc<SourceFile>,
     /// The action's name.
     #[schemars(schema_with = "schema::scalar_string")]
     pub name: Spanned<String>,

@@ -16,6 +16,10 @@ pub type Env = IndexMap<String, Spanned<String>>;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Workflow {
+    /// The file the workflow was read from, so later checks can point into it.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub file: std::sync::Arc<crate::diag::SourceFile>,
     /// The workflow's name, shown in run lists and reports. Defaults to the file name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]

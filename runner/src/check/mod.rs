@@ -1,0 +1,297 @@
+//! Static checks of a loaded workflow or action: everything knowable before running that the
+//! loader (which checks shapes) cannot see alone — expressions and what they refer to, `needs`
+//! cycles, and matrices that cannot expand. Knows the workflow model, the expression language
+//! and the planner; knows nothing of Docker, processes or time.
+
+mod availability;
+mod expressions;
+
+use std::sync::Arc;
+
+use availability::Place;
+use expressions::{ExprChecker, Scope, StepFacts};
+
+use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span};
+use crate::plan::{self, GraphError, MatrixError, PlanError};
+use crate::workflow::model::{
+    Action, BoolOrExpr, Container, GpuDevices, Job, Matrix, MatrixDim, NumberOrExpr, Step, Workflow,
+};
+
+/// Checks a workflow and the local actions it uses. Problems in an action point into the
+/// action's file.
+pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
+    let mut c = ExprChecker::new(file);
+    let inputs: Vec<String> = wf
+        .on
+        .workflow_dispatch
+        .as_ref()
+        .map(|d| d.inputs.keys().cloned().collect())
+        .unwrap_or_default();
+    let top = Scope {
+        inputs: Some(inputs.clone()),
+        inputs_owner: "the `workflow_dispatch` inputs",
+        matrix_keys: Some(Vec::new()),
+        ..Scope::default()
+    };
+    if let Some(n) = &wf.run_name {
+        c.template(n, Place::RunName, &top);
+    }
+    for v in wf.env.values() {
+        c.template(v, Place::WorkflowEnv, &top);
+    }
+    if let Some(cc) = &wf.concurrency {
+        c.template(&cc.group, Place::WorkflowConcurrency, &top);
+    }
+    for job in wf.jobs.values() {
+        check_job(&mut c, wf, job, &top);
+    }
+    let mut diags = c.diags;
+    for action in wf.actions.values() {
+        diags.extend(check_action(action));
+    }
+    diags.extend(check_graph(wf, file));
+    diags.sorted()
+}
+
+/// Checks a composite action's expressions against its own inputs and steps.
+pub fn check_action(action: &Action) -> Diagnostics {
+    let mut c = ExprChecker::new(&action.file);
+    let no_actions = indexmap::IndexMap::new();
+    let facts = StepFacts::of_steps(&action.runs.steps, &no_actions);
+    let mut scope = Scope {
+        steps: facts,
+        inputs: Some(action.inputs.keys().cloned().collect()),
+        inputs_owner: "the action's `inputs`",
+        // The caller's matrix is not known here: any key may exist.
+        matrix_keys: None,
+        ..Scope::default()
+    };
+    for (i, step) in action.runs.steps.iter().enumerate() {
+        scope.steps_before = i;
+        check_step(&mut c, step, &scope, Place::ActionStep, Place::ActionStepIf);
+    }
+    scope.steps_before = action.runs.steps.len();
+    for output in action.outputs.values() {
+        c.template(&output.value, Place::ActionOutput, &scope);
+    }
+    c.diags
+}
+
+fn check_job(c: &mut ExprChecker<'_>, wf: &Workflow, job: &Job, top: &Scope) {
+    let matrix_keys = match job.strategy.as_ref().and_then(|s| s.matrix.as_ref()) {
+        None => Some(Vec::new()),
+        Some(Matrix::Expr(_)) => None,
+        Some(Matrix::Dims(d)) => {
+            let mut keys: Vec<String> = d.dims.keys().cloned().collect();
+            for row in &d.include {
+                for k in row.value.keys() {
+                    if !keys.contains(k) {
+                        keys.push(k.clone());
+                    }
+                }
+            }
+            Some(keys)
+        }
+    };
+    let needs = job
+        .needs
+        .iter()
+        .map(|n| {
+            let outputs = wf
+                .jobs
+                .get(&n.value)
+                .map(|j| j.outputs.keys().cloned().collect())
+                .unwrap_or_default();
+            (n.value.clone(), outputs)
+        })
+        .collect();
+    let mut scope = Scope {
+        steps: StepFacts::of_steps(&job.steps, &wf.actions),
+        steps_before: 0,
+        matrix_keys,
+        needs,
+        ..top.clone()
+    };
+
+    if let Some(n) = &job.name {
+        c.template(n, Place::JobName, &scope);
+    }
+    if let Some(cond) = &job.condition {
+        c.condition(cond, Place::JobIf, &scope);
+    }
+    for r in &job.runs_on {
+        c.template(r, Place::JobSetting, &scope);
+    }
+    if let Some(g) = &job.gpus {
+        match &g.devices {
+            GpuDevices::Expr(e) => c.template(e, Place::JobSetting, &scope),
+            GpuDevices::Ids(ids) => ids
+                .iter()
+                .for_each(|i| c.template(i, Place::JobSetting, &scope)),
+            GpuDevices::All | GpuDevices::Count(_) => {}
+        }
+    }
+    for v in job.env.values() {
+        c.template(v, Place::JobEnv, &scope);
+    }
+    if let Some(s) = &job.strategy {
+        match &s.matrix {
+            Some(Matrix::Expr(e)) => c.template(e, Place::JobStrategy, &scope),
+            Some(Matrix::Dims(d)) => {
+                for dim in d.dims.values() {
+                    if let MatrixDim::Expr(e) = &dim.value {
+                        c.template(e, Place::JobStrategy, &scope);
+                    }
+                }
+            }
+            None => {}
+        }
+        if let Some(BoolOrExpr::Expr(e)) = &s.fail_fast {
+            c.template(e, Place::JobStrategy, &scope);
+        }
+        if let Some(NumberOrExpr::Expr(e)) = &s.max_parallel {
+            c.template(e, Place::JobStrategy, &scope);
+        }
+    }
+    if let Some(NumberOrExpr::Expr(e)) = &job.timeout_minutes {
+        c.template(e, Place::JobSetting, &scope);
+    }
+    if let Some(BoolOrExpr::Expr(e)) = &job.continue_on_error {
+        c.template(e, Place::JobSetting, &scope);
+    }
+    for container in job.container.iter().chain(job.services.values()) {
+        check_container(c, container, &scope);
+    }
+    for (i, step) in job.steps.iter().enumerate() {
+        scope.steps_before = i;
+        check_step(c, step, &scope, Place::Step, Place::StepIf);
+    }
+    scope.steps_before = job.steps.len();
+    for v in job.outputs.values() {
+        c.template(v, Place::JobOutputs, &scope);
+    }
+}
+
+fn check_container(c: &mut ExprChecker<'_>, container: &Container, scope: &Scope) {
+    c.template(&container.image, Place::JobSetting, scope);
+    for v in container
+        .env
+        .values()
+        .chain(&container.ports)
+        .chain(&container.volumes)
+        .chain(&container.options)
+    {
+        c.template(v, Place::JobSetting, scope);
+    }
+}
+
+fn check_step(c: &mut ExprChecker<'_>, step: &Step, scope: &Scope, place: Place, if_place: Place) {
+    if let Some(cond) = &step.condition {
+        c.condition(cond, if_place, scope);
+    }
+    for s in [&step.name, &step.run, &step.shell, &step.working_directory]
+        .into_iter()
+        .flatten()
+    {
+        c.template(s, place, scope);
+    }
+    for v in step.with.values() {
+        c.value(v, place, scope);
+    }
+    for v in step.env.values() {
+        c.template(v, place, scope);
+    }
+    if let Some(NumberOrExpr::Expr(e)) = &step.timeout_minutes {
+        c.template(e, place, scope);
+    }
+    if let Some(BoolOrExpr::Expr(e)) = &step.continue_on_error {
+        c.template(e, place, scope);
+    }
+}
+
+/// `needs` cycles and matrices that cannot expand, found by planning the workflow.
+/// Unknown `needs` are the loader's (it reports them with the job list at hand).
+fn check_graph(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
+    let model = plan::from_workflow(wf, &file.name);
+    let mut diags = Diagnostics::new();
+    let errors = match plan::build(&model.input) {
+        Ok(_) => return diags,
+        Err(errors) => errors,
+    };
+    for error in errors {
+        let d = match error {
+            PlanError::Graph(g @ GraphError::Cycle { .. }) => {
+                let GraphError::Cycle { path, tags } = &g else {
+                    unreachable!()
+                };
+                let first = model.needs_spans[tags[0]];
+                let mut d = Diagnostic::error(file, first, g.to_string())
+                    .label(format!("`{}` needs `{}`", path[0], path[1]))
+                    .maybe_hint(g.hint());
+                for (i, tag) in tags.iter().enumerate().skip(1) {
+                    d = d.related(
+                        file,
+                        model.needs_spans[*tag],
+                        format!("`{}` needs `{}`", path[i], path[i + 1]),
+                    );
+                }
+                d
+            }
+            PlanError::Graph(g @ GraphError::SelfNeed { tag, .. }) => {
+                Diagnostic::error(file, model.needs_spans[tag], g.to_string())
+                    .label("a job cannot wait for itself")
+                    .maybe_hint(g.hint())
+            }
+            // Reported by the loader, which knows the spans of job keys.
+            PlanError::Graph(GraphError::UnknownNeed { .. } | GraphError::DuplicateJob { .. }) => {
+                continue;
+            }
+            PlanError::Matrix { job, error, .. } => {
+                let Some(j) = wf.jobs.get(&job) else { continue };
+                let span = matrix_error_span(j, &error);
+                Diagnostic::error(file, span, format!("job `{job}`: {error}"))
+                    .label(match &error {
+                        MatrixError::TooManyCells { .. } | MatrixError::ProductTooLarge { .. } => {
+                            "too many combinations"
+                        }
+                        _ => "cannot expand",
+                    })
+                    .maybe_hint(error.hint())
+            }
+        };
+        diags.push(d);
+    }
+    diags
+}
+
+fn matrix_error_span(job: &Job, error: &MatrixError) -> Span {
+    let Some(Matrix::Dims(d)) = job.strategy.as_ref().and_then(|s| s.matrix.as_ref()) else {
+        return job.id.span;
+    };
+    match error {
+        MatrixError::EmptyDimension { index, .. } => d.dims.get_index(*index).map(|(_, v)| v.span),
+        MatrixError::EmptyInclude { entry } => d.include.get(*entry).map(|r| r.span),
+        MatrixError::EmptyExclude { entry } => d.exclude.get(*entry).map(|r| r.span),
+        MatrixError::UnknownExcludeKey { entry, key, .. } => d
+            .exclude
+            .get(*entry)
+            .map(|r| r.value.get(key).map_or(r.span, |v| v.span)),
+        _ => None,
+    }
+    .unwrap_or(job.id.span)
+}
+
+/// Loads a workflow or action file and runs every static check on it: what `gpuflow
+/// validate` reports, and what `plan`/`run` require to be clean before doing anything.
+pub fn load_and_check(
+    path: &std::path::Path,
+) -> Result<(crate::workflow::Loaded, Diagnostics), Box<Diagnostic>> {
+    use crate::workflow::Loaded;
+    let (loaded, mut diags) = crate::workflow::load_path(path)?;
+    match &loaded {
+        Loaded::Workflow(Some(wf)) => diags.extend(check_workflow(wf, &wf.file)),
+        Loaded::Action(Some(action)) => diags.extend(check_action(action)),
+        _ => {}
+    }
+    Ok((loaded, diags.sorted()))
+}
