@@ -16,7 +16,12 @@ const FIXTURES: &str = "tests/fixtures";
 fn load(rel: &str) -> (Option<gpuflow::workflow::Workflow>, Diagnostics) {
     let text = std::fs::read_to_string(Path::new(FIXTURES).join(rel)).unwrap();
     let file = SourceFile::new(rel, text);
-    load_workflow_in(&file, Path::new(FIXTURES))
+    // What `gpuflow validate` reports: the loader's findings, then the static checks.
+    let (wf, mut diags) = load_workflow_in(&file, Path::new(FIXTURES));
+    if let Some(wf) = &wf {
+        diags.extend(gpuflow::check::check_workflow(wf, &file));
+    }
+    (wf, diags.sorted())
 }
 
 fn rendered(rel: &str) -> String {
@@ -53,11 +58,21 @@ const INVALID: &[&str] = &[
     "duplicate-step-id",
     "empty-jobs",
     "empty-steps",
+    "expr-context-not-available",
+    "expr-inputs",
+    "expr-matrix-key",
+    "expr-needs",
+    "expr-status-outside-if",
+    "expr-step-references",
+    "expr-syntax",
+    "expr-unknown-context",
+    "expr-unknown-function",
     "many-errors",
     "matrix-problems",
     "missing-jobs",
     "missing-required-input",
     "multiple-documents",
+    "needs-cycle",
     "neither-run-nor-uses",
     "not-a-mapping",
     "push-filters",
@@ -91,11 +106,21 @@ const INVALID: &[&str] = &[
 #[test_case("duplicate-step-id")]
 #[test_case("empty-jobs")]
 #[test_case("empty-steps")]
+#[test_case("expr-context-not-available")]
+#[test_case("expr-inputs")]
+#[test_case("expr-matrix-key")]
+#[test_case("expr-needs")]
+#[test_case("expr-status-outside-if")]
+#[test_case("expr-step-references")]
+#[test_case("expr-syntax")]
+#[test_case("expr-unknown-context")]
+#[test_case("expr-unknown-function")]
 #[test_case("many-errors")]
 #[test_case("matrix-problems")]
 #[test_case("missing-jobs")]
 #[test_case("missing-required-input")]
 #[test_case("multiple-documents")]
+#[test_case("needs-cycle")]
 #[test_case("neither-run-nor-uses")]
 #[test_case("not-a-mapping")]
 #[test_case("push-filters")]

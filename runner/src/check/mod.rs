@@ -81,6 +81,9 @@ fn check_job(c: &mut ExprChecker<'_>, wf: &Workflow, job: &Job, top: &Scope) {
     let matrix_keys = match job.strategy.as_ref().and_then(|s| s.matrix.as_ref()) {
         None => Some(Vec::new()),
         Some(Matrix::Expr(_)) => None,
+        // A matrix whose dimensions all failed to load is unknown, not empty: its errors are
+        // reported already, and "no key" would only add noise.
+        Some(Matrix::Dims(d)) if d.dims.is_empty() && d.include.is_empty() => None,
         Some(Matrix::Dims(d)) => {
             let mut keys: Vec<String> = d.dims.keys().cloned().collect();
             for row in &d.include {
@@ -246,6 +249,11 @@ fn check_graph(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
             PlanError::Graph(GraphError::UnknownNeed { .. } | GraphError::DuplicateJob { .. }) => {
                 continue;
             }
+            // The loader reports empty matrices and dimensions where they are written.
+            PlanError::Matrix {
+                error: MatrixError::Empty | MatrixError::EmptyDimension { .. },
+                ..
+            } => continue,
             PlanError::Matrix { job, error, .. } => {
                 let Some(j) = wf.jobs.get(&job) else { continue };
                 let span = matrix_error_span(j, &error);
