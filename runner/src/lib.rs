@@ -9,5 +9,6 @@ pub mod cli;
 pub mod diag;
 pub mod expr;
 pub mod plan;
+pub mod schema;
 pub mod steps;
 pub mod workflow;

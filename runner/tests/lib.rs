@@ -3,3 +3,4 @@
 mod cli;
 mod diagnostics;
 mod expr;
+mod generated;

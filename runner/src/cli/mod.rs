@@ -3,8 +3,10 @@
 //! locations itself.
 
 mod completions;
+mod docs;
 mod eval;
 mod plan;
+mod schema;
 mod validate;
 
 use std::io::IsTerminal;
@@ -44,6 +46,10 @@ pub enum Command {
     Plan(plan::Args),
     /// Evaluate a `${{ }}` expression, to try the language out.
     Eval(eval::Args),
+    /// Show a built-in step's inputs, outputs and an example.
+    Docs(docs::Args),
+    /// Print the JSON Schema of workflow or action files (for editors).
+    Schema(schema::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
 }
@@ -64,10 +70,21 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Validate(args) => validate::run(&args, render),
         Command::Plan(args) => plan::run(&args, render),
         Command::Eval(args) => eval::run(&args, render),
+        Command::Docs(args) => docs::run(&args),
+        Command::Schema(args) => schema::run(&args),
         Command::Completions(args) => completions::run(&args),
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err:#}");
         ExitCode::Infrastructure
     })
+}
+
+/// Writes a generated file only when its content changed, so `make schema docs` leaves
+/// timestamps (and editors' buffers) alone when nothing moved.
+fn write_if_changed(path: &std::path::Path, content: &str) -> std::io::Result<()> {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == content) {
+        return Ok(());
+    }
+    std::fs::write(path, content)
 }

@@ -6,6 +6,7 @@ mod assert_file;
 mod benchmark;
 mod check_cli_interface;
 mod compare_to_baseline;
+pub mod docs;
 mod report;
 mod spec;
 mod start_container;

@@ -6,8 +6,8 @@ use indexmap::IndexMap;
 use super::reader::{Reader, is_valid_id};
 use crate::diag::{Span, Spanned, did_you_mean, join_quoted};
 use crate::workflow::model::{
-    Concurrency, Defaults, DispatchInput, DispatchInputType, PushTrigger, RunDefaults,
-    SUPPORTED_EVENTS, Triggers, Workflow, WorkflowDispatch,
+    Concurrency, Defaults, DispatchInput, DispatchInputType, GITHUB_ONLY_EVENTS, PushTrigger,
+    RunDefaults, SUPPORTED_EVENTS, Triggers, Workflow, WorkflowDispatch,
 };
 use crate::workflow::yaml::{Node, NodeKind};
 
@@ -20,23 +20,6 @@ const WORKFLOW_KEYS: &[&str] = &[
     "concurrency",
     "permissions",
     "jobs",
-];
-
-/// GitHub events gpuflow does not trigger on: a workflow using them still loads (a warning),
-/// so a GitHub workflow can be validated as it is.
-const GITHUB_ONLY_EVENTS: &[&str] = &[
-    "pull_request",
-    "pull_request_target",
-    "schedule",
-    "workflow_call",
-    "workflow_run",
-    "repository_dispatch",
-    "release",
-    "merge_group",
-    "issues",
-    "issue_comment",
-    "create",
-    "delete",
 ];
 
 impl Reader {

@@ -23,7 +23,8 @@ pub use job::{
 };
 pub use step::{Step, Uses};
 pub use triggers::{
-    DispatchInput, DispatchInputType, PushTrigger, SUPPORTED_EVENTS, Triggers, WorkflowDispatch,
+    DispatchInput, DispatchInputType, GITHUB_ONLY_EVENTS, PushTrigger, SUPPORTED_EVENTS, Triggers,
+    WorkflowDispatch,
 };
 pub use value::{BoolOrExpr, NumberOrExpr, Value};
 pub use workflow::{Concurrency, Defaults, Env, RunDefaults, Workflow};

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use indexmap::IndexMap;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
+use serde_json::json;
 
 use crate::diag::Spanned;
 
@@ -23,6 +24,23 @@ pub struct Triggers {
     pub workflow_dispatch: Option<WorkflowDispatch>,
 }
 
+/// GitHub events gpuflow does not trigger on: a workflow using them still loads (a warning),
+/// so a GitHub workflow can be validated as it is.
+pub const GITHUB_ONLY_EVENTS: &[&str] = &[
+    "pull_request",
+    "pull_request_target",
+    "schedule",
+    "workflow_call",
+    "workflow_run",
+    "repository_dispatch",
+    "release",
+    "merge_group",
+    "issues",
+    "issue_comment",
+    "create",
+    "delete",
+];
+
 impl JsonSchema for Triggers {
     fn schema_name() -> Cow<'static, str> {
         "Triggers".into()
@@ -30,18 +48,36 @@ impl JsonSchema for Triggers {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let push = generator.subschema_for::<PushTrigger>();
         let dispatch = generator.subschema_for::<WorkflowDispatch>();
+        let events: Vec<&str> = SUPPORTED_EVENTS
+            .iter()
+            .chain(GITHUB_ONLY_EVENTS)
+            .copied()
+            .collect();
+        let mut properties = serde_json::Map::new();
+        properties.insert(
+            "push".into(),
+            json!({ "oneOf": [{ "type": "null" }, push] }),
+        );
+        properties.insert(
+            "workflow_dispatch".into(),
+            json!({ "oneOf": [{ "type": "null" }, dispatch] }),
+        );
+        for event in GITHUB_ONLY_EVENTS {
+            // Accepted so a GitHub workflow validates as it is; gpuflow warns and ignores it.
+            properties.insert(
+                (*event).into(),
+                json!({ "description": "A GitHub event gpuflow does not trigger on (ignored, with a warning)." }),
+            );
+        }
         json_schema!({
             "description": "When the workflow runs: an event name, a list of them, or a mapping of event → settings.",
             "oneOf": [
-                { "enum": SUPPORTED_EVENTS },
-                { "type": "array", "items": { "enum": SUPPORTED_EVENTS } },
+                { "enum": events },
+                { "type": "array", "items": { "enum": events } },
                 {
                     "type": "object",
                     "additionalProperties": false,
-                    "properties": {
-                        "push": { "oneOf": [{ "type": "null" }, push] },
-                        "workflow_dispatch": { "oneOf": [{ "type": "null" }, dispatch] }
-                    }
+                    "properties": properties
                 }
             ]
         })
