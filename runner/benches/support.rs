@@ -6,9 +6,13 @@ use std::time::{Duration, Instant};
 /// `steps` steps each, every job with a 4×4×4 matrix, `needs` edges to earlier jobs, and
 /// expressions in step inputs so validation has real work to do.
 pub fn large_workflow(jobs: usize, steps: usize) -> String {
-    let mut y = String::from("name: large\non:\n  workflow_dispatch:\n    inputs:\n      tokens:\n        default: \"256\"\nenv:\n  MODEL: /models/m\njobs:\n");
+    let mut y = String::from(
+        "name: large\non:\n  workflow_dispatch:\n    inputs:\n      tokens:\n        default: \"256\"\nenv:\n  MODEL: /models/m\njobs:\n",
+    );
     for j in 0..jobs {
-        y.push_str(&format!("  job-{j}:\n    runs-on: local\n    timeout-minutes: 30\n"));
+        y.push_str(&format!(
+            "  job-{j}:\n    runs-on: local\n    timeout-minutes: 30\n"
+        ));
         if j > 0 {
             y.push_str(&format!("    needs: [job-{}]\n", j - 1));
         }

@@ -217,11 +217,7 @@ fn check_step(c: &mut ExprChecker<'_>, step: &Step, scope: &Scope, place: Place,
 fn check_graph(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
     let model = plan::from_workflow(wf, &file.name);
     let mut diags = Diagnostics::new();
-    let errors = match plan::build(&model.input) {
-        Ok(_) => return diags,
-        Err(errors) => errors,
-    };
-    for error in errors {
+    for error in plan::problems(&model.input) {
         let d = match error {
             PlanError::Graph(g @ GraphError::Cycle { .. }) => {
                 let GraphError::Cycle { path, tags } = &g else {

@@ -18,6 +18,6 @@ pub use graph::{GraphError, JobDeps, JobGraph, NeedsRef};
 pub use matrix::{CellOrigin, MAX_CELLS, MatrixCell, MatrixError, MatrixInput, expand};
 pub use plan::{
     JobInput, NameEvaluator, Plan, PlanError, PlannedJob, PlannedStep, SkippedJob, StepInput,
-    StepKind, WorkflowInput, build, build_with_names,
+    StepKind, WorkflowInput, build, build_with_names, problems,
 };
 pub use render::{render_json, render_text};

@@ -7,6 +7,8 @@
 //! written. The JSON form is `serde::Serialize` on [`Plan`]; its field names are stable and
 //! documented on each field.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::Value;
@@ -153,8 +155,9 @@ pub struct PlannedJob {
     pub max_parallel: Option<u32>,
     /// `fail_fast`: `strategy.fail-fast`.
     pub fail_fast: bool,
-    /// `steps`: the job's steps, in order.
-    pub steps: Vec<PlannedStep>,
+    /// `steps`: the job's steps, in order. Shared by the job's cells: a large matrix does
+    /// not copy its steps once per cell.
+    pub steps: Arc<[PlannedStep]>,
 }
 
 /// One step as shown in a plan.
@@ -205,6 +208,17 @@ pub fn build_with_names(
     input: &WorkflowInput,
     evaluate_name: &NameEvaluator<'_>,
 ) -> Result<Plan, Vec<PlanError>> {
+    let (graph, cells) = expand_all(input)?;
+    plan_runs(input, &graph, &cells, evaluate_name)
+}
+
+/// Every problem [`build`] would report, without building the runs: what validation needs.
+pub fn problems(input: &WorkflowInput) -> Vec<PlanError> {
+    expand_all(input).err().unwrap_or_default()
+}
+
+/// The `needs` graph and every job's matrix cells, or all problems of all jobs together.
+fn expand_all(input: &WorkflowInput) -> Result<(JobGraph, Vec<Vec<MatrixCell>>), Vec<PlanError>> {
     let mut errors: Vec<PlanError> = Vec::new();
     let deps: Vec<JobDeps> = input
         .jobs
@@ -234,11 +248,18 @@ pub fn build_with_names(
             },
         }
     }
-    let graph = match graph {
-        Ok(g) if errors.is_empty() => g,
-        _ => return Err(errors),
-    };
+    match graph {
+        Ok(g) if errors.is_empty() => Ok((g, cells)),
+        _ => Err(errors),
+    }
+}
 
+fn plan_runs(
+    input: &WorkflowInput,
+    graph: &JobGraph,
+    cells: &[Vec<MatrixCell>],
+    evaluate_name: &NameEvaluator<'_>,
+) -> Result<Plan, Vec<PlanError>> {
     // The graph refuses duplicate ids, so ids map one-to-one onto input jobs.
     let position: IndexMap<&str, usize> = input
         .jobs
@@ -272,7 +293,7 @@ pub fn build_with_names(
             .into_iter()
             .map(str::to_owned)
             .collect();
-        let steps = planned_steps(&job.steps);
+        let steps: Arc<[PlannedStep]> = planned_steps(&job.steps).into();
         for (cell_index, cell) in job_cells.iter().enumerate() {
             let display_name = if name.contains("${{") {
                 evaluate_name(&name, &cell.values)
@@ -292,7 +313,7 @@ pub fn build_with_names(
                 gpus: job.gpus.clone(),
                 max_parallel: job.max_parallel,
                 fail_fast: job.fail_fast,
-                steps: steps.clone(),
+                steps: Arc::clone(&steps),
             });
         }
     }

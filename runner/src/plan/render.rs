@@ -148,7 +148,7 @@ fn job_rows(plan: &Plan, cells: &[&PlannedJob], rows: &mut Vec<Row>) {
         rows.push(Row::new(4, "steps: none".into(), ""));
     } else {
         rows.push(Row::new(4, "steps:".into(), ""));
-        for step in &job.steps {
+        for step in job.steps.iter() {
             let what = match &step.uses {
                 Some(target) => format!("uses {target}"),
                 None => step.kind.to_owned(),
