@@ -1,4 +1,5 @@
 //! All integration tests build into one binary (one link step); one module per feature.
 
 mod cli;
+mod docker;
 mod expr;

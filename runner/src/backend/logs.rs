@@ -1,5 +1,11 @@
-//! Following a container's log: every line, as it is printed, until the container stops.
+//! Reading a container's log back from the engine, following it until the container stops.
 //! Nothing is kept: lines go to the sink one by one (see `log_line.rs` for the bound).
+//!
+//! This reads what the engine's log driver stored, so it works for any container, running or
+//! stopped, including ones another runner started. But a driver that rotates (`json-file`
+//! with `max-size`, Debian's default) drops what was not read in time, and Docker 20.10 was
+//! seen losing lines at a rotation while following. For the whole output of a container
+//! gpuflow starts itself, attach before starting it (`attach.rs`).
 
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt;

@@ -9,6 +9,7 @@
 //! Rust values ([`ContainerSpec`], [`ExecSpec`], [`RunLabels`]). The GPU allocator decides
 //! which devices a job gets; this module only passes the decision on ([`GpuRequest`]).
 
+mod attach;
 mod cleanup;
 mod container;
 mod container_spec;
@@ -23,6 +24,7 @@ mod log_line;
 mod logs;
 mod network;
 
+pub use attach::AttachedOutput;
 pub use cleanup::Removed;
 pub use container::{Container, ContainerState};
 pub use container_spec::{ContainerSpec, PortMapping, Protocol, Ulimit, VolumeMount};
