@@ -87,17 +87,55 @@ async fn connect_or_skip() -> Option<DockerBackend> {
         Err(e) => e,
     };
     let why = format!("{e}\n  help: {}", e.hint().unwrap_or_default());
-    if std::env::var_os("CI").is_some() {
-        panic!("Docker is required in CI and is unreachable: {why}");
+    let ci = std::env::var_os("CI").is_some();
+    let skip = std::env::var("GPUFLOW_SKIP_DOCKER").as_deref() == Ok("1");
+    match when_unreachable(&why, ci, skip) {
+        Unreachable::Skip(notice) => {
+            eprintln!("{notice}");
+            None
+        }
+        Unreachable::Fail(message) => panic!("{message}"),
     }
-    if std::env::var("GPUFLOW_SKIP_DOCKER").as_deref() == Ok("1") {
-        eprintln!(
+}
+
+/// What a Docker test does when the engine cannot be reached.
+#[derive(Debug)]
+enum Unreachable {
+    Fail(String),
+    /// Skip, printing this.
+    Skip(String),
+}
+
+/// CI must run these tests; a developer may skip them, knowingly and loudly.
+fn when_unreachable(why: &str, ci: bool, skip_asked: bool) -> Unreachable {
+    if ci {
+        Unreachable::Fail(format!(
+            "Docker is required in CI and is unreachable: {why}"
+        ))
+    } else if skip_asked {
+        Unreachable::Skip(format!(
             "\n!!!!! SKIPPED: a Docker test did not run (GPUFLOW_SKIP_DOCKER=1): {why} !!!!!\n"
-        );
-        return None;
+        ))
+    } else {
+        Unreachable::Fail(format!(
+            "these tests need a Docker engine: {why}\n(set GPUFLOW_SKIP_DOCKER=1 to skip them \
+             knowingly)"
+        ))
     }
-    panic!(
-        "these tests need a Docker engine: {why}\n(set GPUFLOW_SKIP_DOCKER=1 to skip them knowingly)"
+}
+
+#[test]
+fn an_unreachable_engine_fails_the_tests_unless_skipped_knowingly_outside_ci() {
+    assert!(matches!(when_unreachable("x", true, true), Unreachable::Fail(m) if m.contains("CI")));
+    assert!(matches!(
+        when_unreachable("x", true, false),
+        Unreachable::Fail(_)
+    ));
+    assert!(
+        matches!(when_unreachable("x", false, false), Unreachable::Fail(m) if m.contains("GPUFLOW_SKIP_DOCKER=1"))
+    );
+    assert!(
+        matches!(when_unreachable("x", false, true), Unreachable::Skip(m) if m.contains("SKIPPED"))
     );
 }
 
@@ -120,6 +158,44 @@ fn texts(lines: &[LogLine], stream: OutputStream) -> Vec<&str> {
         .filter(|l| l.stream == stream)
         .map(|l| l.text.as_str())
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_version_is_negotiated_down_to_the_engines() {
+    with_docker("version", |t| async move {
+        let engine = raw_docker().await.version().await.unwrap();
+        let engine_api = engine.api_version.unwrap();
+        let parse = |v: &str| -> (u32, u32) {
+            let (major, minor) = v.split_once('.').unwrap();
+            (major.parse().unwrap(), minor.parse().unwrap())
+        };
+        // bollard's default (1.5x) is newer than Debian's Docker 20.10 speaks (1.41): both
+        // sides must settle on the older one.
+        let client_default = bollard::API_DEFAULT_VERSION.to_string();
+        let expected = parse(&engine_api).min(parse(&client_default));
+        assert_eq!(parse(t.backend.api_version()), expected);
+    })
+    .await;
+}
+
+/// The harness itself: a panicking test still has its containers removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_test_still_has_its_containers_removed() {
+    let run_id = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = run_id.clone();
+    let outcome = AssertUnwindSafe(with_docker("guard", |t| async move {
+        t.start(&["sleep", "300"]).await;
+        *seen.lock().unwrap() = Some(t.run.run_id.clone());
+        panic!("the test body failed");
+    }))
+    .catch_unwind()
+    .await;
+    let Some(run_id) = run_id.lock().unwrap().clone() else {
+        return; // skipped: no engine, and GPUFLOW_SKIP_DOCKER=1
+    };
+    assert!(outcome.is_err(), "the body's panic must reach the test");
+    let backend = DockerBackend::connect_local().await.unwrap();
+    assert!(backend.run_containers(&run_id).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -172,6 +172,9 @@ mod tests {
             text.starts_with("cannot reach the Docker engine at `tcp://127.0.0.1:9`: "),
             "{text}"
         );
+        // The cause, not bollard's wrapper text.
+        assert!(text.contains("Connection refused"), "{text}");
+        assert!(!text.contains("hyper legacy client"), "{text}");
         assert!(e.hint().unwrap().contains("port 9"));
     }
 

@@ -134,23 +134,29 @@ fn pull_hint(image: &str) -> String {
     }
 }
 
-/// The engine's own message for a server error; otherwise bollard's text and its causes
-/// (bollard's top-level text is often just "error trying to connect").
+/// The engine's own message for a server error. Otherwise the last two causes of bollard's
+/// error: its top level is a wrapper ("Error in the hyper legacy client: client error
+/// (Connect)"), the cause says what happened ("tcp connect error: Connection refused").
 pub(crate) fn describe(e: &bollard::errors::Error) -> String {
     use bollard::errors::Error as E;
     match e {
         E::DockerResponseServerError { message, .. } => message.trim().to_string(),
         E::DockerStreamError { error } => error.trim().to_string(),
         other => {
-            let mut text = other.to_string();
+            let mut chain = vec![other.to_string()];
             let mut source = std::error::Error::source(other);
             while let Some(cause) = source {
-                let cause_text = cause.to_string();
-                if !text.contains(&cause_text) {
-                    text.push_str(": ");
-                    text.push_str(&cause_text);
-                }
+                chain.push(cause.to_string());
                 source = cause.source();
+            }
+            let mut text = String::new();
+            for part in &chain[chain.len().saturating_sub(2)..] {
+                if !text.contains(part.as_str()) {
+                    if !text.is_empty() {
+                        text.push_str(": ");
+                    }
+                    text.push_str(part);
+                }
             }
             text
         }
