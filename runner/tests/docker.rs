@@ -448,6 +448,25 @@ async fn a_missing_image_is_pulled_and_the_failure_points_at_make_test_images() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_network_is_not_mistaken_for_a_missing_image() {
+    with_docker("no-network", |t| async move {
+        let mut spec = base_spec(&["true"]);
+        spec.network = Some("gpuflow-no-such-network".into());
+        let e = t.backend.start_container(&t.run, &spec).await.unwrap_err();
+        assert!(!matches!(e, BackendError::ImagePullFailed { .. }), "{e:?}");
+        assert!(e.to_string().contains("gpuflow-no-such-network"), "{e}");
+        assert!(
+            t.backend
+                .run_containers(&t.run.run_id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_that_cannot_start_is_removed() {
     with_docker("start-fails", |t| async move {
         // Without an init the runtime itself execs the program, and fails at start (with one,

@@ -79,7 +79,8 @@ impl DockerBackend {
         {
             Ok(attached) => attached,
             Err(e) => {
-                self.remove_container(&container.id).await?;
+                // As in `start`: the attach failure is the news; `remove_run` retries removal.
+                let _ = self.remove_container(&container.id).await;
                 return Err(self.engine_error("attach to a container", &e));
             }
         };

@@ -96,11 +96,16 @@ impl DockerBackend {
                         name: spec.name.clone(),
                     });
                 }
-                Err(e) if status_code(&e) == Some(404) && !pulled => {
+                // Only a missing image is pulled: a missing network is a 404 too.
+                Err(e)
+                    if status_code(&e) == Some(404)
+                        && describe(&e).contains("No such image")
+                        && !pulled =>
+                {
                     self.pull_image(&spec.image).await?;
                     pulled = true;
                 }
-                Err(e) if status_code(&e) == Some(409) => {
+                Err(e) if status_code(&e) == Some(409) && spec.name.is_some() => {
                     return Err(BackendError::NameInUse {
                         name: spec.name.clone().unwrap_or_default(),
                         endpoint: self.endpoint_text(),
@@ -118,8 +123,9 @@ impl DockerBackend {
         };
         let reason = describe(&e);
         // Awaited, not left to a destructor: the caller must be able to rely on nothing being
-        // left once this returns.
-        self.remove_container(&container.id).await?;
+        // left once this returns. Should the removal itself fail (the engine went away), the
+        // start failure is still the news; the run's final `remove_run` tries again.
+        let _ = self.remove_container(&container.id).await;
         if reason.contains(NO_NVIDIA_DRIVER) {
             return Err(BackendError::NvidiaRuntimeMissing {
                 endpoint: self.endpoint_text(),
