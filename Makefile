@@ -2,7 +2,7 @@
 CARGO ?= cargo
 GPUFLOW := target/debug/gpuflow
 
-.PHONY: build test lint fmt schema schema-check docs bench conformance check
+.PHONY: build test test-images lint fmt schema schema-check docs bench conformance check
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -11,6 +11,14 @@ build:
 test:
 	$(CARGO) test --workspace --doc -q
 	$(CARGO) nextest run --workspace --no-fail-fast
+
+## The Docker images the tests use (images/README.md), built from what is on this machine;
+## idempotent. The base goes first: the other images are built on top of it.
+test-images:
+	bash images/base/build.sh
+	@set -e; for script in images/*/build.sh; do \
+	  [ "$$script" = images/base/build.sh ] || bash "$$script"; \
+	done
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -3,8 +3,13 @@
 //! Data flows one way: file → [`workflow`] (model, strict loading) → [`plan`] (matrix, job
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`cli`] wires them into commands.
+//! [`backend`] runs containers on a Docker engine.
 
+<<<<<<< HEAD
 pub mod check;
+=======
+pub mod backend;
+>>>>>>> backend
 pub mod cli;
 pub mod diag;
 pub mod expr;

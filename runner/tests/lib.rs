@@ -2,5 +2,6 @@
 
 mod cli;
 mod diagnostics;
+mod docker;
 mod expr;
 mod generated;

@@ -1,0 +1,240 @@
+//! Container lifecycle on a [`DockerBackend`]: create (pulling a missing image), start, inspect,
+//! wait, stop, remove.
+//!
+//! A container that was created but could not start is removed before the error is returned,
+//! so a failed start never leaves anything behind; the typical case is a GPU request on an
+//! engine without the NVIDIA runtime, which Docker accepts at create and refuses at start.
+
+use std::time::Duration;
+
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::error::{describe, status_code};
+use super::{BackendError, ContainerSpec, DockerBackend, RunLabels};
+
+/// A container gpuflow created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Container {
+    pub id: String,
+    /// The name asked for; `None` when the engine chose one.
+    pub name: Option<String>,
+}
+
+impl Container {
+    /// The name if there is one, else the short id: what messages show.
+    pub fn display_name(&self) -> &str {
+        self.name
+            .as_deref()
+            .unwrap_or_else(|| &self.id[..self.id.len().min(12)])
+    }
+}
+
+/// A container's state as the engine reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerState {
+    /// `created`, `running`, `exited`, …
+    pub status: String,
+    pub running: bool,
+    /// Set once the container has exited.
+    pub exit_code: Option<i64>,
+    /// The kernel killed it for running out of memory (its cgroup limit).
+    pub oom_killed: bool,
+    /// The engine's error, e.g. why it could not start.
+    pub error: Option<String>,
+}
+
+/// The text Docker gives when no runtime provides the `nvidia` device driver.
+const NO_NVIDIA_DRIVER: &str = "could not select device driver";
+
+impl DockerBackend {
+    /// Creates and starts a container of `run`. On any start failure the container is removed
+    /// before the error is returned.
+    pub async fn start_container(
+        &self,
+        run: &RunLabels,
+        spec: &ContainerSpec,
+    ) -> Result<Container, BackendError> {
+        let container = self.create_container(run, spec).await?;
+        self.start(&container).await?;
+        Ok(container)
+    }
+
+    /// Creates a container without starting it, pulling its image first when the engine does
+    /// not have it.
+    pub async fn create_container(
+        &self,
+        run: &RunLabels,
+        spec: &ContainerSpec,
+    ) -> Result<Container, BackendError> {
+        if spec.gpus.is_requested() && !self.supports_device_requests() {
+            return Err(BackendError::ApiTooOldForGpus {
+                endpoint: self.endpoint_text(),
+                version: self.api_version().to_string(),
+            });
+        }
+        let body = spec.to_create_body(run.to_labels(self.owner()))?;
+        let options = || {
+            let mut builder = CreateContainerOptionsBuilder::new();
+            if let Some(name) = &spec.name {
+                builder = builder.name(name);
+            }
+            Some(builder.build())
+        };
+        let mut pulled = false;
+        loop {
+            match self
+                .client()
+                .create_container(options(), body.clone())
+                .await
+            {
+                Ok(created) => {
+                    return Ok(Container {
+                        id: created.id,
+                        name: spec.name.clone(),
+                    });
+                }
+                // Only a missing image is pulled: a missing network is a 404 too.
+                Err(e)
+                    if status_code(&e) == Some(404)
+                        && describe(&e).contains("No such image")
+                        && !pulled =>
+                {
+                    self.pull_image(&spec.image).await?;
+                    pulled = true;
+                }
+                Err(e) if status_code(&e) == Some(409) && spec.name.is_some() => {
+                    return Err(BackendError::NameInUse {
+                        name: spec.name.clone().unwrap_or_default(),
+                        endpoint: self.endpoint_text(),
+                    });
+                }
+                Err(e) => return Err(self.engine_error("create a container", &e)),
+            }
+        }
+    }
+
+    /// Starts a created container; when that fails, removes it and says why.
+    pub async fn start(&self, container: &Container) -> Result<(), BackendError> {
+        let Err(e) = self.client().start_container(&container.id, None).await else {
+            return Ok(());
+        };
+        let reason = describe(&e);
+        // Awaited, not left to a destructor: the caller must be able to rely on nothing being
+        // left once this returns. Should the removal itself fail (the engine went away), the
+        // start failure is still the news; the run's final `remove_run` tries again.
+        let _ = self.remove_container(&container.id).await;
+        if reason.contains(NO_NVIDIA_DRIVER) {
+            return Err(BackendError::NvidiaRuntimeMissing {
+                endpoint: self.endpoint_text(),
+                detail: reason,
+            });
+        }
+        Err(BackendError::StartFailed {
+            container: container.display_name().to_string(),
+            reason,
+        })
+    }
+
+    /// The container's current state.
+    pub async fn inspect_state(&self, container: &str) -> Result<ContainerState, BackendError> {
+        let inspected = self
+            .client()
+            .inspect_container(container, None)
+            .await
+            .map_err(|e| self.not_found_or(container, "inspect a container", &e))?;
+        let state = inspected.state.unwrap_or_default();
+        let running = state.running.unwrap_or(false);
+        let status = state
+            .status
+            .map_or_else(|| "unknown".to_string(), |s| s.to_string());
+        Ok(ContainerState {
+            exit_code: state.exit_code.filter(|_| !running && status != "created"),
+            status,
+            running,
+            oom_killed: state.oom_killed.unwrap_or(false),
+            error: state.error.filter(|e| !e.is_empty()),
+        })
+    }
+
+    /// Waits until the container exits; returns its exit code. A non-zero exit is a result,
+    /// not an error (bollard reports it as `DockerContainerWaitError`).
+    pub async fn wait_exit(&self, container: &str) -> Result<i64, BackendError> {
+        let mut stream = self.client().wait_container(container, None);
+        match stream.next().await {
+            Some(Ok(response)) => Ok(response.status_code),
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(e)) => Err(self.not_found_or(container, "wait for a container", &e)),
+            None => Err(BackendError::Engine {
+                operation: "wait for a container".into(),
+                endpoint: self.endpoint_text(),
+                message: "the engine closed the wait without an exit status".into(),
+            }),
+        }
+    }
+
+    /// Stops the container: SIGTERM, then SIGKILL after `grace`. A container that already
+    /// stopped is fine.
+    pub async fn stop_container(
+        &self,
+        container: &str,
+        grace: Duration,
+    ) -> Result<(), BackendError> {
+        let seconds = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
+        let options = StopContainerOptionsBuilder::new().t(seconds).build();
+        match self.client().stop_container(container, Some(options)).await {
+            // 304: already stopped.
+            Err(e) if status_code(&e) == Some(304) => Ok(()),
+            Err(e) => Err(self.not_found_or(container, "stop a container", &e)),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    /// Removes the container whatever its state (and its anonymous volumes). A container that
+    /// is already gone, or already being removed, is fine.
+    pub async fn remove_container(&self, container: &str) -> Result<(), BackendError> {
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(true)
+            .build();
+        match self
+            .client()
+            .remove_container(container, Some(options))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) if status_code(&e) == Some(409) && describe(&e).contains("in progress") => {
+                Ok(())
+            }
+            Err(e) => Err(self.engine_error("remove a container", &e)),
+        }
+    }
+
+    /// Any other failure of an engine call, naming the operation (as it fits after "failed
+    /// to") and the endpoint.
+    pub(crate) fn engine_error(&self, operation: &str, e: &bollard::errors::Error) -> BackendError {
+        BackendError::Engine {
+            operation: operation.to_string(),
+            endpoint: self.endpoint_text(),
+            message: describe(e),
+        }
+    }
+
+    pub(crate) fn not_found_or(
+        &self,
+        container: &str,
+        operation: &str,
+        e: &bollard::errors::Error,
+    ) -> BackendError {
+        if status_code(e) == Some(404) {
+            BackendError::NoSuchContainer {
+                container: container.to_string(),
+            }
+        } else {
+            self.engine_error(operation, e)
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The labels that make clean-up possible: every container and network gpuflow creates says
+//! which run and job it belongs to and which runner process (pid, host, start time) owns it.
+//! A run's things are removed by run id; things whose owner process is gone are swept.
+
+use std::collections::HashMap;
+
+/// The prefix of every label gpuflow sets; users may not set labels under it.
+pub const LABEL_PREFIX: &str = "dev.gpuflow.";
+/// Present (`true`) on everything gpuflow created.
+pub const LABEL_MANAGED: &str = "dev.gpuflow.managed";
+/// The run that created it.
+pub const LABEL_RUN_ID: &str = "dev.gpuflow.run-id";
+/// The job (within the run) that created it.
+pub const LABEL_JOB: &str = "dev.gpuflow.job";
+/// The pid of the runner process that owns it, on [`LABEL_OWNER_HOST`].
+pub const LABEL_OWNER_PID: &str = "dev.gpuflow.owner-pid";
+/// The host name of the machine the owning runner runs on (not the engine's host).
+pub const LABEL_OWNER_HOST: &str = "dev.gpuflow.owner-host";
+/// The owner's start time (clock ticks since boot, from `/proc/<pid>/stat`), so a recycled pid
+/// is not mistaken for the owner.
+pub const LABEL_OWNER_STARTED: &str = "dev.gpuflow.owner-started";
+
+/// The runner process that owns containers: what sweeping compares against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub pid: u32,
+    pub host: String,
+    /// `None` where `/proc` is not available; the sweep then trusts the pid alone.
+    pub started: Option<u64>,
+}
+
+impl Owner {
+    /// This process.
+    pub fn current() -> Self {
+        let pid = std::process::id();
+        Self {
+            pid,
+            host: host_name(),
+            started: process_start_time(pid),
+        }
+    }
+
+    /// Whether the owner process still runs. Only meaningful on the owner's host.
+    pub fn is_alive(&self) -> bool {
+        match (process_start_time(self.pid), self.started) {
+            (None, _) => std::path::Path::new(&format!("/proc/{}", self.pid)).exists(),
+            // A different start time means the pid was recycled by another process.
+            (Some(now), Some(then)) => now == then,
+            (Some(_), None) => true,
+        }
+    }
+
+    pub(crate) fn from_labels(labels: &HashMap<String, String>) -> Option<Self> {
+        Some(Self {
+            pid: labels.get(LABEL_OWNER_PID)?.parse().ok()?,
+            host: labels.get(LABEL_OWNER_HOST)?.clone(),
+            started: labels.get(LABEL_OWNER_STARTED).and_then(|s| s.parse().ok()),
+        })
+    }
+}
+
+/// Which run and job a container or network belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunLabels {
+    pub run_id: String,
+    pub job: String,
+}
+
+impl RunLabels {
+    pub fn new(run_id: impl Into<String>, job: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            job: job.into(),
+        }
+    }
+
+    /// gpuflow's labels for a thing of this run owned by `owner`.
+    pub(crate) fn to_labels(&self, owner: &Owner) -> HashMap<String, String> {
+        let mut labels = HashMap::from([
+            (LABEL_MANAGED.to_string(), "true".to_string()),
+            (LABEL_RUN_ID.to_string(), self.run_id.clone()),
+            (LABEL_JOB.to_string(), self.job.clone()),
+            (LABEL_OWNER_PID.to_string(), owner.pid.to_string()),
+            (LABEL_OWNER_HOST.to_string(), owner.host.clone()),
+        ]);
+        if let Some(started) = owner.started {
+            labels.insert(LABEL_OWNER_STARTED.to_string(), started.to_string());
+        }
+        labels
+    }
+}
+
+/// A `label=key=value` filter for list calls.
+pub(crate) fn label_filter(pairs: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
+    HashMap::from([(
+        "label".to_string(),
+        pairs.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+    )])
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Field 22 of `/proc/<pid>/stat`. The command name (field 2) may hold spaces and parentheses,
+/// so fields are counted from the last `)`.
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_start_time(&stat)
+}
+
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    // After the name come field 3 (state) onwards; field 22 is the 20th of those.
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_read_past_a_name_with_spaces_and_parens() {
+        let stat = "1234 (a b) c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 424242 99 100";
+        assert_eq!(parse_start_time(stat), Some(424_242));
+        assert_eq!(parse_start_time("garbage"), None);
+    }
+
+    #[test]
+    fn this_process_is_alive_and_a_recycled_pid_is_not_its_owner() {
+        let me = Owner::current();
+        assert!(me.is_alive());
+        if let Some(started) = me.started {
+            let recycled = Owner {
+                started: Some(started + 1),
+                ..me.clone()
+            };
+            assert!(!recycled.is_alive());
+        }
+    }
+
+    #[test]
+    fn a_pid_that_does_not_exist_is_dead() {
+        // Above Linux's maximum pid (2^22), so never a real process.
+        let gone = Owner {
+            pid: 4_194_305,
+            host: host_name(),
+            started: None,
+        };
+        assert!(!gone.is_alive());
+    }
+
+    #[test]
+    fn labels_round_trip_to_the_owner() {
+        let owner = Owner {
+            pid: 7,
+            host: "node-a".into(),
+            started: Some(99),
+        };
+        let labels = RunLabels::new("run-1", "bench").to_labels(&owner);
+        assert_eq!(labels[LABEL_MANAGED], "true");
+        assert_eq!(labels[LABEL_RUN_ID], "run-1");
+        assert_eq!(labels[LABEL_JOB], "bench");
+        assert_eq!(Owner::from_labels(&labels), Some(owner));
+        assert!(labels.keys().all(|k| k.starts_with(LABEL_PREFIX)));
+    }
+}

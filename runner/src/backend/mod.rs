@@ -1,0 +1,41 @@
+//! Where steps execute: containers on a Docker engine, local or remote.
+//!
+//! Owns the connection (endpoint parsing, API version negotiation), the container lifecycle
+//! (create, start, exec, logs, wait, inspect, stop, remove), GPU requests as Docker
+//! `DeviceRequests`, output as bounded lines, and clean-up by label (a run's things; things of
+//! runners that died).
+//!
+//! Knows nothing of workflows, YAML, expressions, matrices or reports: its inputs are plain
+//! Rust values ([`ContainerSpec`], [`ExecSpec`], [`RunLabels`]). The GPU allocator decides
+//! which devices a job gets; this module only passes the decision on ([`GpuRequest`]).
+
+mod attach;
+mod cleanup;
+mod container;
+mod container_spec;
+mod docker;
+mod endpoint;
+mod error;
+mod exec;
+mod gpu_request;
+mod image;
+mod labels;
+mod log_line;
+mod logs;
+mod network;
+
+pub use attach::AttachedOutput;
+pub use cleanup::Removed;
+pub use container::{Container, ContainerState};
+pub use container_spec::{ContainerSpec, PortMapping, Protocol, Ulimit, VolumeMount};
+pub use docker::DockerBackend;
+pub use endpoint::{DEFAULT_SOCKET, Endpoint};
+pub use error::BackendError;
+pub use exec::ExecSpec;
+pub use gpu_request::GpuRequest;
+pub use labels::{
+    LABEL_JOB, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_PREFIX,
+    LABEL_RUN_ID, Owner, RunLabels,
+};
+pub use log_line::{LineSink, LineSplitter, LogLine, MAX_LINE_BYTES, OutputStream};
+pub use logs::LogStart;

@@ -1,0 +1,37 @@
+//! Networks gpuflow creates for a run (so a job's containers reach each other by name); they
+//! carry the same labels as containers and go with them.
+
+use bollard::models::NetworkCreateRequest;
+
+use super::{BackendError, DockerBackend, RunLabels};
+
+impl DockerBackend {
+    /// Creates a bridge network `name` for `run`; returns its id.
+    pub async fn create_network(
+        &self,
+        run: &RunLabels,
+        name: &str,
+    ) -> Result<String, BackendError> {
+        let request = NetworkCreateRequest {
+            name: name.to_string(),
+            driver: Some("bridge".to_string()),
+            labels: Some(run.to_labels(self.owner())),
+            ..Default::default()
+        };
+        let created = self
+            .client()
+            .create_network(request)
+            .await
+            .map_err(|e| self.engine_error("create a network", &e))?;
+        Ok(created.id)
+    }
+
+    /// Removes a network; one that is already gone is fine.
+    pub async fn remove_network(&self, network: &str) -> Result<(), BackendError> {
+        match self.client().remove_network(network).await {
+            Err(e) if super::error::status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(self.engine_error("remove a network", &e)),
+            Ok(()) => Ok(()),
+        }
+    }
+}
