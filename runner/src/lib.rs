@@ -2,14 +2,12 @@
 //!
 //! Data flows one way: file → [`workflow`] (model, strict loading) → [`plan`] (matrix, job
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
-//! user-facing problem, [`steps`] declares the built-in steps, [`cli`] wires them into commands.
-//! [`backend`] runs containers on a Docker engine.
+//! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
+//! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
+//! containers on a Docker engine, [`cli`] wires them into commands.
 
-<<<<<<< HEAD
-pub mod check;
-=======
 pub mod backend;
->>>>>>> backend
+pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod expr;
