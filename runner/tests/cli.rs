@@ -18,3 +18,105 @@ fn completions_are_generated_for_bash() {
     let out = gpuflow().args(["completions", "bash"]).assert().success();
     assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("_gpuflow"));
 }
+
+/// The repository root: `workflows/`, `actions/` and `schemas/` live there.
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn stdout_of(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+}
+
+fn stderr_of(out: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+}
+
+#[test]
+fn shipped_workflows_and_actions_validate() {
+    let out = gpuflow()
+        .current_dir(repo_root())
+        .arg("validate")
+        .assert()
+        .code(0);
+    let err = stderr_of(&out);
+    assert!(err.contains("files valid"), "{err}");
+    assert!(!err.contains("error"), "{err}");
+}
+
+#[test]
+fn plan_shows_the_eagle3_graph() {
+    let out = gpuflow()
+        .current_dir(repo_root())
+        .args(["plan", "workflows/eagle3.yml"])
+        .assert()
+        .code(0);
+    insta::assert_snapshot!("plan_eagle3", stdout_of(&out));
+}
+
+#[test]
+fn plan_json_lists_every_matrix_cell_with_its_needs() {
+    let out = gpuflow()
+        .current_dir(repo_root())
+        .args(["plan", "--json", "workflows/eagle3.yml"])
+        .assert()
+        .code(0);
+    let plan: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+    let jobs = plan["jobs"].as_array().unwrap();
+    let bench: Vec<_> = jobs.iter().filter(|j| j["job_id"] == "bench").collect();
+    // 2 all-reduce × 2 batch sizes × 2 speculation modes, minus custom without speculation.
+    assert_eq!(bench.len(), 6);
+    assert!(bench.iter().all(|j| j["gpus"] == "8" && j["level"] == 1));
+    let report = jobs.iter().find(|j| j["job_id"] == "report").unwrap();
+    assert_eq!(report["needs"], serde_json::json!(["bench"]));
+    assert_eq!(report["level"], 2);
+    // Runs come in an order where every run follows what it waits on.
+    assert_eq!(jobs.last().unwrap()["job_id"], "report");
+}
+
+#[test]
+fn plan_refuses_an_invalid_workflow_with_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.yml");
+    std::fs::write(
+        &path,
+        "on: push\njobs:\n  a:\n    needs: b\n    steps: [{run: x}]\n  b:\n    needs: a\n    steps: [{run: y}]\n",
+    )
+    .unwrap();
+    let out = gpuflow().arg("plan").arg(&path).assert().code(3);
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("`needs` form a cycle: `a` → `b` → `a`"),
+        "{err}"
+    );
+    assert!(err.contains("not planned"), "{err}");
+    assert!(stdout_of(&out).is_empty());
+}
+
+#[test]
+fn plan_of_a_missing_file_is_a_usage_error() {
+    gpuflow()
+        .args(["plan", "no/such/workflow.yml"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn docs_show_a_builtin_and_suggest_on_a_typo() {
+    let out = gpuflow().args(["docs", "wait-for-health"]).assert().code(0);
+    assert!(stdout_of(&out).contains("| `timeout` |"));
+    let out = gpuflow().args(["docs", "wait-for-healt"]).assert().code(2);
+    assert!(stderr_of(&out).contains("did you mean `wait-for-health`?"));
+}
+
+#[test]
+fn schema_prints_valid_json_for_both_file_kinds() {
+    for which in ["workflow", "action"] {
+        let out = gpuflow().args(["schema", which]).assert().code(0);
+        let schema: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+        assert_eq!(schema["additionalProperties"], false, "{which}");
+    }
+}

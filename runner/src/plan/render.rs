@@ -23,7 +23,7 @@ pub fn render_json(plan: &Plan) -> String {
 /// The plan as text for a terminal, e.g.
 ///
 /// ```text
-/// eagle3 — 5 jobs in 2 levels
+/// eagle3 — 2 jobs (5 runs) in 2 levels
 ///
 /// level 1
 ///   bench                  runs-on: blackwell  gpus: 8
@@ -64,12 +64,27 @@ pub fn render_text(plan: &Plan) -> String {
     let mut out = if runs == 0 && plan.skipped.is_empty() {
         format!("{} — no jobs\n", plan.workflow)
     } else {
-        format!(
-            "{} — {} in {}\n",
-            plan.workflow,
-            count(runs, "job"),
-            count(plan.levels, "level")
-        )
+        let mut ids: Vec<&str> = plan.jobs.iter().map(|j| j.job_id.as_str()).collect();
+        ids.dedup();
+        let jobs = ids.len() + plan.skipped.len();
+        if runs == jobs {
+            format!(
+                "{} — {} in {}\n",
+                plan.workflow,
+                count(jobs, "job"),
+                count(plan.levels, "level")
+            )
+        } else {
+            // A matrix turns one job into several runs: say both, so "7" is not mistaken for
+            // the number of jobs written in the file.
+            format!(
+                "{} — {} ({}) in {}\n",
+                plan.workflow,
+                count(jobs, "job"),
+                count(runs, "run"),
+                count(plan.levels, "level")
+            )
+        }
     };
     let width = rows
         .iter()
