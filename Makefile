@@ -2,13 +2,20 @@
 CARGO ?= cargo
 GPUFLOW := target/debug/gpuflow
 
-.PHONY: build test test-images lint fmt schema schema-check docs bench conformance check
+.PHONY: build demo test test-images lint fmt schema docs bench conformance check
 
 build:
 	$(CARGO) build --workspace --all-targets
 
+## The first thing to run. Running workflows arrives with the engine; until then the demo
+## shows what the workflow language gives: the demo workflow validated and its job graph.
+demo: build
+	$(GPUFLOW) validate workflows/ actions/
+	$(GPUFLOW) plan workflows/demo.yml
+	@echo "(running workflows — containers, the simulator, benchmarks — arrives with the engine)"
+
 ## The test command (README.md). nextest prints one summary line with the counts.
-test:
+test: test-images
 	$(CARGO) test --workspace --doc -q
 	$(CARGO) nextest run --workspace --no-fail-fast
 
