@@ -8,5 +8,6 @@ pub mod cli;
 pub mod diag;
 pub mod expr;
 pub mod plan;
+pub mod sim;
 pub mod steps;
 pub mod workflow;
