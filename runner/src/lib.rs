@@ -3,6 +3,7 @@
 //! Data flows one way: file → [`workflow`] (model, strict loading) → [`plan`] (matrix, job
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`cli`] wires them into commands.
+//! [`sim`] is `gpuflow-sim`, the simulated LLM server that stands in for SGLang/vLLM in tests.
 
 pub mod cli;
 pub mod diag;

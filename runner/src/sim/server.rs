@@ -57,7 +57,14 @@ pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
     let state = Arc::new(State::new(config, recorder));
     lifecycle::log(&format!("gpuflow-sim listening on http://{addr}"));
 
-    tokio::spawn(load(Arc::clone(&state), addr));
+    let loading = Arc::clone(&state);
+    tokio::spawn(async move {
+        // A server stopped while still loading must not turn ready (or crash) afterwards.
+        tokio::select! {
+            () = load(Arc::clone(&loading), addr) => {}
+            _ = loading.stopped() => {}
+        }
+    });
     let task = tokio::spawn(accept(listener, Arc::clone(&state)));
     Ok(SimServer { addr, state, task })
 }
