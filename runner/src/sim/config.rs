@@ -98,7 +98,7 @@ pub struct SimConfig {
         long,
         env = "GPUFLOW_SIM_MAX_MODEL_LEN",
         default_value_t = 131_072,
-        value_parser = clap::value_parser!(u32).range(1..)
+        value_parser = clap::value_parser!(u32).range(1..=16_777_216)
     )]
     pub max_model_len: u32,
 
@@ -214,7 +214,42 @@ impl SimConfig {
 
     /// The nominal gap between two chunks: tokens-per-chunk tokens at tokens-per-second.
     pub fn chunk_gap(&self) -> Duration {
-        Duration::from_secs_f64(f64::from(self.tokens_per_chunk) / self.tokens_per_second)
+        let seconds = f64::from(self.tokens_per_chunk) / self.tokens_per_second;
+        Duration::try_from_secs_f64(seconds).unwrap_or(MAX_DURATION)
+    }
+
+    /// The checks the flags' parsers make, for a config built in code: every problem, one per
+    /// line, or nothing.
+    pub fn check(&self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        if let Err(err) = check_rate(self.tokens_per_second) {
+            problems.push(format!("`tokens_per_second`: {err}"));
+        }
+        if let Err(err) = check_jitter(self.jitter) {
+            problems.push(format!("`jitter`: {err}"));
+        }
+        if !(1..=16_777_216).contains(&self.max_model_len) {
+            problems.push("`max_model_len`: expected 1 to 16777216 tokens".to_owned());
+        }
+        if self.tokens_per_chunk == 0 {
+            problems.push("`tokens_per_chunk`: expected at least 1".to_owned());
+        }
+        let durations = [
+            ("startup_delay", Some(self.startup_delay)),
+            ("ttft", Some(self.ttft)),
+            ("crash_after_delay", self.crash_after_delay),
+            ("shutdown_grace", Some(self.shutdown_grace)),
+        ];
+        for (name, duration) in durations {
+            if let Some(Err(err)) = duration.map(check_duration) {
+                problems.push(format!("`{name}`: {err}"));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("\n"))
+        }
     }
 
     /// How long the simulated load lasts before the server is ready or fails.
@@ -226,22 +261,56 @@ impl SimConfig {
     }
 }
 
+/// Longer waits are refused: a year is far beyond any model load, and the bound keeps every
+/// deadline (start + ttft + k·gap) far from the clock's range.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|err| format!("{err} (write a number with a unit, e.g. `500ms`, `60s` or `2m`)"))
+    let duration = humantime::parse_duration(text.trim()).map_err(|err| {
+        format!("{err} (write a number with a unit, e.g. `500ms`, `60s` or `2m`)")
+    })?;
+    check_duration(duration)
+}
+
+fn check_duration(duration: Duration) -> Result<Duration, String> {
+    if duration > MAX_DURATION {
+        return Err("expected at most a year (`365days`)".to_owned());
+    }
+    Ok(duration)
 }
 
 fn parse_rate(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
-        _ => Err("expected a positive number of tokens per second, e.g. `90`".to_owned()),
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| RATE_EXPECTED.to_owned())
+        .and_then(check_rate)
+}
+
+const RATE_EXPECTED: &str =
+    "expected a number of tokens per second from 0.001 to 1000000000, e.g. `90`";
+
+fn check_rate(rate: f64) -> Result<f64, String> {
+    if (0.001..=1e9).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(RATE_EXPECTED.to_owned())
     }
 }
 
 fn parse_jitter(text: &str) -> Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(jitter) if (0.0..1.0).contains(&jitter) => Ok(jitter),
-        _ => Err("expected a fraction from 0 up to (not including) 1, e.g. `0.1`".to_owned()),
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| JITTER_EXPECTED.to_owned())
+        .and_then(check_jitter)
+}
+
+const JITTER_EXPECTED: &str = "expected a fraction from 0 up to (not including) 1, e.g. `0.1`";
+
+fn check_jitter(jitter: f64) -> Result<f64, String> {
+    if (0.0..1.0).contains(&jitter) {
+        Ok(jitter)
+    } else {
+        Err(JITTER_EXPECTED.to_owned())
     }
 }
 
@@ -290,9 +359,28 @@ mod tests {
         assert_eq!(format!("{parsed:?}"), format!("{default:?}"));
     }
 
+    #[test]
+    fn a_config_built_in_code_is_checked_like_flags() {
+        assert_eq!(SimConfig::default().check(), Ok(()));
+        let bad = SimConfig {
+            tokens_per_second: 0.0,
+            jitter: 1.5,
+            ttft: Duration::MAX,
+            ..SimConfig::default()
+        };
+        let problems = bad.check().unwrap_err();
+        assert_eq!(problems.lines().count(), 3, "{problems}");
+        assert!(
+            problems.contains("`ttft`: expected at most a year"),
+            "{problems}"
+        );
+    }
+
     #[test_case(&["--ttft=5"], "write a number with a unit" ; "duration without unit")]
-    #[test_case(&["--tokens-per-second=0"], "positive number of tokens per second" ; "zero rate")]
-    #[test_case(&["--tokens-per-second=inf"], "positive number" ; "infinite rate")]
+    #[test_case(&["--ttft=1000years"], "at most a year" ; "duration beyond a year")]
+    #[test_case(&["--tokens-per-second=0"], "from 0.001 to 1000000000" ; "zero rate")]
+    #[test_case(&["--tokens-per-second=inf"], "tokens per second" ; "infinite rate")]
+    #[test_case(&["--tokens-per-second=NaN"], "tokens per second" ; "not a number")]
     #[test_case(&["--jitter=1"], "up to (not including) 1" ; "jitter of one")]
     #[test_case(&["--tokens-per-chunk=0"], "0" ; "zero tokens per chunk")]
     #[test_case(&["--crash-after-delay=1s"], "--oom-at-start" ; "crash delay needs oom")]

@@ -63,17 +63,6 @@ impl TokenSchedule {
         tokens.div_ceil(tokens_per_chunk.max(1))
     }
 
-    /// When the last chunk is due without jitter: the length of a non-streamed response.
-    pub fn nominal_end(
-        tokens: u32,
-        tokens_per_chunk: u32,
-        ttft: Duration,
-        gap: Duration,
-    ) -> Duration {
-        let chunks = Self::chunk_count(tokens, tokens_per_chunk);
-        ttft + gap.mul_f64(f64::from(chunks.saturating_sub(1)))
-    }
-
     fn factor(&mut self) -> f64 {
         if self.jitter == 0.0 {
             1.0
@@ -148,10 +137,6 @@ mod tests {
         assert_eq!(
             dues,
             [50_000_000, 61_111_111, 72_222_222, 83_333_333].map(Duration::from_nanos)
-        );
-        assert_eq!(
-            TokenSchedule::nominal_end(4, 1, ms(50), Duration::from_nanos(11_111_111)),
-            Duration::from_nanos(83_333_333)
         );
     }
 

@@ -31,9 +31,15 @@ pub struct SimServer {
     task: tokio::task::JoinHandle<Exit>,
 }
 
-/// Binds and starts a server with `config`; it is loading (or ready, with no start-up delay)
-/// when this returns. Needs a tokio runtime.
+/// Binds and starts a server with `config`. It is loading when this returns, or already ready
+/// when there is no start-up delay. Needs a tokio runtime.
 pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
+    config.check().map_err(|problems| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("invalid simulator settings:\n{problems}"),
+        )
+    })?;
     let listener = TcpListener::bind((config.host, config.port)).await?;
     let addr = listener.local_addr()?;
     let clock = Clock::new();
@@ -57,7 +63,18 @@ pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
     let state = Arc::new(State::new(config, recorder));
     lifecycle::log(&format!("gpuflow-sim listening on http://{addr}"));
 
-    let loading = Arc::clone(&state);
+    if state.config.load_time().is_zero() {
+        // Nothing to wait for: ready (or failed) before the caller sends its first request.
+        load(Arc::clone(&state), addr).await;
+    } else {
+        spawn_load(Arc::clone(&state), addr);
+    }
+    let task = tokio::spawn(accept(listener, Arc::clone(&state)));
+    Ok(SimServer { addr, state, task })
+}
+
+fn spawn_load(state: Arc<State>, addr: SocketAddr) {
+    let loading = state;
     tokio::spawn(async move {
         // A server stopped while still loading must not turn ready (or crash) afterwards.
         tokio::select! {
@@ -65,8 +82,6 @@ pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
             _ = loading.stopped() => {}
         }
     });
-    let task = tokio::spawn(accept(listener, Arc::clone(&state)));
-    Ok(SimServer { addr, state, task })
 }
 
 impl SimServer {
@@ -257,4 +272,40 @@ fn duration_ns(duration: Duration) -> u64 {
 fn with_path(err: io::Error, action: &str, path: Option<&Path>) -> io::Error {
     let path = path.map(|p| p.display().to_string()).unwrap_or_default();
     io::Error::new(err.kind(), format!("cannot {action} `{path}`: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ready_file_appears_whole() {
+        let dir = std::env::temp_dir().join(format!("gpuflow-sim-ready-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ready.json");
+        let at = Stamp {
+            mono_ns: 5,
+            unix_ns: 6,
+        };
+        write_ready_file(&path, at).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            r#"{"mono_ns":5,"unix_ns":6}"#
+        );
+        assert!(!dir.join("ready.json.partial").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn settings_built_in_code_are_checked_before_binding() {
+        let err = serve(SimConfig {
+            tokens_per_second: 0.0,
+            ..SimConfig::local()
+        })
+        .await
+        .err()
+        .unwrap();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("`tokens_per_second`"), "{err}");
+    }
 }

@@ -122,3 +122,58 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::record::{Clock, RecordedSettings};
+
+    fn state(config: SimConfig) -> Arc<State> {
+        let settings = RecordedSettings {
+            model: String::new(),
+            ttft_ns: 0,
+            chunk_gap_ns: 0,
+            tokens_per_second: 1.0,
+            tokens_per_chunk: 1,
+            jitter: 0.0,
+            seed: 0,
+            max_concurrency: config.max_concurrency,
+        };
+        let recorder = Recorder::new(Clock::new(), settings, None, 10).unwrap();
+        Arc::new(State::new(config, recorder))
+    }
+
+    #[tokio::test]
+    async fn the_first_stop_reason_wins() {
+        let state = state(SimConfig::local());
+        state.stop(Exit::Crashed {
+            code: 1,
+            message: "boom".to_owned(),
+        });
+        state.stop(Exit::Shutdown);
+        assert!(matches!(
+            state.stopped().await,
+            Exit::Crashed { code: 1, .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn slots_refuse_when_busy_and_free_with_the_permit() {
+        let state = state(SimConfig {
+            max_concurrency: Some(1),
+            reject_when_busy: true,
+            ..SimConfig::local()
+        });
+        let held = state.slot().await.unwrap();
+        assert!(held.is_some());
+        assert!(state.slot().await.is_err());
+        drop(held);
+        assert!(state.slot().await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn without_a_limit_there_is_no_slot_to_wait_for() {
+        let state = state(SimConfig::local());
+        assert!(state.slot().await.unwrap().is_none());
+    }
+}
