@@ -812,3 +812,28 @@ fn flags_have_environment_twins() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("e.g. `500ms`"));
 }
+
+#[test]
+fn an_unwritable_record_file_is_a_clear_error() {
+    let out = Command::new(SIM)
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--record",
+            "/nonexistent-dir/record.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot open the record file `/nonexistent-dir/record.jsonl`"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("--port 0"),
+        "no port hint for a file problem: {stderr}"
+    );
+}

@@ -40,7 +40,15 @@ pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
             format!("invalid simulator settings:\n{problems}"),
         )
     })?;
-    let listener = TcpListener::bind((config.host, config.port)).await?;
+    let listener = TcpListener::bind((config.host, config.port))
+        .await
+        .map_err(|err| {
+            let (host, port) = (config.host, config.port);
+            io::Error::new(
+                err.kind(),
+                format!("cannot listen on `{host}:{port}`: {err}"),
+            )
+        })?;
     let addr = listener.local_addr()?;
     let clock = Clock::new();
     let settings = RecordedSettings {
@@ -218,17 +226,18 @@ pub fn run(config: SimConfig) -> u8 {
         }
     };
     let exit = runtime.block_on(async move {
-        let host = config.host;
-        let port = config.port;
         let mut server = match serve(config).await {
             Ok(server) => server,
             Err(err) => {
+                let hint = match err.kind() {
+                    io::ErrorKind::AddrInUse => {
+                        "(is another server on that port? `--port 0` picks a free one)\n"
+                    }
+                    _ => "",
+                };
                 return Exit::Crashed {
                     code: 1,
-                    message: format!(
-                        "gpuflow-sim: error: cannot listen on `{host}:{port}`: {err}\n\
-                         (is another server on that port? `--port 0` picks a free one)\n"
-                    ),
+                    message: format!("gpuflow-sim: error: {err}\n{hint}"),
                 };
             }
         };
