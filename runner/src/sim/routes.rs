@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::record::{ChunkStamp, Outcome, RequestRecord};
+use super::record::{ChunkStamp, Outcome, RequestRecord, Stamp};
 use super::request::{self, ApiError, Endpoint, GenerationRequest, Limits};
 use super::response::{Envelope, Usage, token_text};
 use super::schedule::TokenSchedule;
@@ -137,6 +137,48 @@ async fn generate(
     if !state.is_ready() {
         return loading();
     }
+    let admitted = match admit(&state, endpoint, req).await {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
+    let Ok(slot) = state.slot().await else {
+        return error(&ApiError::new(
+            503,
+            "service_unavailable",
+            format!(
+                "the server is busy: all {} generation slots are taken (--max-concurrency \
+                 with --reject-when-busy)",
+                state.config.max_concurrency.unwrap_or_default()
+            ),
+        ));
+    };
+    let (plan, schedule, guard) = begin(&state, endpoint, admitted);
+    if plan.stream {
+        let stream = SseStream::new(plan, schedule, guard, slot);
+        let mut response = Response::new(Either::Right(stream));
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return response;
+    }
+    let response = whole(&state, plan, schedule, guard).await;
+    drop(slot);
+    response
+}
+
+/// A request accepted for generation, before it has a slot.
+struct Admitted {
+    request: GenerationRequest,
+    client_request_id: Option<String>,
+    received: Stamp,
+}
+
+/// Reads and checks the body; the refusal is the response to send.
+async fn admit(
+    state: &State,
+    endpoint: Endpoint,
+    req: Request<Incoming>,
+) -> Result<Admitted, Response<SimBody>> {
     let client_request_id = req
         .headers()
         .get("x-request-id")
@@ -145,18 +187,18 @@ async fn generate(
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(body) => body.to_bytes(),
         Err(err) if err.is::<http_body_util::LengthLimitError>() => {
-            return error(&ApiError::new(
+            return Err(error(&ApiError::new(
                 413,
                 "invalid_request_error",
                 format!("the request body is larger than {MAX_BODY} bytes"),
-            ));
+            )));
         }
-        // The client went away while sending; nobody is left to answer.
+        // The client went away while sending; the answer is for the record only.
         Err(_) => {
-            return error(&ApiError::invalid(
+            return Err(error(&ApiError::invalid(
                 None,
                 "the request body could not be read",
-            ));
+            )));
         }
     };
     let (_, received) = state.recorder.clock().now();
@@ -164,34 +206,35 @@ async fn generate(
         default_max_tokens: state.config.default_max_tokens,
         max_model_len: state.config.max_model_len,
     };
-    let request = match request::parse(endpoint, &body, limits) {
-        Ok(request) => request,
-        Err(err) => return error(&err),
-    };
+    let request = request::parse(endpoint, &body, limits).map_err(|err| error(&err))?;
+    Ok(Admitted {
+        request,
+        client_request_id,
+        received,
+    })
+}
 
-    let slot = match state.slot().await {
-        Ok(slot) => slot,
-        Err(_busy) => {
-            return error(&ApiError::new(
-                503,
-                "service_unavailable",
-                format!(
-                    "the server is busy: all {} generation slots are taken (--max-concurrency \
-                     with --reject-when-busy)",
-                    state.config.max_concurrency.unwrap_or_default()
-                ),
-            ));
-        }
-    };
+/// Starts the generation of a request that now holds its slot: names it, plans its chunks and
+/// opens its record.
+fn begin(
+    state: &Arc<State>,
+    endpoint: Endpoint,
+    admitted: Admitted,
+) -> (StreamPlan, TokenSchedule, RequestGuard) {
+    let Admitted {
+        request,
+        client_request_id,
+        received,
+    } = admitted;
     let (start, started) = state.recorder.clock().now();
     let number = state.next_request_number();
-    let (completion_tokens, finish_reason) = completion_length(&state, &request);
+    let (completion_tokens, finish_reason) = completion_length(state, &request);
     let id = match endpoint {
         Endpoint::Completions => format!("cmpl-{number}"),
         Endpoint::ChatCompletions => format!("chatcmpl-{number}"),
     };
     let guard = RequestGuard::new(
-        Arc::clone(&state),
+        Arc::clone(state),
         RequestRecord {
             id: id.clone(),
             client_request_id,
@@ -208,7 +251,6 @@ async fn generate(
             chunks: Vec::new(),
         },
     );
-    let usage = Usage::new(request.prompt_tokens, completion_tokens);
     let schedule = TokenSchedule::new(
         completion_tokens,
         state.config.tokens_per_chunk,
@@ -218,33 +260,28 @@ async fn generate(
         state.config.seed,
         number,
     );
+    // A streamed response carries usage only when asked for; a whole one always does.
+    let wants_usage = request.include_usage || !request.stream;
     let plan = StreamPlan {
         endpoint,
         id,
         created: unix_seconds(),
+        stream: request.stream,
         completion_tokens,
         finish_reason,
-        usage: (request.include_usage && !state.config.no_usage).then_some(usage),
+        usage: (wants_usage && !state.config.no_usage)
+            .then(|| Usage::new(request.prompt_tokens, completion_tokens)),
         start,
     };
-    if request.stream {
-        let stream = SseStream::new(plan, schedule, guard, slot);
-        let mut response = Response::new(Either::Right(stream));
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        return response;
-    }
-    whole(state, plan, schedule, guard, usage).await
+    (plan, schedule, guard)
 }
 
 /// A non-streamed answer: sent in one piece when its last chunk would have been.
 async fn whole(
-    state: Arc<State>,
+    state: &State,
     plan: StreamPlan,
     schedule: TokenSchedule,
     mut guard: RequestGuard,
-    usage: Usage,
 ) -> Response<SimBody> {
     let end = schedule
         .last()
@@ -257,8 +294,7 @@ async fn whole(
         model: &state.config.model_name,
     };
     let text = token_text(0, plan.completion_tokens);
-    let usage = (!state.config.no_usage).then_some(usage);
-    let body = envelope.full(&text, plan.finish_reason, usage);
+    let body = envelope.full(&text, plan.finish_reason, plan.usage);
     let (_, at) = state.recorder.clock().now();
     guard.push_chunk(ChunkStamp {
         index: 0,

@@ -64,11 +64,12 @@ impl Drop for RequestGuard {
     }
 }
 
-/// What a streamed response needs besides its schedule.
+/// What a response needs besides its schedule.
 pub struct StreamPlan {
     pub endpoint: Endpoint,
     pub id: String,
     pub created: u64,
+    pub stream: bool,
     pub completion_tokens: u32,
     pub finish_reason: &'static str,
     pub usage: Option<Usage>,
