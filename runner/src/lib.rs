@@ -4,7 +4,8 @@
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
 //! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
-//! containers on a Docker engine, [`cli`] wires them into commands.
+//! containers on a Docker engine, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
+//! for SGLang/vLLM, [`cli`] wires them into commands.
 
 pub mod backend;
 pub mod check;
@@ -13,5 +14,6 @@ pub mod diag;
 pub mod expr;
 pub mod plan;
 pub mod schema;
+pub mod sim;
 pub mod steps;
 pub mod workflow;

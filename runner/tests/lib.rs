@@ -5,3 +5,4 @@ mod diagnostics;
 mod docker;
 mod expr;
 mod generated;
+mod sim;

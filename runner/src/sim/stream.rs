@@ -1,0 +1,168 @@
+//! One generation as an HTTP body: streamed chunks released at their scheduled moments, each
+//! stamped into the record the instant it is handed to the connection.
+//!
+//! The body itself waits for each deadline (no task per request, no channel between the clock
+//! and the socket), so the stamp is taken in the same poll that gives hyper the bytes, which it
+//! writes and flushes before polling again. A [`RequestGuard`] writes the request's record line
+//! once, whether it completes or the client goes away first.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::record::{ChunkStamp, Outcome, RequestRecord};
+use super::request::Endpoint;
+use super::response::{Envelope, Usage, token_text};
+use super::schedule::{PlannedChunk, TokenSchedule};
+use super::state::State;
+use super::timer::{self, Sleep};
+
+/// Writes a request's record exactly once: complete, or cancelled when dropped before that.
+pub struct RequestGuard {
+    state: Arc<State>,
+    record: Option<RequestRecord>,
+}
+
+impl RequestGuard {
+    pub fn new(state: Arc<State>, record: RequestRecord) -> Self {
+        Self {
+            state,
+            record: Some(record),
+        }
+    }
+
+    pub fn push_chunk(&mut self, chunk: ChunkStamp) {
+        if let Some(record) = &mut self.record {
+            record.chunks.push(chunk);
+        }
+    }
+
+    /// The request was answered in full.
+    pub fn complete(&mut self) {
+        self.close(Outcome::Complete);
+        self.state.answered();
+    }
+
+    fn close(&mut self, outcome: Outcome) {
+        if let Some(mut record) = self.record.take() {
+            record.outcome = outcome;
+            record.finished = self.state.recorder.clock().now().1;
+            self.state.recorder.finish(record);
+        }
+    }
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.close(Outcome::Cancelled);
+    }
+}
+
+/// What a response needs besides its schedule.
+pub struct StreamPlan {
+    pub endpoint: Endpoint,
+    pub id: String,
+    pub created: u64,
+    pub stream: bool,
+    pub completion_tokens: u32,
+    pub finish_reason: &'static str,
+    pub usage: Option<Usage>,
+    pub start: Instant,
+}
+
+/// The SSE body of one streamed response.
+pub struct SseStream {
+    plan: StreamPlan,
+    schedule: TokenSchedule,
+    next: Option<PlannedChunk>,
+    sent_tokens: u32,
+    sleep: Option<Sleep>,
+    closed: bool,
+    guard: RequestGuard,
+    /// Held until the stream ends, so the slot frees when the response does.
+    _slot: Option<OwnedSemaphorePermit>,
+}
+
+impl SseStream {
+    pub fn new(
+        plan: StreamPlan,
+        mut schedule: TokenSchedule,
+        guard: RequestGuard,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        let next = schedule.next();
+        Self {
+            plan,
+            schedule,
+            next,
+            sent_tokens: 0,
+            sleep: None,
+            closed: false,
+            guard,
+            _slot: slot,
+        }
+    }
+
+    fn envelope(&self) -> Envelope<'_> {
+        Envelope {
+            endpoint: self.plan.endpoint,
+            id: &self.plan.id,
+            created: self.plan.created,
+            model: &self.guard.state.config.model_name,
+        }
+    }
+}
+
+impl Body for SseStream {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        let Some(chunk) = this.next else {
+            if this.closed {
+                return Poll::Ready(None);
+            }
+            this.closed = true;
+            let bytes = this.envelope().closing(this.plan.usage);
+            this.guard.complete();
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        };
+
+        let deadline = this.plan.start + chunk.due;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| timer::sleep_until(deadline));
+        ready!(Pin::new(sleep).poll(cx));
+        this.sleep = None;
+
+        let text = token_text(this.sent_tokens, chunk.tokens);
+        this.sent_tokens += chunk.tokens;
+        let last = this.sent_tokens >= this.plan.completion_tokens;
+        let finish = last.then_some(this.plan.finish_reason);
+        let bytes = this.envelope().chunk(&text, chunk.index == 0, finish);
+        // Stamped after the bytes are built, just before hyper writes them.
+        let (_, at) = this.guard.state.recorder.clock().now();
+        this.guard.push_chunk(ChunkStamp {
+            index: chunk.index,
+            tokens: chunk.tokens,
+            mono_ns: at.mono_ns,
+            unix_ns: at.unix_ns,
+        });
+        this.next = this.schedule.next();
+        Poll::Ready(Some(Ok(Frame::data(bytes))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.next.is_none() && self.closed
+    }
+}

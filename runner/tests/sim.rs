@@ -1,0 +1,839 @@
+//! gpuflow-sim over real HTTP on 127.0.0.1: in-process servers on port 0 for the protocol and
+//! timing, the built binary for what only a process shows (exit status, stderr, signals).
+//! Timing is asserted against the server's own record, never against sleeps in the test.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use gpuflow::sim::{self, Exit, SimConfig, SimServer};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
+
+// ---------------------------------------------------------------------------------------------
+// A small HTTP/1.1 client over hyper's connection API: one connection per request, no mocks.
+
+async fn send(addr: SocketAddr, method: Method, path: &str, body: Option<&Value>) -> (u16, Bytes) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let body = body
+        .map(|b| serde_json::to_vec(b).unwrap())
+        .unwrap_or_default();
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string())
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, bytes)
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, Bytes) {
+    send(addr, Method::GET, path, None).await
+}
+
+async fn post(addr: SocketAddr, path: &str, body: Value) -> (u16, Value) {
+    let (status, bytes) = send(addr, Method::POST, path, Some(&body)).await;
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// Posts a raw body (not necessarily JSON).
+async fn post_raw(addr: SocketAddr, path: &str, body: &'static str) -> (u16, Value) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let request = Request::post(path)
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::from_static(body.as_bytes())))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// A streamed response's events: JSON payloads, then `Value::Null` for `[DONE]`.
+async fn stream(addr: SocketAddr, path: &str, body: Value) -> Vec<Value> {
+    let (status, bytes) = send(addr, Method::POST, path, Some(&body)).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    text.split_terminator("\n\n")
+        .map(|event| {
+            let data = event
+                .strip_prefix("data: ")
+                .expect("every event is a `data:` line");
+            if data == "[DONE]" {
+                Value::Null
+            } else {
+                serde_json::from_str(data).unwrap()
+            }
+        })
+        .collect()
+}
+
+fn words(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+async fn start(config: SimConfig) -> SimServer {
+    sim::serve(config).await.unwrap()
+}
+
+/// The record of one request, by response id.
+fn recorded(server: &SimServer, id: &str) -> Value {
+    server.record_json()["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("`{id}` is not in the record"))
+        .clone()
+}
+
+fn ns(value: &Value) -> i64 {
+    value.as_i64().unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process servers.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_503_while_loading_then_200() {
+    let delay = Duration::from_millis(300);
+    let server = start(SimConfig {
+        startup_delay: delay,
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    let (status, body) = get(addr, "/health").await;
+    assert_eq!(status, 503);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["error"]["message"], "the model is still loading");
+    let (status, _) = post(addr, "/v1/completions", json!({"prompt": "x"})).await;
+    assert_eq!(status, 503, "generation waits for the load too");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(addr, "/health").await.0 != 200 {
+        assert!(Instant::now() < deadline, "never became healthy");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ready = server.ready().expect("ready is recorded");
+    assert!(ready.mono_ns >= delay.as_nanos() as u64, "{ready:?}");
+    assert_eq!(server.record_json()["ready"]["mono_ns"], ready.mono_ns);
+    assert_eq!(get(addr, "/health_generate").await.0, 200);
+    assert_eq!(server.shutdown().await, Exit::Shutdown);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_sends_max_tokens_in_chunks_then_usage_and_done() {
+    let server = start(SimConfig {
+        tokens_per_chunk: 4,
+        tokens_per_second: 400.0,
+        ttft: Duration::from_millis(5),
+        ..SimConfig::local()
+    })
+    .await;
+    let events = stream(
+        server.addr(),
+        "/v1/completions",
+        json!({"model": "gpuflow-sim", "prompt": "count these three", "max_tokens": 10,
+               "stream": true, "stream_options": {"include_usage": true}, "temperature": 0}),
+    )
+    .await;
+    assert_eq!(
+        events.len(),
+        5,
+        "3 token events, usage, [DONE]: {events:#?}"
+    );
+    let tokens: Vec<usize> = events[..3]
+        .iter()
+        .map(|e| words(e["choices"][0]["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(tokens, [4, 4, 2]);
+    let finish: Vec<&Value> = events[..3]
+        .iter()
+        .map(|e| &e["choices"][0]["finish_reason"])
+        .collect();
+    assert_eq!(finish, [&Value::Null, &Value::Null, &json!("length")]);
+    assert_eq!(events[3]["choices"], json!([]));
+    assert_eq!(
+        events[3]["usage"],
+        json!({"prompt_tokens": 3, "completion_tokens": 10, "total_tokens": 13})
+    );
+    assert_eq!(events[4], Value::Null);
+
+    let id = events[0]["id"].as_str().unwrap();
+    assert!(
+        events
+            .iter()
+            .take(4)
+            .all(|e| e["id"] == id && e["object"] == "text_completion")
+    );
+    let record = recorded(&server, id);
+    assert_eq!(record["outcome"], "complete");
+    assert_eq!(record["completion_tokens"], 10);
+    let per_chunk: Vec<&Value> = record["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["tokens"])
+        .collect();
+    assert_eq!(per_chunk, [&json!(4), &json!(4), &json!(2)]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_leave_at_the_configured_ttft_and_gaps_without_drift() {
+    let ttft = Duration::from_millis(30);
+    let server = start(SimConfig {
+        ttft,
+        tokens_per_second: 250.0, // a 4 ms gap
+        ..SimConfig::local()
+    })
+    .await;
+    let events = stream(
+        server.addr(),
+        "/v1/completions",
+        json!({"prompt": "x", "max_tokens": 25, "stream": true}),
+    )
+    .await;
+    let record = recorded(&server, events[0]["id"].as_str().unwrap());
+    let started = ns(&record["started"]["mono_ns"]);
+    let sent: Vec<i64> = record["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| ns(&c["mono_ns"]))
+        .collect();
+    assert_eq!(sent.len(), 25);
+    let gap = 4_000_000i64;
+    // Lateness against the absolute schedule (start + ttft + k·gap): never early, and late by
+    // at most one wake-up, whatever the chunk's position, so nothing accumulates.
+    let late: Vec<i64> = sent
+        .iter()
+        .enumerate()
+        .map(|(k, at)| at - (started + ttft.as_nanos() as i64 + k as i64 * gap))
+        .collect();
+    assert!(late.iter().all(|l| *l >= 0), "a chunk left early: {late:?}");
+    let mut sorted = late.clone();
+    sorted.sort_unstable();
+    assert!(
+        sorted[sorted.len() / 2] < 3_000_000,
+        "median lateness: {late:?}"
+    );
+    assert!(
+        *sorted.last().unwrap() < 50_000_000,
+        "worst lateness: {late:?}"
+    );
+    // Over 24 gaps, even the worst lateness above moves the mean gap by under 2.1 ms.
+    let mean_gap = (sent[24] - sent[0]) as f64 / 24.0;
+    assert!(
+        (mean_gap - gap as f64).abs() < 2_100_000.0,
+        "mean gap {mean_gap} ns"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_streams_four_tokens_per_event_like_speculative_decoding() {
+    let server = start(SimConfig {
+        tokens_per_chunk: 4,
+        tokens_per_second: 800.0,
+        ttft: Duration::from_millis(2),
+        model_name: "Qwen3-235B".to_owned(),
+        ..SimConfig::local()
+    })
+    .await;
+    let events = stream(
+        server.addr(),
+        "/v1/chat/completions",
+        json!({"messages": [{"role": "user", "content": "two words"}], "max_completion_tokens": 12,
+               "stream": true, "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    assert_eq!(events.len(), 5);
+    for event in &events[..3] {
+        assert_eq!(event["object"], "chat.completion.chunk");
+        assert_eq!(event["model"], "Qwen3-235B");
+        assert_eq!(
+            words(event["choices"][0]["delta"]["content"].as_str().unwrap()),
+            4
+        );
+    }
+    assert_eq!(events[0]["choices"][0]["delta"]["role"], "assistant");
+    assert!(events[1]["choices"][0]["delta"].get("role").is_none());
+    assert_eq!(events[3]["usage"]["prompt_tokens"], 2);
+    assert_eq!(events[3]["usage"]["completion_tokens"], 12);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_responses_come_when_the_last_token_would_have() {
+    let server = start(SimConfig {
+        ttft: Duration::from_millis(20),
+        tokens_per_second: 500.0, // 2 ms a token
+        ..SimConfig::local()
+    })
+    .await;
+    let (status, body) = post(
+        server.addr(),
+        "/v1/completions",
+        json!({"prompt": "a b c d", "max_tokens": 6}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["object"], "text_completion");
+    assert_eq!(words(body["choices"][0]["text"].as_str().unwrap()), 6);
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10})
+    );
+    let record = recorded(&server, body["id"].as_str().unwrap());
+    let took = ns(&record["finished"]["mono_ns"]) - ns(&record["started"]["mono_ns"]);
+    assert!(
+        took >= 20_000_000 + 5 * 2_000_000,
+        "answered after {took} ns"
+    );
+
+    let (status, body) = post(
+        server.addr(),
+        "/v1/chat/completions",
+        json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["role"], "assistant");
+    assert_eq!(
+        words(body["choices"][0]["message"]["content"].as_str().unwrap()),
+        3
+    );
+    assert_eq!(body["usage"]["total_tokens"], 4);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_the_model_name() {
+    let server = start(SimConfig {
+        model_name: "my-model".to_owned(),
+        ..SimConfig::local()
+    })
+    .await;
+    let (status, body) = get(server.addr(), "/v1/models").await;
+    assert_eq!(status, 200);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["data"][0]["id"], "my-model");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_openai_style_errors() {
+    let server = start(SimConfig::local()).await;
+    let addr = server.addr();
+    let (status, body) = post_raw(addr, "/v1/completions", r#"{"prompt": "x", "#).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON"),
+        "{body}"
+    );
+
+    let (status, body) = post(addr, "/v1/chat/completions", json!({"messages": "hi"})).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "messages");
+
+    let (status, body) = post(addr, "/v1/completion", json!({})).await;
+    assert_eq!(status, 404);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `/v1/completions`?")
+    );
+
+    let (status, _) = get(addr, "/v1/completions").await;
+    assert_eq!(status, 405);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_beyond_max_concurrency_wait_their_turn() {
+    let server = start(SimConfig {
+        max_concurrency: Some(1),
+        ttft: Duration::from_millis(30),
+        tokens_per_second: 200.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    let body = json!({"prompt": "x", "max_tokens": 4, "stream": true});
+    let (first, second) = tokio::join!(
+        stream(addr, "/v1/completions", body.clone()),
+        stream(addr, "/v1/completions", body.clone())
+    );
+    let (a, b) = (
+        recorded(&server, first[0]["id"].as_str().unwrap()),
+        recorded(&server, second[0]["id"].as_str().unwrap()),
+    );
+    let (earlier, later) = if ns(&a["started"]["mono_ns"]) < ns(&b["started"]["mono_ns"]) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(
+        ns(&later["received"]["mono_ns"]) < ns(&earlier["finished"]["mono_ns"]),
+        "both arrived while the first ran"
+    );
+    assert!(
+        ns(&later["started"]["mono_ns"]) >= ns(&earlier["finished"]["mono_ns"]),
+        "the second starts only when the first ends: {earlier} {later}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_when_busy_answers_503_instead_of_queueing() {
+    let server = start(SimConfig {
+        max_concurrency: Some(1),
+        reject_when_busy: true,
+        ttft: Duration::from_millis(200),
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    // A streamed response's head is sent once it holds its slot, so after the head arrives
+    // the slot is certainly taken.
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let body = r#"{"prompt": "x", "max_tokens": 2, "stream": true}"#;
+    let holder = sender
+        .send_request(
+            Request::post("/v1/completions")
+                .header("host", addr.to_string())
+                .body(Full::new(Bytes::from_static(body.as_bytes())))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(holder.status(), 200);
+
+    let (status, busy) = post(addr, "/v1/completions", json!({"prompt": "x"})).await;
+    assert_eq!(status, 503);
+    assert!(
+        busy["error"]["message"].as_str().unwrap().contains("busy"),
+        "{busy}"
+    );
+
+    let text = holder.into_body().collect().await.unwrap().to_bytes();
+    assert!(text.ends_with(b"data: [DONE]\n\n"));
+    let (status, _) = post(
+        addr,
+        "/v1/completions",
+        json!({"prompt": "x", "max_tokens": 1}),
+    )
+    .await;
+    assert_eq!(
+        status, 200,
+        "the slot is free again once the first response ends"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eos_ends_early_unless_ignored_and_usage_can_be_withheld() {
+    let server = start(SimConfig {
+        eos_after: Some(3),
+        no_usage: true,
+        ttft: Duration::from_millis(1),
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    let request = |ignore_eos: bool| {
+        json!({"prompt": "x", "max_tokens": 10, "stream": true, "ignore_eos": ignore_eos,
+               "stream_options": {"include_usage": true}})
+    };
+    let events = stream(addr, "/v1/completions", request(false)).await;
+    assert_eq!(
+        events.len(),
+        4,
+        "3 tokens and [DONE], no usage: {events:#?}"
+    );
+    assert_eq!(events[2]["choices"][0]["finish_reason"], "stop");
+    let events = stream(addr, "/v1/completions", request(true)).await;
+    assert_eq!(events.len(), 11);
+    assert_eq!(events[9]["choices"][0]["finish_reason"], "length");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_stream_is_recorded_as_cancelled() {
+    let server = start(SimConfig {
+        ttft: Duration::from_millis(1),
+        tokens_per_second: 100.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let mut socket = TcpStream::connect(server.addr()).await.unwrap();
+    let body = r#"{"prompt": "x", "max_tokens": 1000, "stream": true}"#;
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: sim\r\nx-request-id: leaver\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut buffer = vec![0u8; 4096];
+    let mut seen = String::new();
+    while !seen.contains("data: ") {
+        let n = socket.read(&mut buffer).await.unwrap();
+        assert!(n > 0);
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    drop(socket);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let record = loop {
+        let requests = server.record_json()["requests"].clone();
+        if let Some(r) = requests
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["client_request_id"] == "leaver")
+        {
+            break r.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled request never reached the record"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(record["outcome"], "cancelled");
+    assert!(record["chunks"].as_array().unwrap().len() < 1000);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_file_and_ready_file_hold_what_the_server_did() {
+    let dir = std::env::temp_dir().join(format!("gpuflow-sim-files-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (record_path, ready_path) = (dir.join("record.jsonl"), dir.join("ready.json"));
+    let _ = std::fs::remove_file(&record_path);
+    let server = start(SimConfig {
+        record: Some(record_path.clone()),
+        ready_file: Some(ready_path.clone()),
+        ttft: Duration::from_millis(1),
+        tokens_per_chunk: 2,
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.ready().is_none() {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stream(
+        server.addr(),
+        "/v1/completions",
+        json!({"prompt": "x", "max_tokens": 5, "stream": true}),
+    )
+    .await;
+    let ready = server.ready().unwrap();
+    server.shutdown().await;
+
+    let lines: Vec<Value> = std::fs::read_to_string(&record_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["start", "ready", "request"]);
+    assert_eq!(lines[0]["settings"]["tokens_per_chunk"], 2);
+    assert_eq!(lines[0]["settings"]["chunk_gap_ns"], 2_000_000);
+    assert_eq!(lines[1]["unix_ns"], ready.unix_ns);
+    assert_eq!(lines[2]["chunks"].as_array().unwrap().len(), 3);
+    let ready_file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready_path).unwrap()).unwrap();
+    assert_eq!(
+        ready_file,
+        json!({"mono_ns": ready.mono_ns, "unix_ns": ready.unix_ns})
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_requests_stops_an_in_process_server() {
+    let mut server = start(SimConfig {
+        crash_after_requests: Some(2),
+        ttft: Duration::from_millis(1),
+        ..SimConfig::local()
+    })
+    .await;
+    for _ in 0..2 {
+        let (status, _) = post(
+            server.addr(),
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": 1}),
+        )
+        .await;
+        assert_eq!(status, 200, "the first two are answered in full");
+    }
+    let exit = tokio::time::timeout(Duration::from_secs(10), server.stopped())
+        .await
+        .unwrap();
+    let Exit::Crashed { code, message } = exit else {
+        panic!("expected a crash, got {exit:?}");
+    };
+    assert_eq!(code, 1);
+    assert!(message.contains("CUDA error: an illegal memory access was encountered"));
+    assert!(
+        TcpStream::connect(server.addr()).await.is_err(),
+        "nothing listens after a crash"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The binary.
+
+/// A running `gpuflow-sim` whose stdout lines arrive on a channel; killed when dropped.
+struct SimProcess {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl SimProcess {
+    fn spawn(args: &[&str]) -> Self {
+        let mut child = Command::new(SIM)
+            .args(["--host", "127.0.0.1", "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// Waits for a stdout line containing `needle` and returns it.
+    fn line_with(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(err) => panic!("no line with `{needle}` on stdout: {err}"),
+            }
+        }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        let line = self.line_with("listening on http://");
+        line.rsplit("http://").next().unwrap().parse().unwrap()
+    }
+
+    /// Waits for the exit; returns the status code and stderr.
+    fn exit(mut self) -> (Option<i32>, String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "gpuflow-sim did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+        (status.code(), stderr)
+    }
+
+    fn remaining_stdout(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test_case::test_case("sglang", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." ; "sglang")]
+#[test_case::test_case("torch", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" ; "torch")]
+fn oom_at_start_exits_non_zero_with_the_servers_message(style: &str, message: &str) {
+    let sim = SimProcess::spawn(&[
+        "--oom-at-start",
+        "--startup-delay",
+        "200ms",
+        "--oom-style",
+        style,
+    ]);
+    let addr = sim.addr();
+    // While loading, the port answers and /health says 503, as with a real server.
+    assert_eq!(runtime().block_on(get(addr, "/health")).0, 503);
+    sim.line_with("Load weight begin");
+    let (code, stderr) = sim.exit();
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains(message), "{stderr}");
+}
+
+#[test]
+fn oom_crash_delay_cuts_a_long_load_short() {
+    let started = Instant::now();
+    let sim = SimProcess::spawn(&[
+        "--oom-at-start",
+        "--startup-delay",
+        "600s",
+        "--crash-after-delay",
+        "100ms",
+    ]);
+    let (code, stderr) = sim.exit();
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("Not enough memory"));
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn crash_after_requests_exits_after_the_nth_answer() {
+    let sim = SimProcess::spawn(&["--crash-after-requests", "2", "--ttft", "1ms"]);
+    let addr = sim.addr();
+    sim.line_with(sim::READY_LINE);
+    let rt = runtime();
+    for _ in 0..2 {
+        let (status, body) = rt.block_on(post(
+            addr,
+            "/v1/completions",
+            json!({"prompt": "x", "max_tokens": 2}),
+        ));
+        assert_eq!(status, 200, "{body}");
+    }
+    let (code, stderr) = sim.exit();
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("Traceback (most recent call last):"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("after 2 answered requests"), "{stderr}");
+}
+
+#[test]
+fn prints_the_ready_line_and_stops_cleanly_on_sigterm() {
+    let sim = SimProcess::spawn(&["--startup-delay", "100ms", "--model-name", "m"]);
+    sim.addr();
+    let ready = sim.line_with(sim::READY_LINE);
+    assert!(
+        ready.ends_with("] The server is fired up and ready to roll!"),
+        "{ready}"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &sim.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::thread::sleep(Duration::from_millis(50));
+    let rest = sim.remaining_stdout();
+    let (code, stderr) = sim.exit();
+    assert_eq!(code, Some(0), "{stderr} {rest:?}");
+}
+
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = Command::new(SIM)
+        .args(["--host", "127.0.0.1", "--port", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on `127.0.0.1:{port}`")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("`--port 0` picks a free one"), "{stderr}");
+}
+
+#[test]
+fn flags_have_environment_twins() {
+    let out = Command::new(SIM).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for env in [
+        "GPUFLOW_SIM_PORT",
+        "GPUFLOW_SIM_TTFT",
+        "GPUFLOW_SIM_TOKENS_PER_CHUNK",
+        "GPUFLOW_SIM_OOM_AT_START",
+    ] {
+        assert!(help.contains(env), "`{env}` missing from --help");
+    }
+    let out = Command::new(SIM)
+        .env("GPUFLOW_SIM_TTFT", "5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("e.g. `500ms`"));
+}
+
+#[test]
+fn an_unwritable_record_file_is_a_clear_error() {
+    let out = Command::new(SIM)
+        .args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--record",
+            "/nonexistent-dir/record.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot open the record file `/nonexistent-dir/record.jsonl`"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("--port 0"),
+        "no port hint for a file problem: {stderr}"
+    );
+}
