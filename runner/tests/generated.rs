@@ -127,6 +127,10 @@ fn the_schema_rejects_what_the_loader_rejects() {
         "on: push\njobs:\n  a:\n    steps: [{uses: start-container, with: {name: s}}]\n",
         // wrong enum value
         "on: push\njobs:\n  a:\n    steps: [{uses: wait-for-health, with: {probe: htp}}]\n",
+        // `include` as an expression
+        "on: push\njobs:\n  a:\n    strategy: {matrix: {x: [1], include: '${{ fromJSON(inputs.m) }}'}}\n    steps: [{run: x}]\n",
+        // a device list under `gpus.count`
+        "on: push\njobs:\n  a:\n    gpus: {count: [0, 1]}\n    steps: [{run: x}]\n",
     ];
     for yaml in cases {
         let value: Value = yaml_serde::from_str(yaml).unwrap();

@@ -355,7 +355,7 @@ impl<'a> ExprChecker<'a> {
             .label(format!("not one of {}", scope.inputs_owner))
             .maybe_hint(did_you_mean(name, declared));
         d = if declared.is_empty() {
-            d.note(format!("there are no {}", scope.inputs_owner))
+            d.note("no inputs are declared")
         } else {
             d.note(format!("declared: {}", join_quoted(declared, "and")))
         };
@@ -424,5 +424,16 @@ mod tests {
         let span = locate(&file, &block, b..b + 1);
         assert_eq!(&text[span.range()], "b");
         assert_eq!(span.start, text.rfind('b').unwrap());
+    }
+
+    #[test]
+    fn an_undeclared_input_without_any_inputs_says_so() {
+        let file = SourceFile::new("w.yml", "jobs: {a: {steps: [{run: '${{ inputs.x }}'}]}}\n");
+        let (wf, _) =
+            crate::workflow::load_workflow_in(&file, std::path::Path::new("/nonexistent"));
+        let diags = super::super::check_workflow(&wf.unwrap(), &file);
+        let d = diags.iter().next().unwrap();
+        assert_eq!(d.message, "input `x` is not declared");
+        assert_eq!(d.notes, ["no inputs are declared"]);
     }
 }

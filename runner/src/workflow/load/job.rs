@@ -196,7 +196,7 @@ impl Reader {
                 let devices = match (count, ids) {
                     (Some(c), None) => self.gpu_devices(key, &c.value, false)?,
                     (None, Some(i)) => match &i.value.kind {
-                        NodeKind::Seq(_) => self.gpu_devices(key, &i.value, false)?,
+                        NodeKind::Seq(_) => self.gpu_devices(key, &i.value, true)?,
                         _ => {
                             self.wrong_type("ids", &i.value, "a list of device ids");
                             return None;
@@ -235,8 +235,13 @@ impl Reader {
         })
     }
 
+    /// `allow_list`: whether device ids may be listed (`gpus:` and `ids:`, not `count:`).
     fn gpu_devices(&mut self, key: &str, node: &Node, allow_list: bool) -> Option<GpuDevices> {
-        const EXPECTED: &str = "`all`, a number of GPUs, or a list of device ids";
+        let expected = if allow_list {
+            "`all`, a number of GPUs, or a list of device ids"
+        } else {
+            "`all` or a number of GPUs"
+        };
         match &node.kind {
             NodeKind::Int(n) if *n >= 1 => {
                 u32::try_from(*n).ok().map(GpuDevices::Count).or_else(|| {
@@ -262,7 +267,7 @@ impl Reader {
             NodeKind::String(s) if is_expression(s) => {
                 Some(GpuDevices::Expr(Spanned::new(s.clone(), node.content)))
             }
-            NodeKind::Seq(items) if allow_list || !items.is_empty() => {
+            NodeKind::Seq(items) if allow_list => {
                 if items.is_empty() {
                     let d = self
                         .err(node.span, format!("`{key}` lists no devices"))
@@ -307,18 +312,18 @@ impl Reader {
                 let d = self
                     .err(
                         node.span,
-                        format!("`{key}` expects {EXPECTED}, found `{s}`"),
+                        format!("`{key}` expects {expected}, found `{s}`"),
                     )
-                    .label(format!("expected {EXPECTED}"))
+                    .label(format!("expected {expected}"))
                     .maybe_hint(
-                        s.contains(',')
+                        (allow_list && s.contains(','))
                             .then(|| format!("write device ids as a list: `{key}: [{s}]`")),
                     );
                 self.report(d);
                 None
             }
             _ => {
-                self.wrong_type(key, node, EXPECTED);
+                self.wrong_type(key, node, expected);
                 None
             }
         }

@@ -302,6 +302,17 @@ mod tests {
         "w.yml:1:18"
     )]
     #[test_case(
+        "jobs: {a: {gpus: {count: [0, 1]}, steps: [{run: x}]}}\n",
+        "`gpus` expects `all` or a number of GPUs, found a list",
+        "w.yml:1:26";
+        "count takes no device list"
+    )]
+    #[test_case(
+        "jobs: {a: {gpus: {ids: []}, steps: [{run: x}]}}\n",
+        "`gpus` lists no devices",
+        "w.yml:1:24"
+    )]
+    #[test_case(
         "jobs: {a: {gpus: {ids: [0], constraint: near}, steps: [{run: x}]}}\n",
         "unknown GPU constraint `near`",
         "w.yml:1:41"

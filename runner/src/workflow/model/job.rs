@@ -167,8 +167,9 @@ impl JsonSchema for Matrix {
                 {
                     "type": "object",
                     "properties": {
-                        "include": { "oneOf": [{ "type": "array", "items": row }, schema::expression()] },
-                        "exclude": { "oneOf": [{ "type": "array", "items": row }, schema::expression()] }
+                        // Lists only: the loader refuses an expression here.
+                        "include": { "type": "array", "items": row },
+                        "exclude": { "type": "array", "items": row }
                     },
                     "additionalProperties": {
                         "oneOf": [{ "type": "array", "minItems": 1 }, schema::expression()]
