@@ -6,3 +6,4 @@ mod docker;
 mod expr;
 mod generated;
 mod sim;
+mod syntax_page;

@@ -5,7 +5,9 @@ use indexmap::IndexMap;
 
 use super::reader::Reader;
 use crate::diag::{Span, Spanned};
-use crate::workflow::model::{Action, ActionInput, ActionOutput, ActionRuns};
+use crate::workflow::model::{
+    Action, ActionInput, ActionOutput, ActionRuns, GITHUB_ONLY_ACTION_KEYS,
+};
 use crate::workflow::yaml::{Node, NodeKind};
 
 const ACTION_KEYS: &[&str] = &["name", "description", "author", "inputs", "outputs", "runs"];
@@ -22,7 +24,7 @@ impl Reader {
             self.report(d);
             return None;
         };
-        self.check_keys(entries, ACTION_KEYS, &["branding"], "an action");
+        self.check_keys(entries, ACTION_KEYS, GITHUB_ONLY_ACTION_KEYS, "an action");
         let mut name = None;
         let mut description = None;
         let mut author = None;

@@ -6,8 +6,8 @@ use indexmap::IndexMap;
 use super::reader::{Reader, is_expression, to_value};
 use crate::diag::{Span, Spanned, did_you_mean, join_quoted};
 use crate::workflow::model::{
-    Container, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim, MatrixDims,
-    MatrixRow, Strategy,
+    Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
+    MatrixDims, MatrixRow, Strategy,
 };
 use crate::workflow::yaml::{Node, NodeKind};
 
@@ -27,9 +27,6 @@ const JOB_KEYS: &[&str] = &[
     "defaults",
     "steps",
 ];
-
-/// GitHub job keys that load with a warning: they have no meaning without GitHub.
-const GITHUB_ONLY_JOB_KEYS: &[&str] = &["permissions", "environment", "concurrency"];
 
 impl Reader {
     pub fn job(

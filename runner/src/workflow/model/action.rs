@@ -9,9 +9,13 @@ use std::sync::Arc;
 
 use crate::diag::{SourceFile, Spanned};
 
+/// GitHub action keys that load with a warning: they only matter on GitHub's Marketplace.
+pub const GITHUB_ONLY_ACTION_KEYS: &[&str] = &["branding"];
+
 /// A composite action (`actions/<name>/action.yml`), used as `uses: ./actions/<name>`.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schemars(transform = action_schema_ignored_keys)]
 pub struct Action {
     /// The file the action was read from, so later checks can point into it.
     #[serde(skip)]
@@ -35,6 +39,10 @@ pub struct Action {
     pub outputs: IndexMap<String, ActionOutput>,
     /// How the action runs: `using: composite` and its steps.
     pub runs: ActionRuns,
+}
+
+fn action_schema_ignored_keys(schema: &mut schemars::Schema) {
+    schema::accept_ignored_keys(schema, GITHUB_ONLY_ACTION_KEYS);
 }
 
 /// One input of an action.

@@ -9,9 +9,13 @@ use serde::{Serialize, Serializer};
 use super::{BoolOrExpr, Defaults, Env, NumberOrExpr, Step, Value, schema};
 use crate::diag::{Span, Spanned};
 
+/// GitHub job keys that load with a warning: they have no meaning without GitHub.
+pub const GITHUB_ONLY_JOB_KEYS: &[&str] = &["permissions", "environment", "concurrency"];
+
 /// One job of a workflow.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schemars(transform = job_schema_ignored_keys)]
 pub struct Job {
     /// The job's id: its key under `jobs:`.
     #[serde(skip)]
@@ -72,6 +76,10 @@ pub struct Job {
     /// The steps, run in order.
     #[schemars(length(min = 1))]
     pub steps: Vec<Step>,
+}
+
+fn job_schema_ignored_keys(schema: &mut Schema) {
+    schema::accept_ignored_keys(schema, GITHUB_ONLY_JOB_KEYS);
 }
 
 /// `strategy:`: the matrix and how its cells run.
@@ -305,7 +313,10 @@ impl JsonSchema for Container {
                         "env": env,
                         "ports": list,
                         "volumes": list,
-                        "options": { "type": "string", "description": "Extra `docker create` options." }
+                        "options": { "type": "string", "description": "Extra `docker create` options." },
+                        "credentials": {
+                            "description": "Accepted for GitHub Actions compatibility; gpuflow ignores it (with a warning)."
+                        }
                     }
                 }
             ]

@@ -16,10 +16,10 @@ mod triggers;
 mod value;
 mod workflow;
 
-pub use action::{Action, ActionInput, ActionOutput, ActionRuns};
+pub use action::{Action, ActionInput, ActionOutput, ActionRuns, GITHUB_ONLY_ACTION_KEYS};
 pub use job::{
-    Container, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim, MatrixDims,
-    MatrixRow, Strategy,
+    Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
+    MatrixDims, MatrixRow, Strategy,
 };
 pub use step::{Step, Uses};
 pub use triggers::{
@@ -50,7 +50,18 @@ mod tests {
         assert_eq!(workflow["additionalProperties"], false);
         // Built-in names come from the step declarations.
         assert!(text.contains("wait-for-health"));
+        // Keys the loader accepts with a warning are accepted by the schema too.
+        for key in GITHUB_ONLY_JOB_KEYS {
+            assert!(
+                workflow["$defs"]["Job"]["properties"][key].is_object(),
+                "{key}"
+            );
+        }
+        assert!(
+            workflow["$defs"]["Container"]["oneOf"][1]["properties"]["credentials"].is_object()
+        );
         let action = serde_json::to_value(schemars::schema_for!(Action)).unwrap();
         assert!(action.to_string().contains("composite"));
+        assert!(action["properties"]["branding"].is_object());
     }
 }

@@ -38,6 +38,24 @@ pub fn string_map(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// Adds GitHub keys that the loader accepts with a warning and ignores, so an editor does not
+/// flag a GitHub workflow that `gpuflow validate` accepts.
+pub fn accept_ignored_keys(schema: &mut Schema, keys: &[&str]) {
+    if let Some(properties) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for key in keys {
+            properties.insert(
+                (*key).to_owned(),
+                serde_json::json!({
+                    "description": "Accepted for GitHub Actions compatibility; gpuflow ignores it (with a warning)."
+                }),
+            );
+        }
+    }
+}
+
 /// A scalar read as a string (`name: 5` is the name `5`).
 pub fn scalar_string(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": ["string", "number", "boolean"] })
