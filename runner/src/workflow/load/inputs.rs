@@ -120,11 +120,24 @@ pub fn check_input_value(
             }
         },
         InputType::Percent => {
-            let number = text.strip_suffix('%').unwrap_or(text).trim();
-            (!number
-                .parse::<f64>()
-                .is_ok_and(|f| f.is_finite() && f >= 0.0))
-            .then(|| bad(None))
+            let with_sign = text.trim().ends_with('%');
+            let number = text.trim().trim_end_matches('%').trim();
+            match number.parse::<f64>() {
+                Ok(f) if f.is_finite() && f >= 0.0 => {
+                    // A bare number is a fraction (`0.03`); `3` would mean 300%, which is
+                    // almost always a forgotten `%`.
+                    (!with_sign && f > 1.0).then(|| {
+                        Diagnostic::error(
+                            file,
+                            value.span,
+                            format!("input `{input}` is `{text}`, a fraction of {}%", f * 100.0),
+                        )
+                        .label("a bare number is a fraction: `0.03` means 3%")
+                        .hint(format!("write `{text}%` for {text} percent"))
+                    })
+                }
+                _ => bad(None),
+            }
         }
         InputType::ByteSize => (!is_byte_size(text)).then(|| {
             bad(Some(
@@ -200,6 +213,8 @@ mod tests {
     #[test_case(InputType::Percent, "3%", true)]
     #[test_case(InputType::Percent, "0.03", true)]
     #[test_case(InputType::Percent, "three", false)]
+    #[test_case(InputType::Percent, "3", false)]
+    #[test_case(InputType::Percent, "1", true)]
     #[test_case(InputType::ByteSize, "16g", true)]
     #[test_case(InputType::ByteSize, "1.5GB", true)]
     #[test_case(InputType::ByteSize, "16q", false)]
