@@ -136,7 +136,7 @@ pub fn check_input_value(
                         .hint(format!("write `{text}%` for {text} percent"))
                     })
                 }
-                _ => bad(None),
+                _ => Some(bad(None)),
             }
         }
         InputType::ByteSize => (!is_byte_size(text)).then(|| {
