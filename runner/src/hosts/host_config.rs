@@ -91,6 +91,7 @@ impl HostConfig {
         let mut reader = Reader {
             file: file.clone(),
             diagnostics: Diagnostics::new(),
+            declared: Vec::new(),
         };
         let mut hosts = Vec::new();
         for (key, value) in &root {
@@ -103,7 +104,7 @@ impl HostConfig {
         if !hosts.iter().any(|h| h.name == LOCAL) {
             hosts.insert(0, Host::local());
         }
-        reader.labels_that_are_names(&hosts);
+        reader.labels_that_are_names();
         if reader.diagnostics.has_errors() {
             return Err(reader.diagnostics.sorted());
         }
@@ -153,6 +154,9 @@ fn io_reason(e: &std::io::Error) -> String {
 struct Reader {
     file: Arc<SourceFile>,
     diagnostics: Diagnostics,
+    /// Every `[hosts.NAME]` written with its labels, also those with errors, for the
+    /// label/name check.
+    declared: Vec<(String, Span, Vec<String>)>,
 }
 
 type Key<'i> = Spanned<std::borrow::Cow<'i, str>>;
@@ -220,6 +224,8 @@ impl Reader {
                 _ => self.unknown_key(key, &HOST_KEYS, "a key of a host"),
             }
         }
+        self.declared
+            .push((host_name.clone(), name_span, labels.clone()));
         let endpoint = match endpoint {
             Some(endpoint) => HostEndpoint::Configured(endpoint),
             None if host_name == LOCAL => HostEndpoint::FromEnv,
@@ -350,32 +356,30 @@ impl Reader {
         parsed
     }
 
-    /// A label equal to another host's name would make `runs-on: NAME` ambiguous.
-    fn labels_that_are_names(&mut self, hosts: &[Host]) {
-        for host in hosts {
-            for label in &host.labels {
-                let Some(other) = hosts
+    /// A label equal to another host's name would make `runs-on: NAME` ambiguous. Checked over
+    /// every host written, also those with other errors, so all problems show at once.
+    fn labels_that_are_names(&mut self) {
+        let declared = std::mem::take(&mut self.declared);
+        for (name, span, labels) in &declared {
+            for label in labels {
+                let Some((_, other_span, _)) = declared
                     .iter()
-                    .find(|h| h.name == *label && h.name != host.name)
+                    .find(|(other, _, _)| other == label && other != name)
                 else {
                     continue;
                 };
-                let span = host.span.unwrap_or_default();
-                let mut d = Diagnostic::error(
+                let d = Diagnostic::error(
                     &self.file,
-                    span,
+                    *span,
                     format!(
-                        "host `{}` has the label `{label}`, which is also the name of another host",
-                        host.name
+                        "host `{name}` has the label `{label}`, which is also the name of another host"
                     ),
                 )
                 .label("this host")
                 .hint(format!(
                     "rename the label or the host: `runs-on: {label}` must mean one thing"
-                ));
-                if let Some(other_span) = other.span {
-                    d = d.related(&self.file, other_span, "the host of that name");
-                }
+                ))
+                .related(&self.file, *other_span, "the host of that name");
                 self.push(d);
             }
         }
@@ -392,5 +396,135 @@ fn invalid_name(name: &str) -> Option<&'static str> {
             Some("only letters, digits, `-`, `_` and `.` are allowed")
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::{RenderOptions, render_all};
+
+    fn parse(text: &str) -> Result<HostConfig, Diagnostics> {
+        HostConfig::parse(&SourceFile::new("gpuflow.toml", text))
+    }
+
+    fn rendered(text: &str) -> String {
+        render_all(&parse(text).unwrap_err(), RenderOptions::default())
+    }
+
+    #[test]
+    fn reads_hosts_in_file_order_with_local_first() {
+        let config = parse(
+            r#"
+# a laptop driving two GPU nodes
+[hosts.node-b]
+endpoint = "ssh://me@node-b"
+labels = ["blackwell", "8gpu"]
+gpus = 8
+
+[hosts.old]
+endpoint = "tcp://10.0.0.7:2375"
+"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.names().collect();
+        assert_eq!(names, ["local", "node-b", "old"]);
+        let node = config.get("node-b").unwrap();
+        assert_eq!(node.labels, ["blackwell", "8gpu"]);
+        assert_eq!(node.gpus, Some(8));
+        assert_eq!(node.endpoint().unwrap().to_string(), "ssh://me@node-b");
+        assert_eq!(config.get("local").unwrap().endpoint, HostEndpoint::FromEnv);
+        let file = config.file().unwrap();
+        assert_eq!(file.location(node.span.unwrap()), "gpuflow.toml:3:8");
+    }
+
+    #[test]
+    fn local_may_be_given_labels_and_keeps_docker_host() {
+        let config = parse("[hosts.local]\nlabels = [\"cpu\"]\n").unwrap();
+        assert_eq!(config.hosts().len(), 1);
+        let local = config.get("local").unwrap();
+        assert_eq!(local.endpoint, HostEndpoint::FromEnv);
+        assert_eq!(local.labels, ["cpu"]);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_its_place_with_a_fix() {
+        let text = r#"[host]
+x = 1
+
+[hosts.node-a]
+endpoint = "ssh://me@node-a:2222"
+lables = ["blackwell"]
+
+[hosts.node-b]
+labels = ["gpu", "gpu", "node-a", "has space"]
+gpus = -1
+
+[hosts."bad name"]
+endpoint = 5
+"#;
+        insta::assert_snapshot!("host_file_problems", rendered(text));
+    }
+
+    #[test]
+    fn a_label_naming_another_host_is_refused() {
+        let text = "[hosts.a]\nendpoint = \"ssh://a\"\nlabels = [\"b\"]\n[hosts.b]\nendpoint = \"ssh://b\"\n";
+        let out = rendered(text);
+        assert!(
+            out.contains("host `a` has the label `b`, which is also the name of another host"),
+            "{out}"
+        );
+        assert!(out.contains("gpuflow.toml:1:8"), "{out}");
+    }
+
+    #[test]
+    fn toml_syntax_errors_point_at_the_place() {
+        let out = rendered("[hosts.a]\nendpoint = \"ssh://a\nlabels = []\n");
+        assert!(out.starts_with("error: invalid TOML: "), "{out}");
+        assert!(out.contains("gpuflow.toml:2:"), "{out}");
+    }
+
+    #[test]
+    fn hosts_must_be_tables() {
+        let out = rendered("hosts = 3\n");
+        assert!(out.contains("`hosts` must be a table"), "{out}");
+        let out = rendered("[hosts]\nnode = \"ssh://x\"\n");
+        assert!(out.contains("host `node` must be a table"), "{out}");
+        assert!(out.contains("[hosts.node]"), "{out}");
+    }
+
+    #[test]
+    fn the_file_is_found_in_the_workspace_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        let cwd = root.join("a/b");
+        assert_eq!(
+            HostConfig::find(None, &cwd).unwrap(),
+            HostConfig::implicit()
+        );
+
+        std::fs::write(
+            root.join(CONFIG_FILE),
+            "[hosts.n]\nendpoint = \"ssh://n\"\n",
+        )
+        .unwrap();
+        let config = HostConfig::find(None, &cwd).unwrap();
+        assert!(config.get("n").is_some());
+
+        let missing = root.join("nope.toml");
+        let e = HostConfig::find(Some(&missing), &cwd).unwrap_err();
+        let out = render_all(&e, RenderOptions::default());
+        assert!(out.contains("cannot read host file `"), "{out}");
+        assert!(out.contains("nope.toml`: no such file"), "{out}");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        #[test]
+        fn never_panics(text in "(\\[hosts\\.[a-z]{1,3}\\]\n|endpoint = \"[a-z:/@]{0,12}\"\n|labels = \\[\"[a-z]{0,3}\"\\]\n|gpus = -?[0-9]{1,3}\n|[a-z =\"\\[\\]]{0,8}\n){0,6}") {
+            let _ = parse(&text);
+        }
     }
 }
