@@ -7,7 +7,9 @@
 
 use super::host::{Host, LOCAL};
 use super::host_config::HostConfig;
-use crate::diag::{Diagnostic, did_you_mean, join_quoted};
+use std::sync::Arc;
+
+use crate::diag::{Diagnostic, SourceFile, Span, did_you_mean, join_quoted};
 
 /// Why no host could be chosen.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -78,9 +80,17 @@ impl SelectError {
         }
     }
 
-    /// The error as a diagnostic with no place; the caller may locate it at `runs-on`.
+    /// The error as a diagnostic with no place (`--host`, or no workflow at hand).
     pub fn to_diagnostic(&self) -> Diagnostic {
         Diagnostic::unlocated(self.to_string())
+            .note(self.note())
+            .hint(self.hint())
+    }
+
+    /// The error pointing at the job's `runs-on` in its workflow file.
+    pub fn located(&self, file: &Arc<SourceFile>, runs_on: Span) -> Diagnostic {
+        Diagnostic::error(file, runs_on, self.to_string())
+            .label("no host has all of these")
             .note(self.note())
             .hint(self.hint())
     }
@@ -200,6 +210,15 @@ labels = ["blackwell", "4gpu"]
             "{}",
             e.hint()
         );
+    }
+
+    #[test]
+    fn the_error_can_point_at_runs_on_in_the_workflow() {
+        let workflow = SourceFile::new("w.yml", "jobs:\n  a:\n    runs-on: hopper\n");
+        let e = config().select(&strings(&["hopper"]), None).unwrap_err();
+        let d = e.located(&workflow, Span::new(24, 30));
+        assert_eq!(d.location(), "w.yml:3:14");
+        assert_eq!(d.message, "no host matches `runs-on: hopper`");
     }
 
     #[test]
