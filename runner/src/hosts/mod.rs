@@ -18,5 +18,5 @@ mod select;
 
 pub use host::{Host, HostEndpoint, LOCAL};
 pub use host_config::{CONFIG_FILE, HostConfig};
-pub use node_check::{check_ssh_node, classify_node_check};
+pub use node_check::check_ssh_node;
 pub use select::SelectError;
