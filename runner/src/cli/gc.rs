@@ -48,7 +48,8 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     };
     if args.all_runs && !args.yes && !args.dry_run {
         let d = Diagnostic::unlocated(format!(
-            "`--all-runs` removes every gpuflow container and network on `{}`, including those of runs in progress",
+            "`--all-runs` removes every gpuflow container and network on `{}`, including those of \
+         runs in progress",
             host.name
         ))
         .hint("add `--yes` to confirm, or `--dry-run` to list them first");

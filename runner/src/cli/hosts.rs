@@ -250,7 +250,8 @@ async fn run_throwaway(
     removed?;
     let verdict = if code == 0 { "ok" } else { "failed" };
     Ok(format!(
-        "{verdict}: container `{}` of `{image}` ran `true` on `{host}` (exit {code}) and was removed (run `{}`)",
+        "{verdict}: container `{}` of `{image}` ran `true` on `{host}` (exit {code}) and was \
+         removed (run `{}`)",
         container.id, run.run_id
     ))
 }

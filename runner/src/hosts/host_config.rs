@@ -178,8 +178,15 @@ impl Reader {
     fn hosts(&mut self, value: &Spanned<DeValue<'_>>) -> Vec<Host> {
         let DeValue::Table(table) = value.get_ref() else {
             self.push(
-                Diagnostic::error(&self.file, Span::from(value.span()), "`hosts` must be a table")
-                    .hint("write one table per host: `[hosts.gpu-node]` with `endpoint = \"ssh://user@gpu-node\"`"),
+                Diagnostic::error(
+                    &self.file,
+                    Span::from(value.span()),
+                    "`hosts` must be a table",
+                )
+                .hint(
+                    "write one table per host: `[hosts.gpu-node]` with \
+                         `endpoint = \"ssh://user@gpu-node\"`",
+                ),
             );
             return Vec::new();
         };
@@ -201,15 +208,29 @@ impl Reader {
         let name_span = Span::from(name.span());
         if let Some(problem) = invalid_name(&host_name) {
             self.push(
-                Diagnostic::error(&self.file, name_span, format!("invalid host name `{host_name}`"))
-                    .label(problem)
-                    .hint("use letters, digits, `-`, `_` and `.`, starting with a letter or digit (it is what `runs-on` and `--host` name)"),
+                Diagnostic::error(
+                    &self.file,
+                    name_span,
+                    format!("invalid host name `{host_name}`"),
+                )
+                .label(problem)
+                .hint(
+                    "use letters, digits, `-`, `_` and `.`, starting with a letter or digit (it is \
+                         what `runs-on` and `--host` name)",
+                ),
             );
         }
         let DeValue::Table(table) = entry.get_ref() else {
             self.push(
-                Diagnostic::error(&self.file, Span::from(entry.span()), format!("host `{host_name}` must be a table"))
-                    .hint(format!("write `[hosts.{host_name}]` followed by `endpoint = \"ssh://user@{host_name}\"`")),
+                Diagnostic::error(
+                    &self.file,
+                    Span::from(entry.span()),
+                    format!("host `{host_name}` must be a table"),
+                )
+                .hint(format!(
+                    "write `[hosts.{host_name}]` followed by \
+                         `endpoint = \"ssh://user@{host_name}\"`"
+                )),
             );
             return None;
         };
@@ -232,9 +253,16 @@ impl Reader {
             None => {
                 if !table.contains_key("endpoint") {
                     self.push(
-                        Diagnostic::error(&self.file, name_span, format!("host `{host_name}` has no `endpoint`"))
-                            .label("an `endpoint` key is needed here")
-                            .hint(format!("add `endpoint = \"ssh://user@{host_name}\"` (or `tcp://…`, `unix://…`) to `[hosts.{host_name}]`")),
+                        Diagnostic::error(
+                            &self.file,
+                            name_span,
+                            format!("host `{host_name}` has no `endpoint`"),
+                        )
+                        .label("an `endpoint` key is needed here")
+                        .hint(format!(
+                            "add `endpoint = \"ssh://user@{host_name}\"` (or `tcp://…`, \
+                                 `unix://…`) to `[hosts.{host_name}]`"
+                        )),
                     );
                 }
                 return None;

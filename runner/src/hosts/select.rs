@@ -42,19 +42,31 @@ impl SelectError {
     /// How to fix it.
     pub fn hint(&self) -> String {
         match self {
-            Self::UnknownHost { name, known, config } => {
-                did_you_mean(name, known).unwrap_or_else(|| match config {
-                    Some(file) => format!("the hosts are {} (defined in `{file}`)", join_quoted(known, "and")),
-                    None => format!(
-                        "without a `gpuflow.toml` the only host is `{LOCAL}`: add `[hosts.{name}]` with an `endpoint` to `gpuflow.toml` in the workspace root (docs/hosts.md)"
-                    ),
-                })
-            }
+            Self::UnknownHost {
+                name,
+                known,
+                config,
+            } => did_you_mean(name, known).unwrap_or_else(|| match config {
+                Some(file) => format!(
+                    "the hosts are {} (defined in `{file}`)",
+                    join_quoted(known, "and")
+                ),
+                None => format!(
+                    "without a `gpuflow.toml` the only host is `{LOCAL}`: add `[hosts.{name}]` \
+                         with an `endpoint` to `gpuflow.toml` in the workspace root \
+                         (docs/hosts.md)"
+                ),
+            }),
             Self::NoMatch { wanted, config, .. } => {
                 let file = config.as_deref().unwrap_or("gpuflow.toml");
                 format!(
-                    "give a host these labels in `{file}` (`labels = [{}]`), or choose one with `--host NAME`",
-                    wanted.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
+                    "give a host these labels in `{file}` (`labels = [{}]`), or choose one with \
+                     `--host NAME`",
+                    wanted
+                        .iter()
+                        .map(|w| format!("\"{w}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             }
         }
