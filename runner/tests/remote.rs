@@ -26,10 +26,14 @@ use futures_util::StreamExt;
 
 use crate::docker::{BASE_IMAGE, Unreachable, connect_or_skip, raw_docker};
 
+/// The longest the test's sshd may live, whatever happens to the test process.
+const SSHD_LIFETIME_S: u32 = 300;
+
 /// Where Debian puts sshd.
 const SSHD_PATHS: [&str; 2] = ["/usr/sbin/sshd", "/usr/bin/sshd"];
 
-/// An sshd of this test's own, killed when dropped (also when the test panics).
+/// An sshd of this test's own (its `timeout` wrapper's process), stopped when dropped, also
+/// when the test panics.
 struct Sshd {
     child: Child,
     dir: tempfile::TempDir,
@@ -37,7 +41,10 @@ struct Sshd {
 
 impl Drop for Sshd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // `timeout` passes SIGTERM on to sshd (a SIGKILL would orphan sshd instead).
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let _ = self.child.wait();
     }
 }
@@ -150,7 +157,11 @@ fn start_sshd(sshd: &Path, node_port: u16, bare_port: u16) -> Sshd {
     // sshd refuses to start without its privilege separation directory.
     std::fs::create_dir_all("/run/sshd").unwrap();
     let log = std::fs::File::create(d.join("sshd.log")).unwrap();
-    let child = Command::new(sshd)
+    // Under `timeout`: should this test process itself be killed (and `Drop` never run),
+    // sshd still ends within SSHD_LIFETIME_S instead of outliving the test run.
+    let child = Command::new("timeout")
+        .arg(SSHD_LIFETIME_S.to_string())
+        .arg(sshd)
         .args(["-D", "-e", "-f"])
         .arg(d.join("sshd_config"))
         .stdin(Stdio::null())
