@@ -4,7 +4,8 @@
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
 //! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
-//! containers on a Docker engine, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
+//! containers on a Docker engine, [`hosts`] says which engine (`gpuflow.toml`,
+//! `runs-on`), [`signal`] turns Ctrl-C and SIGTERM into cancellation, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
 //! for SGLang/vLLM, [`cli`] wires them into commands.
 
 pub mod backend;
@@ -12,8 +13,10 @@ pub mod check;
 pub mod cli;
 pub mod diag;
 pub mod expr;
+pub mod hosts;
 pub mod plan;
 pub mod schema;
+pub mod signal;
 pub mod sim;
 pub mod steps;
 pub mod workflow;

@@ -15,18 +15,18 @@ use gpuflow::backend::{
     LogStart, OutputStream, Owner, RunLabels,
 };
 
-const BASE_IMAGE: &str = "gpuflow-base:test";
+pub(crate) const BASE_IMAGE: &str = "gpuflow-base:test";
 
 /// A connected backend and the run id this test labels its containers with.
 #[derive(Clone)]
-struct DockerTest {
-    backend: DockerBackend,
-    run: RunLabels,
+pub(crate) struct DockerTest {
+    pub(crate) backend: DockerBackend,
+    pub(crate) run: RunLabels,
 }
 
 impl DockerTest {
     /// A container of the base image running `command`, started.
-    async fn start(&self, command: &[&str]) -> gpuflow::backend::Container {
+    pub(crate) async fn start(&self, command: &[&str]) -> gpuflow::backend::Container {
         let spec = base_spec(command);
         self.backend
             .start_container(&self.run, &spec)
@@ -35,7 +35,7 @@ impl DockerTest {
     }
 }
 
-fn base_spec(command: &[&str]) -> ContainerSpec {
+pub(crate) fn base_spec(command: &[&str]) -> ContainerSpec {
     let mut spec = ContainerSpec::new(BASE_IMAGE);
     spec.command = Some(command.iter().map(ToString::to_string).collect());
     spec
@@ -43,7 +43,7 @@ fn base_spec(command: &[&str]) -> ContainerSpec {
 
 /// Runs `body` against the engine, then removes the run's containers (awaited, whatever the
 /// body did) and checks none is left.
-async fn with_docker<F, Fut>(test: &str, body: F)
+pub(crate) async fn with_docker<F, Fut>(test: &str, body: F)
 where
     F: FnOnce(DockerTest) -> Fut,
     Fut: Future<Output = ()>,
@@ -81,7 +81,7 @@ where
 }
 
 /// The engine, or `None` only when the developer asked to skip (never under `CI`).
-async fn connect_or_skip() -> Option<DockerBackend> {
+pub(crate) async fn connect_or_skip() -> Option<DockerBackend> {
     let e = match DockerBackend::connect_local().await {
         Ok(backend) => return Some(backend),
         Err(e) => e,
@@ -100,14 +100,14 @@ async fn connect_or_skip() -> Option<DockerBackend> {
 
 /// What a Docker test does when the engine cannot be reached.
 #[derive(Debug)]
-enum Unreachable {
+pub(crate) enum Unreachable {
     Fail(String),
     /// Skip, printing this.
     Skip(String),
 }
 
 /// CI must run these tests; a developer may skip them, knowingly and loudly.
-fn when_unreachable(why: &str, ci: bool, skip_asked: bool) -> Unreachable {
+pub(crate) fn when_unreachable(why: &str, ci: bool, skip_asked: bool) -> Unreachable {
     if ci {
         Unreachable::Fail(format!(
             "Docker is required in CI and is unreachable: {why}"
@@ -140,7 +140,7 @@ fn an_unreachable_engine_fails_the_tests_unless_skipped_knowingly_outside_ci() {
 }
 
 /// A second client, independent of the backend, to check what the engine really holds.
-async fn raw_docker() -> bollard::Docker {
+pub(crate) async fn raw_docker() -> bollard::Docker {
     bollard::Docker::connect_with_defaults()
         .unwrap()
         .negotiate_version()

@@ -2,13 +2,14 @@
 //! on Ctrl-C), and everything whose owning runner process is gone (a runner that was killed
 //! cannot clean up after itself; the next one does, at start or on `gpuflow gc`).
 //!
-//! Every removal is awaited here; nothing relies on a destructor.
+//! Every removal is awaited here; nothing relies on a destructor. Listing is separate from
+//! removing so `gpuflow gc --dry-run` shows exactly what a removal would take.
 
 use std::collections::HashMap;
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 
-use super::labels::{LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_RUN_ID, label_filter};
+use super::labels::{LABEL_JOB, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_RUN_ID, label_filter};
 use super::{BackendError, DockerBackend, Owner};
 
 /// What a clean-up removed.
@@ -16,12 +17,40 @@ use super::{BackendError, DockerBackend, Owner};
 pub struct Removed {
     pub containers: usize,
     pub networks: usize,
+    /// Each thing removed, containers first, for reports such as `gpuflow gc`'s.
+    pub things: Vec<Managed>,
 }
 
-/// A container or network found by label.
-struct Labelled {
-    id: String,
-    labels: HashMap<String, String>,
+/// Whether a [`Managed`] thing is a container or a network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManagedKind {
+    Container,
+    Network,
+}
+
+/// A container or network gpuflow created, found by its labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Managed {
+    pub kind: ManagedKind,
+    pub id: String,
+    /// The engine's name for it (without Docker's leading `/`); the id when it has none.
+    pub name: String,
+    pub labels: HashMap<String, String>,
+}
+
+impl Managed {
+    pub fn run_id(&self) -> Option<&str> {
+        self.labels.get(LABEL_RUN_ID).map(String::as_str)
+    }
+
+    pub fn job(&self) -> Option<&str> {
+        self.labels.get(LABEL_JOB).map(String::as_str)
+    }
+
+    /// The runner process that created it, when its labels say.
+    pub fn owner(&self) -> Option<Owner> {
+        Owner::from_labels(&self.labels)
+    }
 }
 
 impl DockerBackend {
@@ -45,32 +74,63 @@ impl DockerBackend {
     /// longer run. Those of live runners, and of other hosts (which may share a remote
     /// engine), are left alone.
     pub async fn sweep_orphans(&self) -> Result<Removed, BackendError> {
+        let (containers, networks) = self.orphans().await?;
+        self.remove_all(&containers, &networks).await
+    }
+
+    /// Every container and network gpuflow created on this engine, whoever created it and
+    /// whether or not its runner still runs (what `gpuflow gc --all-runs` removes).
+    pub async fn all_managed(&self) -> Result<Vec<Managed>, BackendError> {
+        let filter = [(LABEL_MANAGED, "true")];
+        let mut all = self.labelled_containers(&filter).await?;
+        all.extend(self.labelled_networks(&filter).await?);
+        Ok(all)
+    }
+
+    /// What [`Self::sweep_orphans`] would remove, containers first.
+    pub async fn orphaned(&self) -> Result<Vec<Managed>, BackendError> {
+        let (mut containers, networks) = self.orphans().await?;
+        containers.extend(networks);
+        Ok(containers)
+    }
+
+    /// Removes `things` (as listed by [`Self::all_managed`] or [`Self::orphaned`]): containers
+    /// first, whatever their order in `things`.
+    pub async fn remove_managed(&self, things: &[Managed]) -> Result<Removed, BackendError> {
+        let (containers, networks): (Vec<Managed>, Vec<Managed>) = things
+            .iter()
+            .cloned()
+            .partition(|t| t.kind == ManagedKind::Container);
+        self.remove_all(&containers, &networks).await
+    }
+
+    async fn orphans(&self) -> Result<(Vec<Managed>, Vec<Managed>), BackendError> {
         let host = self.owner().host.clone();
         let filter = [(LABEL_MANAGED, "true"), (LABEL_OWNER_HOST, host.as_str())];
-        let orphaned = |thing: &Labelled| {
+        let orphaned = |thing: &Managed| {
             // Without a readable owner there is nothing to compare against: keep it.
             Owner::from_labels(&thing.labels).is_some_and(|owner| !owner.is_alive())
         };
-        let containers: Vec<Labelled> = self
+        let containers: Vec<Managed> = self
             .labelled_containers(&filter)
             .await?
             .into_iter()
             .filter(orphaned)
             .collect();
-        let networks: Vec<Labelled> = self
+        let networks: Vec<Managed> = self
             .labelled_networks(&filter)
             .await?
             .into_iter()
             .filter(orphaned)
             .collect();
-        self.remove_all(&containers, &networks).await
+        Ok((containers, networks))
     }
 
     /// Containers first: a network with containers attached cannot be removed.
     async fn remove_all(
         &self,
-        containers: &[Labelled],
-        networks: &[Labelled],
+        containers: &[Managed],
+        networks: &[Managed],
     ) -> Result<Removed, BackendError> {
         for container in containers {
             self.remove_container(&container.id).await?;
@@ -81,13 +141,14 @@ impl DockerBackend {
         Ok(Removed {
             containers: containers.len(),
             networks: networks.len(),
+            things: containers.iter().chain(networks).cloned().collect(),
         })
     }
 
     async fn labelled_containers(
         &self,
         pairs: &[(&str, &str)],
-    ) -> Result<Vec<Labelled>, BackendError> {
+    ) -> Result<Vec<Managed>, BackendError> {
         // `all`: stopped and never-started containers are listed too.
         let options = ListContainersOptionsBuilder::new()
             .all(true)
@@ -101,8 +162,15 @@ impl DockerBackend {
         Ok(listed
             .into_iter()
             .filter_map(|c| {
-                Some(Labelled {
-                    id: c.id?,
+                let id = c.id?;
+                let name = c
+                    .names
+                    .and_then(|names| names.into_iter().next())
+                    .map_or_else(|| id.clone(), |n| n.trim_start_matches('/').to_string());
+                Some(Managed {
+                    kind: ManagedKind::Container,
+                    name,
+                    id,
                     labels: c.labels.unwrap_or_default(),
                 })
             })
@@ -112,7 +180,7 @@ impl DockerBackend {
     async fn labelled_networks(
         &self,
         pairs: &[(&str, &str)],
-    ) -> Result<Vec<Labelled>, BackendError> {
+    ) -> Result<Vec<Managed>, BackendError> {
         let options = ListNetworksOptionsBuilder::new()
             .filters(&label_filter(pairs))
             .build();
@@ -124,8 +192,11 @@ impl DockerBackend {
         Ok(listed
             .into_iter()
             .filter_map(|n| {
-                Some(Labelled {
-                    id: n.id?,
+                let id = n.id?;
+                Some(Managed {
+                    kind: ManagedKind::Network,
+                    name: n.name.unwrap_or_else(|| id.clone()),
+                    id,
                     labels: n.labels.unwrap_or_default(),
                 })
             })

@@ -25,7 +25,7 @@ mod logs;
 mod network;
 
 pub use attach::AttachedOutput;
-pub use cleanup::Removed;
+pub use cleanup::{Managed, ManagedKind, Removed};
 pub use container::{Container, ContainerState};
 pub use container_spec::{ContainerSpec, PortMapping, Protocol, Ulimit, VolumeMount};
 pub use docker::DockerBackend;

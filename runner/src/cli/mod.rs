@@ -5,9 +5,12 @@
 mod completions;
 mod docs;
 mod eval;
+mod gc;
+mod hosts;
 mod plan;
 mod schema;
 mod validate;
+mod wait_for_signal;
 
 use std::io::IsTerminal;
 
@@ -52,6 +55,14 @@ pub enum Command {
     Schema(schema::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
+    /// List the hosts of `gpuflow.toml` (and `local`); `hosts check` connects to them.
+    Hosts(hosts::Args),
+    /// Remove containers and networks of runs whose runner is gone (or, with `--all-runs`,
+    /// every gpuflow container and network on the host).
+    Gc(gc::Args),
+    /// Test hook: wait for SIGINT/SIGTERM with gpuflow's signal handling, exit 130.
+    #[command(name = "__wait-for-signal", hide = true)]
+    WaitForSignal(wait_for_signal::Args),
 }
 
 /// Runs a parsed command line and returns the documented exit code.
@@ -73,6 +84,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Completions(args) => completions::run(&args),
+        Command::Hosts(args) => hosts::run(&args, render),
+        Command::Gc(args) => gc::run(&args, render),
+        Command::WaitForSignal(args) => wait_for_signal::run(&args),
     };
     result.unwrap_or_else(|err| {
         eprintln!("error: {err:#}");

@@ -1,0 +1,173 @@
+//! `gpuflow gc`: removes what gpuflow left on a host's engine. By default only containers and
+//! networks whose runner process is gone (killed, crashed): the sweep `gpuflow run` also does
+//! at start. `--all-runs` removes every gpuflow-labelled thing there, runs in progress
+//! included, so it asks for `--yes`; `--dry-run` lists without removing.
+
+use crate::backend::{Managed, ManagedKind};
+use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
+
+use super::hosts::{ConfigArg, config_errors, host_error, runtime};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The host whose engine to clean (default: `local`).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+
+    /// Remove every gpuflow container and network on the host, also of runs in progress and
+    /// of other machines sharing the engine (needs `--yes`).
+    #[arg(long)]
+    pub all_runs: bool,
+
+    /// Confirm `--all-runs`.
+    #[arg(long)]
+    pub yes: bool,
+
+    /// List what would be removed, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+}
+
+pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
+    let config = match args.config.load() {
+        Ok(config) => config,
+        Err(diags) => return Ok(config_errors(&diags, render_opts)),
+    };
+    let host = match config.select(
+        &[],
+        Some(args.host.as_deref().unwrap_or(crate::hosts::LOCAL)),
+    ) {
+        Ok(host) => host,
+        Err(e) => {
+            eprint!("{}\n\n", render(&e.to_diagnostic(), render_opts));
+            return Ok(ExitCode::Usage);
+        }
+    };
+    if args.all_runs && !args.yes && !args.dry_run {
+        let d = Diagnostic::unlocated(format!(
+            "`--all-runs` removes every gpuflow container and network on `{}`, including those of \
+         runs in progress",
+            host.name
+        ))
+        .hint("add `--yes` to confirm, or `--dry-run` to list them first");
+        eprint!("{}\n\n", render(&d, render_opts));
+        return Ok(ExitCode::Usage);
+    }
+    let runtime = runtime()?;
+    let outcome = runtime.block_on(async {
+        let backend = host.connect().await?;
+        let things = if args.all_runs {
+            backend.all_managed().await?
+        } else {
+            backend.orphaned().await?
+        };
+        if args.dry_run {
+            return Ok(things);
+        }
+        Ok(backend.remove_managed(&things).await?.things)
+    });
+    let things = match outcome {
+        Ok(things) => things,
+        Err(e) => {
+            eprint!("{}\n\n", render(&host_error(host, &e), render_opts));
+            return Ok(ExitCode::Infrastructure);
+        }
+    };
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for thing in &things {
+        println!("{verb} {}", describe(thing));
+    }
+    let what = if args.all_runs {
+        "gpuflow containers or networks"
+    } else {
+        "gpuflow containers or networks of runners that are gone"
+    };
+    if things.is_empty() {
+        println!("nothing to remove on `{}`: no {what}", host.name);
+    } else {
+        let containers = things
+            .iter()
+            .filter(|t| t.kind == ManagedKind::Container)
+            .count();
+        let networks = things.len() - containers;
+        println!(
+            "{verb} {} and {} on `{}`",
+            plural(containers, "container"),
+            plural(networks, "network"),
+            host.name
+        );
+    }
+    Ok(ExitCode::Success)
+}
+
+/// "container `name` (run `r`, job `j`, runner pid 12 on `laptop`)".
+fn describe(thing: &Managed) -> String {
+    let kind = match thing.kind {
+        ManagedKind::Container => "container",
+        ManagedKind::Network => "network",
+    };
+    let mut about = Vec::new();
+    if let Some(run) = thing.run_id() {
+        about.push(format!("run `{run}`"));
+    }
+    if let Some(job) = thing.job() {
+        about.push(format!("job `{job}`"));
+    }
+    if let Some(owner) = thing.owner() {
+        about.push(format!("runner pid {} on `{}`", owner.pid, owner.host));
+    }
+    if about.is_empty() {
+        format!("{kind} `{}`", thing.name)
+    } else {
+        format!("{kind} `{}` ({})", thing.name, about.join(", "))
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{LABEL_JOB, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_RUN_ID};
+    use std::collections::HashMap;
+
+    #[test]
+    fn a_removed_thing_says_whose_it_was() {
+        let thing = Managed {
+            kind: ManagedKind::Container,
+            id: "abc".into(),
+            name: "server".into(),
+            labels: HashMap::from([
+                (LABEL_RUN_ID.to_string(), "r1".to_string()),
+                (LABEL_JOB.to_string(), "bench".to_string()),
+                (LABEL_OWNER_PID.to_string(), "42".to_string()),
+                (LABEL_OWNER_HOST.to_string(), "laptop".to_string()),
+            ]),
+        };
+        assert_eq!(
+            describe(&thing),
+            "container `server` (run `r1`, job `bench`, runner pid 42 on `laptop`)"
+        );
+        let bare = Managed {
+            kind: ManagedKind::Network,
+            labels: HashMap::new(),
+            ..thing
+        };
+        assert_eq!(describe(&bare), "network `server`");
+        assert_eq!(plural(1, "network"), "1 network");
+        assert_eq!(plural(0, "network"), "0 networks");
+    }
+}

@@ -1,0 +1,296 @@
+//! `gpuflow hosts`: the hosts of `gpuflow.toml` (and `local`), and `gpuflow hosts check`,
+//! which connects to them. Also the `--config` argument that every command choosing a host
+//! shares.
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::backend::{BackendError, ContainerSpec, DockerBackend, RunLabels};
+use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, render, render_all};
+use crate::hosts::{Host, HostConfig};
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    pub action: Option<Action>,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// Print the hosts as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Action {
+    /// Connect to a host (or every host) and report its Docker API version or why not.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The host to check; every host when left out.
+    pub name: Option<String>,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
+
+    /// Also run a throw-away container of IMAGE there (`true` as its command), then remove
+    /// it: proves the host can run containers, not only answer.
+    #[arg(long, value_name = "IMAGE")]
+    pub container: Option<String>,
+}
+
+/// Where the host file is: `--config`, else `gpuflow.toml` in the workspace root.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigArg {
+    /// The host file (default: `gpuflow.toml` in the workspace root, the nearest directory
+    /// up from here holding `.git`; none means only the `local` host).
+    #[arg(long, value_name = "PATH", env = "GPUFLOW_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    pub fn load(&self) -> Result<HostConfig, Diagnostics> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        HostConfig::find(self.config.as_deref(), &cwd)
+    }
+}
+
+pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
+    match &args.action {
+        Some(Action::Check(check)) => run_check(check, render),
+        None => {
+            let config = match args.config.load() {
+                Ok(config) => config,
+                Err(diags) => return Ok(config_errors(&diags, render)),
+            };
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&to_json(&config))?);
+            } else {
+                print!("{}", render_list(&config));
+            }
+            Ok(ExitCode::Success)
+        }
+    }
+}
+
+/// Prints a host file's problems; a bad host file is a wrong input, like a bad argument.
+pub(crate) fn config_errors(diags: &Diagnostics, render: RenderOptions) -> ExitCode {
+    eprint!("{}", render_all(diags, render));
+    ExitCode::Usage
+}
+
+/// A runtime for the commands that talk to engines.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// One line per host: name, endpoint, labels, GPUs; columns aligned.
+fn render_list(config: &HostConfig) -> String {
+    let mut out = match config.file() {
+        Some(file) => format!("hosts from {}\n", file.name),
+        None => "no gpuflow.toml found: only the local engine (docs/hosts.md)\n".to_string(),
+    };
+    let rows: Vec<[String; 4]> = config
+        .hosts()
+        .iter()
+        .map(|h| {
+            [
+                h.name.clone(),
+                endpoint_shown(h),
+                if h.labels.is_empty() {
+                    "-".into()
+                } else {
+                    h.labels.join(", ")
+                },
+                h.gpus.map_or_else(|| "-".into(), |n| n.to_string()),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "ENDPOINT", "LABELS", "GPUS"].map(String::from);
+    let widths: Vec<usize> = (0..4)
+        .map(|i| {
+            std::iter::once(&header)
+                .chain(&rows)
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The endpoint as it will be used, and where it comes from when not from the file.
+fn endpoint_shown(host: &Host) -> String {
+    match host.endpoint() {
+        Ok(endpoint) => match host.endpoint_source() {
+            "config" => endpoint.to_string(),
+            source => format!("{endpoint} ({source})"),
+        },
+        Err(e) => format!("invalid DOCKER_HOST: {e}"),
+    }
+}
+
+fn to_json(config: &HostConfig) -> serde_json::Value {
+    let hosts: Vec<serde_json::Value> = config
+        .hosts()
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "name": h.name,
+                "endpoint": h.endpoint().ok().map(|e| e.to_string()),
+                "endpoint_source": h.endpoint_source(),
+                "labels": h.labels,
+                "gpus": h.gpus,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "config": config.file().map(|f| f.name.clone()),
+        "hosts": hosts,
+    })
+}
+
+fn run_check(args: &CheckArgs, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
+    let config = match args.config.load() {
+        Ok(config) => config,
+        Err(diags) => return Ok(config_errors(&diags, render_opts)),
+    };
+    let hosts: Vec<&Host> = match &args.name {
+        Some(name) => match config.select(&[], Some(name)) {
+            Ok(host) => vec![host],
+            Err(e) => {
+                eprint!("{}\n\n", render(&e.to_diagnostic(), render_opts));
+                return Ok(ExitCode::Usage);
+            }
+        },
+        None => config.hosts().iter().collect(),
+    };
+    let runtime = runtime()?;
+    let mut failed = 0usize;
+    for host in hosts {
+        match runtime.block_on(check_one(host, args.container.as_deref())) {
+            Ok(lines) => {
+                for line in lines {
+                    println!("{line}");
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                let d = host_error(host, &e);
+                eprint!("{}\n\n", render(&d, render_opts));
+            }
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::Success
+    } else {
+        ExitCode::Infrastructure
+    })
+}
+
+/// A backend error with the host it concerns.
+pub(crate) fn host_error(host: &Host, e: &BackendError) -> Diagnostic {
+    e.to_diagnostic().note(format!("host `{}`", host.name))
+}
+
+async fn check_one(host: &Host, image: Option<&str>) -> Result<Vec<String>, BackendError> {
+    let backend = host.connect().await?;
+    let mut lines = vec![format!(
+        "ok: `{}` at `{}` speaks Docker API {}",
+        host.name,
+        backend.endpoint(),
+        backend.api_version()
+    )];
+    if let Some(image) = image {
+        lines.push(run_throwaway(&backend, &host.name, image).await?);
+    }
+    Ok(lines)
+}
+
+/// Starts a container of `image` running `true`, waits for it and removes it, whatever
+/// happened in between.
+async fn run_throwaway(
+    backend: &DockerBackend,
+    host: &str,
+    image: &str,
+) -> Result<String, BackendError> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let run = RunLabels::new(
+        format!("hosts-check-{}-{nanos}", std::process::id()),
+        "hosts-check",
+    );
+    let mut spec = ContainerSpec::new(image);
+    spec.command = Some(vec!["true".into()]);
+    let outcome = async {
+        let container = backend.start_container(&run, &spec).await?;
+        let code = backend.wait_exit(&container.id).await?;
+        Ok::<_, BackendError>((container, code))
+    }
+    .await;
+    let removed = backend.remove_run(&run.run_id).await;
+    let (container, code) = outcome?;
+    removed?;
+    let verdict = if code == 0 { "ok" } else { "failed" };
+    Ok(format!(
+        "{verdict}: container `{}` of `{image}` ran `true` on `{host}` (exit {code}) and was \
+         removed (run `{}`)",
+        container.id, run.run_id
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::SourceFile;
+
+    #[test]
+    fn the_list_aligns_columns_and_marks_what_is_not_configured() {
+        let file = SourceFile::new(
+            "gpuflow.toml",
+            "[hosts.node-a]\nendpoint = \"ssh://me@node-a\"\nlabels = [\"blackwell\", \"8gpu\"]\ngpus = 8\n",
+        );
+        let config = HostConfig::parse(&file).unwrap();
+        let text = render_list(&config);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "hosts from gpuflow.toml");
+        assert!(lines[1].starts_with("NAME    ENDPOINT"), "{text}");
+        assert!(lines[2].starts_with("local   "), "{text}");
+        let node = lines[3];
+        let words: Vec<&str> = node.split_whitespace().collect();
+        assert_eq!(
+            words,
+            ["node-a", "ssh://me@node-a", "blackwell,", "8gpu", "8"]
+        );
+        // Columns line up under their headers.
+        assert_eq!(lines[1].find("ENDPOINT"), node.find("ssh://"), "{text}");
+        assert_eq!(lines[1].find("LABELS"), node.find("blackwell"), "{text}");
+        assert_eq!(lines[1].find("GPUS"), node.rfind('8'), "{text}");
+    }
+
+    #[test]
+    fn json_lists_every_host() {
+        let config = HostConfig::implicit();
+        let json = to_json(&config);
+        assert_eq!(json["config"], serde_json::Value::Null);
+        assert_eq!(json["hosts"][0]["name"], "local");
+        assert_eq!(json["hosts"][0]["labels"], serde_json::json!([]));
+    }
+}

@@ -1,0 +1,107 @@
+//! One host as configured: its name, where its Docker engine listens and its labels.
+
+use crate::backend::{BackendError, Endpoint};
+use crate::diag::Span;
+
+/// The name of the host that is always there: the local engine (`DOCKER_HOST` honoured).
+pub const LOCAL: &str = "local";
+
+/// Where a host's engine listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostEndpoint {
+    /// `DOCKER_HOST`, or the local socket when it is unset: the `local` host without an
+    /// `endpoint` key. Read when connecting, so the environment of that moment counts.
+    FromEnv,
+    /// Written in `gpuflow.toml`.
+    Configured(Endpoint),
+}
+
+/// A Docker host jobs can run on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub name: String,
+    pub endpoint: HostEndpoint,
+    /// In file order, without duplicates.
+    pub labels: Vec<String>,
+    /// How many GPUs the host has, as configured (a hint for listings until discovery exists).
+    pub gpus: Option<u32>,
+    /// Where `[hosts.NAME]` is written; `None` for the implicit `local` host.
+    pub span: Option<Span>,
+}
+
+impl Host {
+    /// The implicit local host: `DOCKER_HOST` or the local socket, no labels.
+    pub fn local() -> Self {
+        Self {
+            name: LOCAL.to_string(),
+            endpoint: HostEndpoint::FromEnv,
+            labels: Vec::new(),
+            gpus: None,
+            span: None,
+        }
+    }
+
+    /// The endpoint to connect to; for [`HostEndpoint::FromEnv`] as `DOCKER_HOST` says now.
+    pub fn endpoint(&self) -> Result<Endpoint, BackendError> {
+        match &self.endpoint {
+            HostEndpoint::FromEnv => Endpoint::from_env(),
+            HostEndpoint::Configured(endpoint) => Ok(endpoint.clone()),
+        }
+    }
+
+    /// Where the endpoint comes from, for listings: `gpuflow.toml`, `DOCKER_HOST` or the
+    /// default socket.
+    pub fn endpoint_source(&self) -> &'static str {
+        match &self.endpoint {
+            HostEndpoint::Configured(_) => "config",
+            HostEndpoint::FromEnv
+                if std::env::var_os("DOCKER_HOST").is_some_and(|v| !v.is_empty()) =>
+            {
+                "DOCKER_HOST"
+            }
+            HostEndpoint::FromEnv => "default",
+        }
+    }
+
+    /// Whether a job asking for `wanted` (`runs-on`'s values) may run here: each value must be
+    /// this host's name or one of its labels.
+    pub fn matches(&self, wanted: &[String]) -> bool {
+        wanted
+            .iter()
+            .all(|w| *w == self.name || self.labels.iter().any(|l| l == w))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_case::test_case;
+
+    fn node() -> Host {
+        Host {
+            name: "node-a".into(),
+            endpoint: HostEndpoint::Configured(Endpoint::parse("ssh://me@node-a").unwrap()),
+            labels: vec!["blackwell".into(), "8gpu".into()],
+            gpus: Some(8),
+            span: None,
+        }
+    }
+
+    #[test_case(&[], true ; "no requirement")]
+    #[test_case(&["node-a"], true ; "by name")]
+    #[test_case(&["blackwell"], true ; "by label")]
+    #[test_case(&["blackwell", "8gpu"], true ; "all labels")]
+    #[test_case(&["node-a", "8gpu"], true ; "name and label")]
+    #[test_case(&["blackwell", "4gpu"], false ; "one label missing")]
+    #[test_case(&["local"], false ; "another name")]
+    fn matching(wanted: &[&str], expected: bool) {
+        let wanted: Vec<String> = wanted.iter().map(ToString::to_string).collect();
+        assert_eq!(node().matches(&wanted), expected);
+    }
+
+    #[test]
+    fn configured_endpoints_do_not_read_the_environment() {
+        assert_eq!(node().endpoint().unwrap().to_string(), "ssh://me@node-a");
+        assert_eq!(node().endpoint_source(), "config");
+    }
+}
