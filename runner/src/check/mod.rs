@@ -46,6 +46,9 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
         check_job(&mut c, wf, job, &top);
     }
     let mut diags = c.diags;
+    for job in wf.jobs.values() {
+        diags.extend(check_step_containers(&job.steps, file));
+    }
     for action in wf.actions.values() {
         diags.extend(check_action(action));
     }
@@ -74,7 +77,75 @@ pub fn check_action(action: &Action) -> Diagnostics {
     for output in action.outputs.values() {
         c.template(&output.value, Place::ActionOutput, &scope);
     }
-    c.diags
+    let mut diags = c.diags;
+    diags.extend(check_step_containers(&action.runs.steps, &action.file));
+    diags
+}
+
+/// A `run:` step's `container: NAME` must name a container an earlier `start-container` step
+/// of the same job (or action) starts. A name computed by an expression is known only when
+/// the job runs, so from the first such step on any name is accepted.
+fn check_step_containers(steps: &[Step], file: &Arc<SourceFile>) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let mut started: Vec<String> = Vec::new();
+    let mut dynamic = false;
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(wanted) = &step.container
+            && !dynamic
+            && !wanted.value.contains("${{")
+            && !started.contains(&wanted.value)
+        {
+            let later = steps[i + 1..]
+                .iter()
+                .any(|s| started_name(s).as_deref() == Some(wanted.value.as_str()));
+            let d = Diagnostic::error(
+                file,
+                wanted.span,
+                format!("unknown container `{}`", wanted.value),
+            );
+            let d = if later {
+                d.label("started by a later step")
+                    .hint("move the `start-container` step before this one")
+            } else if let Some(hint) = crate::diag::did_you_mean(&wanted.value, &started) {
+                d.label("no earlier `start-container` step starts it")
+                    .hint(hint)
+            } else if started.is_empty() {
+                d.label("no earlier `start-container` step starts it")
+                    .hint("start it first with `uses: start-container` (its `name`, or its `id`)")
+            } else {
+                d.label("no earlier `start-container` step starts it")
+                    .note(format!(
+                        "containers started before this step: {}",
+                        crate::diag::join_quoted(&started, "and")
+                    ))
+            };
+            diags.push(d);
+        }
+        if step.uses.as_ref().is_some_and(|u| {
+            matches!(&u.value, crate::workflow::model::Uses::Builtin(b) if b == "start-container")
+        }) {
+            match started_name(step) {
+                Some(name) if name.contains("${{") => dynamic = true,
+                Some(name) => started.push(name),
+                None => {}
+            }
+        }
+    }
+    diags
+}
+
+/// The name a `start-container` step gives its container: `with.name`, else the step's id.
+fn started_name(step: &Step) -> Option<String> {
+    let is_start = step.uses.as_ref().is_some_and(
+        |u| matches!(&u.value, crate::workflow::model::Uses::Builtin(b) if b == "start-container"),
+    );
+    if !is_start {
+        return None;
+    }
+    match step.with.get("name").map(|v| &v.value) {
+        Some(crate::workflow::model::Value::String(s)) => Some(s.clone()),
+        _ => step.id.as_ref().map(|id| id.value.clone()),
+    }
 }
 
 fn check_job(c: &mut ExprChecker<'_>, wf: &Workflow, job: &Job, top: &Scope) {
@@ -192,9 +263,15 @@ fn check_step(c: &mut ExprChecker<'_>, step: &Step, scope: &Scope, place: Place,
     if let Some(cond) = &step.condition {
         c.condition(cond, if_place, scope);
     }
-    for s in [&step.name, &step.run, &step.shell, &step.working_directory]
-        .into_iter()
-        .flatten()
+    for s in [
+        &step.name,
+        &step.run,
+        &step.shell,
+        &step.working_directory,
+        &step.container,
+    ]
+    .into_iter()
+    .flatten()
     {
         c.template(s, place, scope);
     }
