@@ -81,7 +81,7 @@ where
 }
 
 /// The engine, or `None` only when the developer asked to skip (never under `CI`).
-async fn connect_or_skip() -> Option<DockerBackend> {
+pub(crate) async fn connect_or_skip() -> Option<DockerBackend> {
     let e = match DockerBackend::connect_local().await {
         Ok(backend) => return Some(backend),
         Err(e) => e,

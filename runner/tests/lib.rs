@@ -3,6 +3,7 @@
 mod cli;
 mod diagnostics;
 mod docker;
+mod docker_engine;
 mod engine;
 mod expr;
 mod generated;
