@@ -376,3 +376,61 @@ pub fn load_and_check(
     }
     Ok((loaded, diags.sorted()))
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::diag::SourceFile;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        let file = SourceFile::new("w.yml", yaml);
+        let (wf, mut diags) = crate::workflow::load_workflow_in(&file, std::path::Path::new("."));
+        if let Some(wf) = wf {
+            diags.extend(super::check_workflow(&wf, &file));
+        }
+        diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| format!("{} {} {:?}", d.location(), d.message, d.hints))
+            .collect()
+    }
+
+    const START: &str = "on: push\njobs:\n  j:\n    steps:\n";
+
+    #[test]
+    fn a_step_container_must_be_started_by_an_earlier_step() {
+        let ok = format!(
+            "{START}      - id: server\n        uses: start-container\n        with: {{ image: x }}\n      - container: server\n        run: echo\n"
+        );
+        assert_eq!(errors(&ok), Vec::<String>::new());
+        let typo = format!(
+            "{START}      - id: server\n        uses: start-container\n        with: {{ image: x }}\n      - container: sever\n        run: echo\n"
+        );
+        let e = errors(&typo);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("w.yml:8:") && e[0].contains("unknown container `sever`"),
+            "{e:?}"
+        );
+        assert!(e[0].contains("did you mean `server`"), "{e:?}");
+        let later = format!(
+            "{START}      - container: box\n        run: echo\n      - uses: start-container\n        with: {{ image: x, name: box }}\n"
+        );
+        assert!(
+            errors(&later)[0].contains("start-container"),
+            "{:?}",
+            errors(&later)
+        );
+    }
+
+    #[test]
+    fn container_belongs_to_run_steps_only() {
+        let e = errors(&format!(
+            "{START}      - uses: stop-container\n        container: x\n        with: {{ container: x }}\n"
+        ));
+        assert!(
+            e.iter()
+                .any(|m| m.contains("`container` only applies to `run` steps")),
+            "{e:?}"
+        );
+    }
+}
