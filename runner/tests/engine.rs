@@ -610,6 +610,33 @@ jobs:
 }
 
 #[tokio::test]
+async fn continue_on_error_on_a_step_using_an_action_forgives_its_failure() {
+    let dir = workspace();
+    write(
+        dir.path(),
+        "actions/fails/action.yml",
+        "name: fails\nruns:\n  using: composite\n  steps:\n    - run: exit 1\n    - if: failure()\n      run: echo inner cleanup\n",
+    );
+    let ran = run_in(
+        dir,
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: try\n        uses: ./actions/fails\n        continue-on-error: true\n      - run: echo went on\n",
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        ran.step("j", "try"),
+        (StepOutcome::Failure, StepOutcome::Success)
+    );
+    let lines: Vec<String> = ran
+        .lines("j")
+        .into_iter()
+        .filter(|l| !l.contains("exited with code"))
+        .collect();
+    assert_eq!(lines, ["inner cleanup", "went on"]);
+    assert_eq!(ran.report.result, JobResult::Success);
+}
+
+#[tokio::test]
 async fn an_error_inside_an_action_names_the_workflow_step_and_the_action_line() {
     let dir = workspace();
     write(

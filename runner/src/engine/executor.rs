@@ -926,10 +926,12 @@ impl JobRun {
         };
         let before = self.status;
         self.run_steps(&action.runs.steps, &mut inner).await;
-        let failed = inner.steps.values().any(|s| {
-            s.get_property("conclusion")
-                .is_some_and(|c| c.to_expr_string() == "failure")
-        }) || (self.status == JobStatus::Failure && before == JobStatus::Success);
+        // Inside the action a failure changes the status its later steps see; outside, only
+        // the using step's conclusion counts (its `continue-on-error` may forgive it).
+        let failed = self.status == JobStatus::Failure && before == JobStatus::Success;
+        if self.status != JobStatus::Cancelled {
+            self.status = before;
+        }
         let mut outputs = IndexMap::new();
         let ctx = self.ctx(&inner, Some(env));
         for (name, output) in &action.outputs {
