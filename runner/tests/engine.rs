@@ -766,3 +766,86 @@ jobs:
     let pid = std::fs::read_to_string(dir.path().join("long.pid")).unwrap();
     assert!(!pid_alive(&pid));
 }
+
+/// Counts log lines without keeping them, like a terminal would.
+#[derive(Default)]
+struct CountSink {
+    lines: std::sync::atomic::AtomicU64,
+    last: std::sync::Mutex<String>,
+}
+
+impl gpuflow::engine::EventSink for CountSink {
+    fn emit(&self, event: Event) {
+        if let EventKind::LogLine { text, .. } = event.kind {
+            self.lines
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *self.last.lock().unwrap() = text;
+        }
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Peak memory is per process: meaningful under nextest (one process per test), which is how
+/// the suite runs (`make test`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_printing_a_lot_is_streamed_with_bounded_memory() {
+    const LINES: u64 = 400_000;
+    let dir = workspace();
+    write(
+        dir.path(),
+        "w.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  chatty:\n    steps:\n      - run: seq 1 {LINES} | sed 's/$/ {}/'\n",
+            "x".repeat(90)
+        ),
+    );
+    let (loaded, _) = load_and_check(&dir.path().join("w.yml")).unwrap();
+    let Loaded::Workflow(Some(wf)) = loaded else {
+        panic!()
+    };
+    let plan = build(&from_workflow(&wf, "w").input).unwrap();
+    let opts = RunOptions::new(gpuflow::engine::new_run_id(), dir.path());
+    let count = Arc::new(CountSink::default());
+    let store = Arc::new(LogStore::create(&opts.log_dir).unwrap());
+    let before = peak_rss_kib();
+    let report = gpuflow::engine::run(
+        Arc::new(*wf),
+        plan,
+        opts,
+        Arc::new(Tee(vec![count.clone(), store])),
+        None,
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let grown = peak_rss_kib().saturating_sub(before);
+    eprintln!("peak memory grew by {grown} KiB for ~40 MB of output");
+    assert_eq!(report.result, JobResult::Success);
+    assert_eq!(
+        count.lines.load(std::sync::atomic::Ordering::Relaxed),
+        LINES
+    );
+    assert!(
+        count
+            .last
+            .lock()
+            .unwrap()
+            .starts_with(&format!("{LINES} xxx"))
+    );
+    // The stored log holds it all, written as it came.
+    let step_log = std::fs::read_dir(report.log_dir.join("chatty"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .unwrap();
+    assert!(std::fs::metadata(step_log).unwrap().len() > LINES * 90);
+    assert!(grown < 16 * 1024, "peak memory grew by {grown} KiB");
+}

@@ -1,6 +1,6 @@
 //! The stored logs of a run, under `.gpuflow/runs/<run-id>/`: `events.jsonl` (every event,
-//! one JSON object a line), one file per step (`<job>/<step>-<name>.log`) and one per
-//! container (`<job>/container-<name>.log`). It is fed by events like any other sink, so what
+//! one JSON object a line), one file per step (`<job run>/<step>-<name>.log`) and one
+//! per container (`<job run>/container-<name>.log`). It is fed by events like any other sink, so what
 //! is stored is exactly what was shown: masked, line by line, never buffered whole.
 
 use std::collections::HashMap;
@@ -52,12 +52,10 @@ impl LogStore {
         self.state.lock().ok().and_then(|s| s.failed.clone())
     }
 
+    /// One folder per job run, named after its display name (`bench (nccl, 128)` →
+    /// `bench-nccl-128`), so matrix cells are told apart by their values.
     fn job_dir(&self, job: &JobRef) -> PathBuf {
-        let mut name = slug(&job.job);
-        if job.display != job.job {
-            name.push_str(&format!("-{}", job.cell + 1));
-        }
-        self.dir.join(name)
+        self.dir.join(slug(&job.display))
     }
 
     fn write(&self, state: &mut State, path: PathBuf, line: &str) -> std::io::Result<()> {
