@@ -9,8 +9,9 @@ use indexmap::IndexMap;
 
 use super::container_inputs::start_container_spec;
 use super::containers::JobContainers;
+use super::evaluate::eval_value;
 use super::event::JobRef;
-use super::executor::{Shared, eval_value};
+use super::executor::Shared;
 use crate::backend::GpuRequest;
 use crate::diag::SourceFile;
 use crate::expr::{MapContext, Value};

@@ -64,10 +64,16 @@ impl ContainerRunner {
                 )
             }
         };
+        // `cd` rather than the exec's working directory: a relative `working-directory` is
+        // then relative to the container's own (the workspace, in the job's container).
+        let cd = match &run.working_directory {
+            Some(w) => format!("cd {} || exit 1; ", quote(w)),
+            None => String::new(),
+        };
         let wrapper = format!(
             "set -e; d={d}; mkdir -p \"$d\"; printf '%s' \"$GPUFLOW_SCRIPT\" > \"$d/script\"; \
              : > \"$d/output\"; : > \"$d/env\"; : > \"$d/summary\"; echo $$ > \"$d/pid\"; \
-             unset GPUFLOW_SCRIPT; set +e; {launch}",
+             unset GPUFLOW_SCRIPT; set +e; {cd}{launch}",
             d = quote(&dir)
         );
         let mut spec = ExecSpec::new(["sh", "-c", wrapper.as_str()]);
@@ -81,7 +87,6 @@ impl ContainerRunner {
         ] {
             spec.env.insert(name.into(), format!("{dir}/{file}"));
         }
-        spec.workdir = run.working_directory.clone();
         let sink = {
             let lines = lines.clone();
             move |line: LogLine| {

@@ -16,8 +16,9 @@ use indexmap::IndexMap;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::evaluate::object;
 use super::event::{EventKind, EventSink, JobRef, JobResult};
-use super::executor::{JobOutcome, Shared, object, run_job};
+use super::executor::{JobOutcome, Shared, run_job};
 use super::mask::Masker;
 use super::options::RunOptions;
 use crate::backend::DockerBackend;

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::container_runner::ContainerRunner;
 use super::containers::JobContainers;
+use super::evaluate::{eval_string, expr_message, number, object};
 use super::event::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
 use super::host::HostRunner;
 use super::mask::Masker;
@@ -26,11 +27,9 @@ use super::script_runner::{LineFn, ScriptRun, ScriptRunner, Shell};
 use super::{builtin, output_file, script};
 use crate::backend::{DockerBackend, GpuRequest};
 use crate::diag::{SourceFile, Spanned};
-use crate::expr::{ExprError, JobStatus, MapContext, Value, parse_condition, parse_template};
+use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
 use crate::plan::PlannedJob;
-use crate::workflow::model::{
-    BoolOrExpr, Container, GpuDevices, Job, NumberOrExpr, Step, Uses, Value as ModelValue, Workflow,
-};
+use crate::workflow::model::{BoolOrExpr, Container, GpuDevices, Job, Step, Uses, Workflow};
 
 /// GitHub's default job timeout.
 const DEFAULT_JOB_MINUTES: f64 = 360.0;
@@ -64,21 +63,21 @@ pub struct JobOutcome {
 }
 
 /// One level of steps: the job's, or a composite action's.
-struct Scope {
-    steps: IndexMap<String, Value>,
+pub(super) struct Scope {
+    pub(super) steps: IndexMap<String, Value>,
     /// A composite action's `inputs`; `None` in the job itself (the run's inputs).
-    inputs: Option<Value>,
+    pub(super) inputs: Option<Value>,
     /// Before each step's number (`3.` inside the action used by step 3).
-    prefix: String,
-    file: Arc<SourceFile>,
+    pub(super) prefix: String,
+    pub(super) file: Arc<SourceFile>,
     /// For errors inside an action: which workflow step used it.
-    caller: Option<String>,
+    pub(super) caller: Option<String>,
 }
 
 /// What a step produced.
-struct StepResult {
-    outcome: StepOutcome,
-    outputs: IndexMap<String, String>,
+pub(super) struct StepResult {
+    pub(super) outcome: StepOutcome,
+    pub(super) outputs: IndexMap<String, String>,
 }
 
 impl StepResult {
@@ -90,14 +89,14 @@ impl StepResult {
     }
 }
 
-struct JobRun {
-    shared: Arc<Shared>,
+pub(super) struct JobRun {
+    pub(super) shared: Arc<Shared>,
     job_id: String,
     jref: JobRef,
     contexts: IndexMap<String, Value>,
     /// Workflow → job → `$GITHUB_ENV` additions.
     env: IndexMap<String, String>,
-    status: JobStatus,
+    pub(super) status: JobStatus,
     cancel: CancellationToken,
     host: HostRunner,
     containers: Option<JobContainers>,
@@ -310,7 +309,7 @@ impl JobRun {
         c.with_workspace(&self.shared.opts.workspace)
     }
 
-    fn ctx(&self, scope: &Scope, env: Option<&IndexMap<String, String>>) -> MapContext {
+    pub(super) fn ctx(&self, scope: &Scope, env: Option<&IndexMap<String, String>>) -> MapContext {
         let mut c = self.ctx_with_env(env);
         c.insert("steps", Value::Object(scope.steps.clone()));
         if let Some(inputs) = &scope.inputs {
@@ -461,7 +460,7 @@ impl JobRun {
 
     /// Runs `steps` in order; each step's result goes into `scope.steps` and the job status.
     /// Boxed: a composite action's steps run through here too.
-    fn run_steps<'a>(
+    pub(super) fn run_steps<'a>(
         &'a mut self,
         steps: &'a [Step],
         scope: &'a mut Scope,
@@ -647,7 +646,7 @@ impl JobRun {
         });
     }
 
-    fn step_label(&self, step: &Step, scope: &Scope) -> String {
+    pub(super) fn step_label(&self, step: &Step, scope: &Scope) -> String {
         if let Some(name) = &step.name {
             let ctx = self.ctx(scope, None);
             return parse_template(&name.value)
@@ -884,73 +883,6 @@ impl JobRun {
         env
     }
 
-    async fn run_action(
-        &mut self,
-        step: &Step,
-        path: &str,
-        key: &str,
-        scope: &Scope,
-        env: &IndexMap<String, String>,
-    ) -> Result<StepResult, String> {
-        let shared = self.shared.clone();
-        let Some(action) = shared.wf.actions.get(path) else {
-            return Err(format!("the action `{path}` was not loaded"));
-        };
-        let ctx = self.ctx(scope, Some(env));
-        let caller = format!(
-            "step `{}` ({}, uses `{path}`)",
-            self.step_label(step, scope),
-            scope.file.location(step.span)
-        );
-        let mut inputs = IndexMap::new();
-        for (name, input) in &action.inputs {
-            let value = match (step.with.get(name), &input.default) {
-                (Some(v), _) => eval_value(v, &ctx, &scope.file)?.to_expr_string(),
-                (None, Some(d)) => eval_string(d, &ctx, &action.file)?,
-                (None, None) if input.required => {
-                    return Err(format!(
-                        "the action's input `{name}` is required ({}); give it under `with:`",
-                        action.file.location(input.name.span)
-                    ));
-                }
-                (None, None) => String::new(),
-            };
-            inputs.insert(name.clone(), Value::String(value));
-        }
-        let mut inner = Scope {
-            steps: IndexMap::new(),
-            inputs: Some(Value::Object(inputs)),
-            prefix: format!("{key}."),
-            file: action.file.clone(),
-            caller: Some(caller),
-        };
-        let before = self.status;
-        self.run_steps(&action.runs.steps, &mut inner).await;
-        // Inside the action a failure changes the status its later steps see; outside, only
-        // the using step's conclusion counts (its `continue-on-error` may forgive it).
-        let failed = self.status == JobStatus::Failure && before == JobStatus::Success;
-        if self.status != JobStatus::Cancelled {
-            self.status = before;
-        }
-        let mut outputs = IndexMap::new();
-        let ctx = self.ctx(&inner, Some(env));
-        for (name, output) in &action.outputs {
-            let v = eval_string(&output.value, &ctx, &action.file)
-                .map_err(|m| format!("{}: {m}", inner.caller.as_deref().unwrap_or_default()))?;
-            outputs.insert(name.clone(), v);
-        }
-        Ok(StepResult {
-            outcome: if self.status == JobStatus::Cancelled {
-                StepOutcome::Cancelled
-            } else if failed {
-                StepOutcome::Failure
-            } else {
-                StepOutcome::Success
-            },
-            outputs,
-        })
-    }
-
     fn job_outputs(&self, job: &Job, scope: &Scope) -> IndexMap<String, String> {
         let ctx = self.ctx(scope, None);
         let mut out = IndexMap::new();
@@ -971,88 +903,6 @@ impl JobRun {
             }
         }
         out
-    }
-}
-
-/// `{k: v, …}` from pairs.
-pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
-}
-
-/// A `file:line:col: message (help: …)` for an expression error in `s`.
-fn expr_message(s: &Spanned<String>, e: &ExprError, file: &SourceFile) -> String {
-    let mut m = format!(
-        "{}: {}",
-        file.location(s.span.inner(e.span.clone())),
-        e.message
-    );
-    if let Some(h) = &e.hint {
-        m.push_str(&format!(" (help: {h})"));
-    }
-    m
-}
-
-/// A string value with `${{ }}` evaluated.
-pub(crate) fn eval_string(
-    s: &Spanned<String>,
-    ctx: &MapContext,
-    file: &SourceFile,
-) -> Result<String, String> {
-    parse_template(&s.value)
-        .and_then(|t| t.evaluate(ctx))
-        .map(|v| v.to_expr_string())
-        .map_err(|e| expr_message(s, &e, file))
-}
-
-/// A `with:` value: scalars with `${{ }}` evaluated (one whole expression keeps its type),
-/// lists and mappings evaluated inside.
-pub(crate) fn eval_value(
-    v: &Spanned<ModelValue>,
-    ctx: &MapContext,
-    file: &SourceFile,
-) -> Result<Value, String> {
-    Ok(match &v.value {
-        ModelValue::Null => Value::Null,
-        ModelValue::Bool(b) => Value::Bool(*b),
-        ModelValue::Int(i) => Value::Number(*i as f64),
-        ModelValue::Float(f) => Value::Number(*f),
-        ModelValue::String(s) => {
-            let spanned = Spanned::new(s.clone(), v.span);
-            parse_template(s)
-                .and_then(|t| t.evaluate(ctx))
-                .map_err(|e| expr_message(&spanned, &e, file))?
-        }
-        ModelValue::List(items) => Value::Array(
-            items
-                .iter()
-                .map(|i| eval_value(i, ctx, file))
-                .collect::<Result<_, _>>()?,
-        ),
-        ModelValue::Map(m) => Value::Object(
-            m.iter()
-                .map(|(k, i)| Ok((k.clone(), eval_value(i, ctx, file)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-    })
-}
-
-fn number(n: &NumberOrExpr, ctx: &MapContext, file: &SourceFile) -> Result<f64, String> {
-    match n {
-        NumberOrExpr::Number(n) => Ok(*n),
-        NumberOrExpr::Expr(e) => {
-            let v = parse_template(&e.value)
-                .and_then(|t| t.evaluate(ctx))
-                .map_err(|x| expr_message(e, &x, file))?;
-            let n = v.to_number();
-            if n.is_nan() || n <= 0.0 {
-                return Err(format!(
-                    "{}: `{}` is not a positive number of minutes",
-                    file.location(e.span),
-                    v.to_expr_string()
-                ));
-            }
-            Ok(n)
-        }
     }
 }
 

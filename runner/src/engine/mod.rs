@@ -12,10 +12,12 @@
 //! the engine chooses neither hosts nor how to render anything.
 
 pub mod builtin;
+mod composite;
 pub mod container_inputs;
 pub mod container_runner;
 pub mod containers;
 pub mod dispatcher;
+pub mod evaluate;
 pub mod event;
 pub mod executor;
 pub mod host;
