@@ -173,7 +173,9 @@ jobs:
             sleep 0.2
           done
           exit 1
-      - run: echo "host was ${{ steps.where.outputs.host }}"
+      - run: echo "host was ${{ steps.where.outputs.host }}"; mkdir -p sub
+      - working-directory: sub
+        run: echo "in $(basename "$PWD")"
 "#)
     .await
     else {

@@ -47,7 +47,7 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
     }
     let mut diags = c.diags;
     for job in wf.jobs.values() {
-        diags.extend(check_step_containers(&job.steps, file));
+        diags.extend(check_step_containers(&job.steps, file, &wf.actions));
     }
     for action in wf.actions.values() {
         diags.extend(check_action(action));
@@ -78,14 +78,23 @@ pub fn check_action(action: &Action) -> Diagnostics {
         c.template(&output.value, Place::ActionOutput, &scope);
     }
     let mut diags = c.diags;
-    diags.extend(check_step_containers(&action.runs.steps, &action.file));
+    diags.extend(check_step_containers(
+        &action.runs.steps,
+        &action.file,
+        &indexmap::IndexMap::new(),
+    ));
     diags
 }
 
 /// A `run:` step's `container: NAME` must name a container an earlier `start-container` step
 /// of the same job (or action) starts. A name computed by an expression is known only when
-/// the job runs, so from the first such step on any name is accepted.
-fn check_step_containers(steps: &[Step], file: &Arc<SourceFile>) -> Diagnostics {
+/// the job runs, so from the first such step on any name is accepted. A local action's own
+/// `start-container` steps count too (an action not in `actions` could start anything).
+fn check_step_containers(
+    steps: &[Step],
+    file: &Arc<SourceFile>,
+    actions: &indexmap::IndexMap<String, Action>,
+) -> Diagnostics {
     let mut diags = Diagnostics::new();
     let mut started: Vec<String> = Vec::new();
     let mut dynamic = false;
@@ -121,10 +130,18 @@ fn check_step_containers(steps: &[Step], file: &Arc<SourceFile>) -> Diagnostics 
             };
             diags.push(d);
         }
-        if step.uses.as_ref().is_some_and(|u| {
-            matches!(&u.value, crate::workflow::model::Uses::Builtin(b) if b == "start-container")
-        }) {
-            match started_name(step) {
+        let from_action: Vec<&Step> = match step.uses.as_ref().map(|u| &u.value) {
+            Some(crate::workflow::model::Uses::Local(path)) => match actions.get(path) {
+                Some(action) => action.runs.steps.iter().collect(),
+                None => {
+                    dynamic = true;
+                    Vec::new()
+                }
+            },
+            _ => vec![step],
+        };
+        for s in from_action {
+            match started_name(s) {
                 Some(name) if name.contains("${{") => dynamic = true,
                 Some(name) => started.push(name),
                 None => {}
@@ -396,6 +413,13 @@ mod tests {
 
     const START: &str = "on: push\njobs:\n  j:\n    steps:\n";
 
+    fn repo_root() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    }
+
     #[test]
     fn a_step_container_must_be_started_by_an_earlier_step() {
         let ok = format!(
@@ -412,6 +436,13 @@ mod tests {
             "{e:?}"
         );
         assert!(e[0].contains("did you mean `server`"), "{e:?}");
+        let from_action = format!(
+            "{START}      - uses: ./actions/sglang-server\n        with: {{ model: /m }}\n      - container: server\n        run: echo\n"
+        );
+        let file = SourceFile::new("w.yml", from_action);
+        let (wf, diags) = crate::workflow::load_workflow_in(&file, &repo_root());
+        assert!(!diags.has_errors(), "{diags:?}");
+        assert!(!super::check_workflow(&wf.unwrap(), &file).has_errors());
         let later = format!(
             "{START}      - container: box\n        run: echo\n      - uses: start-container\n        with: {{ image: x, name: box }}\n"
         );
