@@ -310,6 +310,22 @@ jobs:
     assert!(lines.contains(&"status failure".to_string()), "{lines:?}");
     assert!(!lines.contains(&"never".to_string()));
     assert_eq!(ran.job("needs-first"), JobResult::Skipped);
+    // Every queued run ends with exactly one `job_finished`, skipped ones included.
+    let finished: Vec<&str> = ran
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::JobFinished { job, .. } => Some(job.display.as_str()),
+            _ => None,
+        })
+        .collect();
+    let queued = ran
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::JobQueued { .. }))
+        .count();
+    assert_eq!(finished.len(), queued);
+    assert!(finished.contains(&"needs-first"));
     assert_eq!(ran.lines("always-after"), ["first was failure"]);
     assert_eq!(ran.job("allowed"), JobResult::Failure);
     assert!(ran.report.jobs.iter().any(|j| j.failure_allowed));

@@ -206,10 +206,7 @@ pub async fn run(
                     } else {
                         "a job it needs did not succeed".to_string()
                     };
-                    shared.emit(EventKind::JobSkipped {
-                        job: jref.clone(),
-                        reason,
-                    });
+                    finish_unstarted(&shared, jref, JobResult::Skipped, &reason);
                     state[i] = State::Done;
                     results[i] = Some(summary(jref, JobResult::Skipped, false));
                     continue;
@@ -340,6 +337,8 @@ fn summary(job: &JobRef, result: JobResult, allowed: bool) -> JobSummary {
     }
 }
 
+/// A run that never starts still ends: `job_skipped` says why, `job_finished` gives its result,
+/// so every queued run gets exactly one `job_finished`.
 fn finish_unstarted(shared: &Shared, job: &JobRef, result: JobResult, reason: &str) {
     shared.emit(EventKind::JobSkipped {
         job: job.clone(),

@@ -40,6 +40,11 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
         EventKind::JobQueued { .. } => return None,
         EventKind::JobStarted { job } => format!("{} started", p(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
+        // The `job_skipped` line said it already.
+        EventKind::JobFinished {
+            result: JobResult::Skipped,
+            ..
+        } => return None,
         EventKind::JobFinished {
             job,
             result,
