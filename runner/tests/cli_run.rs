@@ -150,3 +150,41 @@ fn secrets_from_the_environment_are_masked() {
     assert!(stdout.contains("pw ***"), "{stdout}");
     assert!(!stdout.contains("correct-horse"));
 }
+
+#[test]
+fn ctrl_c_stops_the_step_runs_always_steps_and_exits_130() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo $$ > step.pid; sleep 60\n      - if: always()\n        run: echo cleanup ran > cleanup.txt\n",
+    );
+    let bin = assert_cmd::cargo::cargo_bin("gpuflow");
+    let child = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .args(["run", "w.yml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("step.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pid_file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the step never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let runner = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cleanup.txt")).unwrap(),
+        "cleanup ran\n"
+    );
+    let step = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", step.trim())).unwrap_or_default();
+    let alive = stat
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(!alive, "the step's process survived");
+}

@@ -150,14 +150,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         };
         let sink: Arc<dyn EventSink> = Arc::new(Tee(vec![store.clone(), view]));
         let cancel = CancellationToken::new();
-        let on_ctrl_c = {
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    cancel.cancel();
-                }
-            })
-        };
+        let on_ctrl_c = tokio::spawn(cancel_on_signals(cancel.clone()));
         let wf = Arc::new(*wf);
         let result = crate::engine::run(wf, plan, opts, sink, docker, cancel).await;
         on_ctrl_c.abort();
@@ -185,6 +178,32 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// The first Ctrl-C or SIGTERM cancels the run (steps stopped, `always()` steps run,
+/// containers removed); a second one exits at once. A stop-gap until `signal.rs` owns this.
+async fn cancel_on_signals(cancel: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!(
+        "cancelling: stopping steps, running `always()` steps, removing containers (again to force)"
+    );
+    cancel.cancel();
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("forced: containers of this run may be left; `gpuflow gc` removes them");
+    std::process::exit(i32::from(ExitCode::Interrupted.code()));
 }
 
 fn usage(message: &str, render: RenderOptions) -> ExitCode {

@@ -284,6 +284,14 @@ impl JobRun {
             let v = eval_string(value, &ctx, &file)?;
             self.env.insert(name.clone(), v);
         }
+        if !job.runs_on.is_empty() {
+            shared.emit(EventKind::Warning {
+                job: Some(self.jref.clone()),
+                message:
+                    "`runs-on` is not used yet: the job runs on this machine and its Docker engine"
+                        .into(),
+            });
+        }
         let minutes = match &job.timeout_minutes {
             None => DEFAULT_JOB_MINUTES,
             Some(n) => number(n, &self.ctx_with_env(None), &file)?,
