@@ -271,3 +271,69 @@ jobs:
     );
     ran.assert_nothing_left().await;
 }
+
+/// SIGINT to `gpuflow run` while a container of the run is up: exit 130 and, asked through
+/// the engine's API, nothing of the run is left.
+#[tokio::test]
+async fn ctrl_c_during_a_step_leaves_no_container() {
+    use std::io::BufRead;
+    let Some(docker) = connect_or_skip().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        r#"
+on: workflow_dispatch
+jobs:
+  j:
+    steps:
+      - id: box
+        uses: start-container
+        with:
+          image: gpuflow-base:test
+          command: sleep 300
+      - run: touch ready; sleep 60
+"#,
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuflow"))
+        .current_dir(dir.path())
+        .args(["run", "--json", "w.yml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let started: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let run_id = started["run_id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !dir.path().join("ready").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the step never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(docker.run_containers(&run_id).await.unwrap().len(), 1);
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    // Drain the events so the runner never blocks on a full pipe.
+    let events: Vec<String> = stdout.lines().map(Result::unwrap).collect();
+    let status = child.wait().unwrap();
+    let left = docker.run_containers(&run_id).await.unwrap();
+    docker.remove_run(&run_id).await.unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "containers of the run survived Ctrl-C"
+    );
+    assert!(
+        events.last().unwrap().contains("\"cancelled\""),
+        "{events:?}"
+    );
+}
