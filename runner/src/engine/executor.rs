@@ -150,7 +150,7 @@ pub async fn run_job(
             timer = Some({
                 let (flag, token) = (timed_out.clone(), cancel.clone());
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs_f64(minutes * 60.0)).await;
+                    tokio::time::sleep(minutes_duration(minutes)).await;
                     flag.store(true, Ordering::SeqCst);
                     token.cancel();
                 })
@@ -201,6 +201,11 @@ pub async fn run_job(
         duration: started.elapsed(),
     });
     outcome
+}
+
+/// A timeout in minutes as a duration; absurdly large ones mean "never" rather than a panic.
+fn minutes_duration(minutes: f64) -> Duration {
+    Duration::try_from_secs_f64(minutes * 60.0).unwrap_or(Duration::MAX)
 }
 
 fn minutes_text(minutes: f64) -> String {
@@ -552,7 +557,7 @@ impl JobRun {
                     Some((
                         minutes,
                         tokio::spawn(async move {
-                            tokio::time::sleep(Duration::from_secs_f64(minutes * 60.0)).await;
+                            tokio::time::sleep(minutes_duration(minutes)).await;
                             flag.store(true, Ordering::SeqCst);
                             t.cancel();
                         }),
@@ -930,5 +935,18 @@ fn runner_arch() -> &'static str {
         "x86" => "X86",
         "arm" => "ARM",
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_of_any_size_become_durations() {
+        assert_eq!(minutes_duration(0.5), Duration::from_secs(30));
+        assert_eq!(minutes_duration(1e300), Duration::MAX);
+        assert_eq!(minutes_text(0.02), "1.2s");
+        assert_eq!(minutes_text(90.0), "90 minutes");
     }
 }
