@@ -188,3 +188,20 @@ fn ctrl_c_stops_the_step_runs_always_steps_and_exits_130() {
         .is_some_and(|(_, rest)| !rest.starts_with('Z'));
     assert!(!alive, "the step's process survived");
 }
+
+#[test]
+fn vars_are_read_from_the_command_line() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo \"region ${{ vars.region }}\"\n",
+    );
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml", "--var", "region=eu-west"])
+        .assert()
+        .code(0);
+    assert!(text(&out.get_output().stdout).contains("[j] Run echo"));
+    assert!(text(&out.get_output().stdout).contains("| region eu-west"));
+    gpuflow_in(dir.path())
+        .args(["run", "w.yml", "--var", "no-equals"])
+        .assert()
+        .code(2);
+}

@@ -60,6 +60,11 @@ impl Ran {
 
 /// Runs `yaml` on the local engine; `None` only when Docker tests are skipped knowingly.
 async fn run(yaml: &str) -> Option<Ran> {
+    run_with(yaml, &[]).await
+}
+
+/// Like [`run`], with more files (`path`, text) in the workspace.
+async fn run_with(yaml: &str, files: &[(&str, &str)]) -> Option<Ran> {
     let docker = connect_or_skip().await?;
     for image in ["gpuflow-base:test", "gpuflow-sim:test"] {
         assert!(
@@ -70,6 +75,11 @@ async fn run(yaml: &str) -> Option<Ran> {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join(".git")).unwrap();
     std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
     let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
     assert!(!diags.has_errors(), "{diags:#?}");
     let Loaded::Workflow(Some(wf)) = loaded else {
@@ -336,4 +346,48 @@ jobs:
         events.last().unwrap().contains("\"cancelled\""),
         "{events:?}"
     );
+}
+
+#[tokio::test]
+async fn a_container_started_inside_an_action_serves_the_workflows_later_steps() {
+    let action = r#"
+name: box
+inputs:
+  name: { default: box }
+outputs:
+  id:
+    value: ${{ steps.start.outputs.id }}
+runs:
+  using: composite
+  steps:
+    - id: start
+      uses: start-container
+      with:
+        name: ${{ inputs.name }}
+        image: gpuflow-base:test
+        command: sleep 300
+    - container: ${{ inputs.name }}
+      run: echo "ready" > /tmp/state
+"#;
+    let Some(ran) = run_with(
+        r#"
+on: workflow_dispatch
+jobs:
+  j:
+    steps:
+      - id: make
+        uses: ./actions/box
+        with: { name: worker }
+      - container: worker
+        run: echo "$(cat /tmp/state) ${{ steps.make.outputs.id != '' }}"
+"#,
+        &[("actions/box/action.yml", action)],
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    assert_eq!(ran.lines("j"), ["ready true"]);
+    ran.assert_nothing_left().await;
 }

@@ -36,6 +36,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub secrets_file: Option<PathBuf>,
 
+    /// A configuration variable, as `NAME=VALUE` (repeatable), read as `vars.NAME`.
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+
     /// Print every event as a JSON line (docs/running.md) instead of plain lines.
     #[arg(long, conflicts_with = "plain")]
     pub json: bool,
@@ -89,6 +93,10 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         Ok(i) => i,
         Err(message) => return Ok(usage(&message, render)),
     };
+    let vars = match parse_pairs(&args.vars, "--var") {
+        Ok(v) => v,
+        Err(message) => return Ok(usage(&message, render)),
+    };
     let secrets = match read_secrets(&args.secrets, args.secrets_file.as_deref()) {
         Ok(s) => s,
         Err(message) => return Ok(usage(&message, render)),
@@ -108,6 +116,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     let mut opts = RunOptions::new(new_run_id(), &workspace);
     opts.inputs = inputs;
     opts.secrets = secrets;
+    opts.vars = vars;
     opts.keep_containers = args.keep_containers;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
