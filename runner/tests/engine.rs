@@ -453,7 +453,9 @@ jobs:
             echo "second = line"
             echo "EOF"
           } >> "$GITHUB_OUTPUT"
-      - run: echo "${{ steps.p.outputs.text }}"
+      - run: |
+          echo "${{ steps.p.outputs.text }}"
+          echo "made 2 lines" >> "$GITHUB_STEP_SUMMARY"
   consume:
     needs: produce
     steps:
@@ -462,6 +464,8 @@ jobs:
     .await;
     assert_eq!(ran.lines("produce"), ["first line", "second = line"]);
     assert_eq!(ran.lines("consume"), ["second = line"]);
+    let summary = std::fs::read_to_string(ran.report.log_dir.join("produce/summary.md")).unwrap();
+    assert_eq!(summary, "made 2 lines\n");
 }
 
 #[tokio::test]

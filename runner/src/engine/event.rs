@@ -157,6 +157,12 @@ pub enum EventKind {
         stream: Stream,
         text: String,
     },
+    /// What a step wrote to `$GITHUB_STEP_SUMMARY` (Markdown), when it wrote anything.
+    StepSummary {
+        job: JobRef,
+        step: String,
+        markdown: String,
+    },
     ContainerStarted {
         job: JobRef,
         name: String,

@@ -856,6 +856,13 @@ impl JobRun {
             }
             None => StepOutcome::Cancelled,
         };
+        if !exit.summary_file.trim().is_empty() {
+            self.shared.emit(EventKind::StepSummary {
+                job: self.jref.clone(),
+                step: key.into(),
+                markdown: self.shared.masker.mask(&exit.summary_file),
+            });
+        }
         let outputs =
             output_file::parse(&exit.output_file, "$GITHUB_OUTPUT").map_err(|e| e.to_string())?;
         let added = output_file::parse(&exit.env_file, "$GITHUB_ENV").map_err(|e| e.to_string())?;

@@ -1,6 +1,7 @@
 //! The stored logs of a run, under `.gpuflow/runs/<run-id>/`: `events.jsonl` (every event,
-//! one JSON object a line), one file per step (`<job run>/<step>-<name>.log`) and one
-//! per container (`<job run>/container-<name>.log`). It is fed by events like any other sink, so what
+//! one JSON object a line), one file per step (`<job run>/<step>-<name>.log`), one
+//! per container (`<job run>/container-<name>.log`) and the steps' summaries
+//! (`<job run>/summary.md`). It is fed by events like any other sink, so what
 //! is stored is exactly what was shown: masked, line by line, never buffered whole.
 
 use std::collections::HashMap;
@@ -114,6 +115,10 @@ impl LogStore {
                     _ => text.clone(),
                 };
                 self.write(state, path, &line)?;
+            }
+            EventKind::StepSummary { job, markdown, .. } => {
+                let path = self.job_dir(job).join("summary.md");
+                self.write(state, path, markdown.trim_end())?;
             }
             EventKind::StepFinished { job, step, .. } => {
                 if let Some(path) =

@@ -37,7 +37,7 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             ..
         } => format!("run {run_id} of `{workflow}` (logs: {log_dir})"),
         EventKind::RunFinished { result, .. } => format!("run {}", result.as_str()),
-        EventKind::JobQueued { .. } => return None,
+        EventKind::JobQueued { .. } | EventKind::StepSummary { .. } => return None,
         EventKind::JobStarted { job } => format!("{} started", p(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
         // The `job_skipped` line said it already.
