@@ -391,3 +391,30 @@ jobs:
     assert_eq!(ran.lines("j"), ["ready true"]);
     ran.assert_nothing_left().await;
 }
+
+#[tokio::test]
+async fn a_second_container_with_the_same_name_is_a_clear_error() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  twice:
+    steps:
+      - uses: start-container
+        with: { name: box, image: gpuflow-base:test, command: sleep 300 }
+      - name: again
+        uses: start-container
+        with: { name: box, image: gpuflow-base:test, command: sleep 300 }
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step("again"), StepOutcome::Failure);
+    let lines = ran.lines("twice").join("\n");
+    assert!(
+        lines.contains("this job already started a container named `box`"),
+        "{lines}"
+    );
+    assert!(lines.contains("another `name`"), "{lines}");
+    ran.assert_nothing_left().await;
+}

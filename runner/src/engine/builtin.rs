@@ -115,7 +115,13 @@ pub async fn run(
                     remove,
                 )
                 .await
-                .map_err(|e| format!("could not stop container `{container}`: {e}"))?;
+                .map_err(|e| {
+                    let mut m = format!("could not stop container `{container}`: {e}");
+                    if let Some(h) = e.hint() {
+                        m.push_str(&format!(" (help: {h})"));
+                    }
+                    m
+                })?;
             Ok(IndexMap::from([(
                 "exit-code".to_string(),
                 code.to_string(),

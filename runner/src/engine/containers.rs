@@ -17,6 +17,32 @@ use crate::backend::{
     BackendError, ContainerSpec, DockerBackend, LogLine, OutputStream, RunLabels,
 };
 
+/// Why a job's container could not be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("this job already started a container named `{name}`")]
+    Duplicate { name: String },
+    #[error("no container named `{name}` was started in this job")]
+    Unknown { name: String },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl ContainerError {
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Duplicate { .. } => {
+                Some("give the second `start-container` step another `name`".into())
+            }
+            Self::Unknown { .. } => Some(
+                "name a container a `start-container` step of this job started (its `name`, or its `id`)"
+                    .into(),
+            ),
+            Self::Backend(e) => e.hint(),
+        }
+    }
+}
+
 /// A container the job started.
 #[derive(Debug)]
 pub struct Started {
@@ -66,11 +92,10 @@ impl JobContainers {
         job: &JobRef,
         name: &str,
         mut spec: ContainerSpec,
-    ) -> Result<&Started, BackendError> {
+    ) -> Result<&Started, ContainerError> {
         if self.started.contains_key(name) {
-            return Err(BackendError::NameInUse {
+            return Err(ContainerError::Duplicate {
                 name: name.to_string(),
-                endpoint: "this job".into(),
             });
         }
         if spec.network.is_none() {
@@ -133,10 +158,10 @@ impl JobContainers {
         name: &str,
         grace: Duration,
         remove: bool,
-    ) -> Result<i64, BackendError> {
+    ) -> Result<i64, ContainerError> {
         let Some(started) = self.started.get(name) else {
-            return Err(BackendError::NoSuchContainer {
-                container: name.to_string(),
+            return Err(ContainerError::Unknown {
+                name: name.to_string(),
             });
         };
         let id = started.id.clone();
