@@ -514,13 +514,19 @@ jobs:
       - name: custom shell
         shell: sh {0}
         run: echo "${{ github.ref_name }}"
+      - name: chosen shell
+        if: always()
+        shell: ${{ github.head_ref }} {0}
+        run: echo hi
 "#)
     .await;
     assert_eq!(ran.step("refuse", "custom shell").0, StepOutcome::Failure);
+    assert_eq!(ran.step("refuse", "chosen shell").0, StepOutcome::Failure);
     let lines = ran.lines("refuse").join("\n");
     assert!(lines.contains("github.ref_name"), "{lines}");
     assert!(lines.contains("w.yml:"), "{lines}");
     assert!(lines.contains("env:"), "{lines}");
+    assert!(lines.contains("`shell` reads `github.head_ref`"), "{lines}");
 }
 
 #[tokio::test]

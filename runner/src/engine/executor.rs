@@ -777,7 +777,20 @@ impl JobRun {
                     })
             };
         let shell_text = match step.shell.clone().or_else(|| defaults(|d| &d.shell)) {
-            Some(s) => eval_string(&s, &ctx, &file)?,
+            Some(s) => {
+                // The shell is a command line: a value an outsider chooses must not pick it.
+                if let Ok(t) = parse_template(&s.value)
+                    && let Some(context) = t
+                        .expressions()
+                        .find_map(|(e, _)| script::untrusted_context(e))
+                {
+                    return Err(format!(
+                        "{}: `shell` reads `{context}`, which anyone who can push a branch or commit chooses (help: name the shell in the workflow)",
+                        file.location(s.span)
+                    ));
+                }
+                eval_string(&s, &ctx, &file)?
+            }
             None => String::new(),
         };
         let shell = Shell::parse(&shell_text);
