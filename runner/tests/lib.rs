@@ -1,8 +1,11 @@
 //! All integration tests build into one binary (one link step); one module per feature.
 
 mod cli;
+mod cli_run;
 mod diagnostics;
 mod docker;
+mod docker_engine;
+mod engine;
 mod expr;
 mod gc;
 mod generated;

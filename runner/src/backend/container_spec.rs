@@ -5,7 +5,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, ResourcesUlimits};
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, PortBinding,
+    ResourcesUlimits,
+};
 use indexmap::IndexMap;
 
 use super::labels::LABEL_PREFIX;
@@ -35,6 +38,9 @@ pub struct ContainerSpec {
     pub workdir: Option<String>,
     /// A network name, or `host` / `bridge` / `none` / `container:<name>`.
     pub network: Option<String>,
+    /// Extra names the container answers to on `network` (a service's `redis`), so several
+    /// runs can use the same short name without clashing container names.
+    pub network_aliases: Vec<String>,
     /// Size of `/dev/shm` in bytes.
     pub shm_size: Option<u64>,
     /// `host`, `private`, `shareable`, `container:<name>`; `host` by default with GPUs.
@@ -97,6 +103,7 @@ impl ContainerSpec {
             volumes: Vec::new(),
             workdir: None,
             network: None,
+            network_aliases: Vec::new(),
             shm_size: None,
             ipc: None,
             ulimits: Vec::new(),
@@ -163,6 +170,19 @@ impl ContainerSpec {
             attach_stdin: Some(false),
             open_stdin: Some(false),
             host_config: Some(host_config),
+            networking_config: self
+                .network
+                .as_ref()
+                .filter(|_| !self.network_aliases.is_empty())
+                .map(|network| NetworkingConfig {
+                    endpoints_config: Some(HashMap::from([(
+                        network.clone(),
+                        EndpointSettings {
+                            aliases: Some(self.network_aliases.clone()),
+                            ..Default::default()
+                        },
+                    )])),
+                }),
             ..Default::default()
         })
     }

@@ -46,6 +46,9 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
         check_job(&mut c, wf, job, &top);
     }
     let mut diags = c.diags;
+    for job in wf.jobs.values() {
+        diags.extend(check_step_containers(&job.steps, file, &wf.actions));
+    }
     for action in wf.actions.values() {
         diags.extend(check_action(action));
     }
@@ -74,7 +77,92 @@ pub fn check_action(action: &Action) -> Diagnostics {
     for output in action.outputs.values() {
         c.template(&output.value, Place::ActionOutput, &scope);
     }
-    c.diags
+    let mut diags = c.diags;
+    diags.extend(check_step_containers(
+        &action.runs.steps,
+        &action.file,
+        &indexmap::IndexMap::new(),
+    ));
+    diags
+}
+
+/// A `run:` step's `container: NAME` must name a container an earlier `start-container` step
+/// of the same job (or action) starts. A name computed by an expression is known only when
+/// the job runs, so from the first such step on any name is accepted. A local action's own
+/// `start-container` steps count too (an action not in `actions` could start anything).
+fn check_step_containers(
+    steps: &[Step],
+    file: &Arc<SourceFile>,
+    actions: &indexmap::IndexMap<String, Action>,
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let mut started: Vec<String> = Vec::new();
+    let mut dynamic = false;
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(wanted) = &step.container
+            && !dynamic
+            && !wanted.value.contains("${{")
+            && !started.contains(&wanted.value)
+        {
+            let later = steps[i + 1..]
+                .iter()
+                .any(|s| started_name(s).as_deref() == Some(wanted.value.as_str()));
+            let d = Diagnostic::error(
+                file,
+                wanted.span,
+                format!("unknown container `{}`", wanted.value),
+            );
+            let d = if later {
+                d.label("started by a later step")
+                    .hint("move the `start-container` step before this one")
+            } else if let Some(hint) = crate::diag::did_you_mean(&wanted.value, &started) {
+                d.label("no earlier `start-container` step starts it")
+                    .hint(hint)
+            } else if started.is_empty() {
+                d.label("no earlier `start-container` step starts it")
+                    .hint("start it first with `uses: start-container` (its `name`, or its `id`)")
+            } else {
+                d.label("no earlier `start-container` step starts it")
+                    .note(format!(
+                        "containers started before this step: {}",
+                        crate::diag::join_quoted(&started, "and")
+                    ))
+            };
+            diags.push(d);
+        }
+        let from_action: Vec<&Step> = match step.uses.as_ref().map(|u| &u.value) {
+            Some(crate::workflow::model::Uses::Local(path)) => match actions.get(path) {
+                Some(action) => action.runs.steps.iter().collect(),
+                None => {
+                    dynamic = true;
+                    Vec::new()
+                }
+            },
+            _ => vec![step],
+        };
+        for s in from_action {
+            match started_name(s) {
+                Some(name) if name.contains("${{") => dynamic = true,
+                Some(name) => started.push(name),
+                None => {}
+            }
+        }
+    }
+    diags
+}
+
+/// The name a `start-container` step gives its container: `with.name`, else the step's id.
+fn started_name(step: &Step) -> Option<String> {
+    let is_start = step.uses.as_ref().is_some_and(
+        |u| matches!(&u.value, crate::workflow::model::Uses::Builtin(b) if b == "start-container"),
+    );
+    if !is_start {
+        return None;
+    }
+    match step.with.get("name").map(|v| &v.value) {
+        Some(crate::workflow::model::Value::String(s)) => Some(s.clone()),
+        _ => step.id.as_ref().map(|id| id.value.clone()),
+    }
 }
 
 fn check_job(c: &mut ExprChecker<'_>, wf: &Workflow, job: &Job, top: &Scope) {
@@ -192,9 +280,15 @@ fn check_step(c: &mut ExprChecker<'_>, step: &Step, scope: &Scope, place: Place,
     if let Some(cond) = &step.condition {
         c.condition(cond, if_place, scope);
     }
-    for s in [&step.name, &step.run, &step.shell, &step.working_directory]
-        .into_iter()
-        .flatten()
+    for s in [
+        &step.name,
+        &step.run,
+        &step.shell,
+        &step.working_directory,
+        &step.container,
+    ]
+    .into_iter()
+    .flatten()
     {
         c.template(s, place, scope);
     }
@@ -298,4 +392,76 @@ pub fn load_and_check(
         _ => {}
     }
     Ok((loaded, diags.sorted()))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diag::SourceFile;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        let file = SourceFile::new("w.yml", yaml);
+        let (wf, mut diags) = crate::workflow::load_workflow_in(&file, std::path::Path::new("."));
+        if let Some(wf) = wf {
+            diags.extend(super::check_workflow(&wf, &file));
+        }
+        diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| format!("{} {} {:?}", d.location(), d.message, d.hints))
+            .collect()
+    }
+
+    const START: &str = "on: push\njobs:\n  j:\n    steps:\n";
+
+    fn repo_root() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    }
+
+    #[test]
+    fn a_step_container_must_be_started_by_an_earlier_step() {
+        let ok = format!(
+            "{START}      - id: server\n        uses: start-container\n        with: {{ image: x }}\n      - container: server\n        run: echo\n"
+        );
+        assert_eq!(errors(&ok), Vec::<String>::new());
+        let typo = format!(
+            "{START}      - id: server\n        uses: start-container\n        with: {{ image: x }}\n      - container: sever\n        run: echo\n"
+        );
+        let e = errors(&typo);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].contains("w.yml:8:") && e[0].contains("unknown container `sever`"),
+            "{e:?}"
+        );
+        assert!(e[0].contains("did you mean `server`"), "{e:?}");
+        let from_action = format!(
+            "{START}      - uses: ./actions/sglang-server\n        with: {{ model: /m }}\n      - container: server\n        run: echo\n"
+        );
+        let file = SourceFile::new("w.yml", from_action);
+        let (wf, diags) = crate::workflow::load_workflow_in(&file, &repo_root());
+        assert!(!diags.has_errors(), "{diags:?}");
+        assert!(!super::check_workflow(&wf.unwrap(), &file).has_errors());
+        let later = format!(
+            "{START}      - container: box\n        run: echo\n      - uses: start-container\n        with: {{ image: x, name: box }}\n"
+        );
+        assert!(
+            errors(&later)[0].contains("start-container"),
+            "{:?}",
+            errors(&later)
+        );
+    }
+
+    #[test]
+    fn container_belongs_to_run_steps_only() {
+        let e = errors(&format!(
+            "{START}      - uses: stop-container\n        container: x\n        with: {{ container: x }}\n"
+        ));
+        assert!(
+            e.iter()
+                .any(|m| m.contains("`container` only applies to `run` steps")),
+            "{e:?}"
+        );
+    }
 }

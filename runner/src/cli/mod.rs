@@ -8,6 +8,7 @@ mod eval;
 mod gc;
 mod hosts;
 mod plan;
+mod run;
 mod schema;
 mod validate;
 mod wait_for_signal;
@@ -47,6 +48,8 @@ pub enum Command {
     Validate(validate::Args),
     /// Show the expanded job graph of a workflow (matrix cells, needs, steps).
     Plan(plan::Args),
+    /// Run a workflow: jobs as a dependency graph, steps on the host or in containers.
+    Run(run::Args),
     /// Evaluate a `${{ }}` expression, to try the language out.
     Eval(eval::Args),
     /// Show a built-in step's inputs, outputs and an example.
@@ -80,6 +83,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Validate(args) => validate::run(&args, render),
         Command::Plan(args) => plan::run(&args, render),
+        Command::Run(args) => run::run(&args, render),
         Command::Eval(args) => eval::run(&args, render),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),

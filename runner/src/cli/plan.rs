@@ -82,7 +82,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
 
 /// A job name with `${{ }}` (e.g. `bench ${{ matrix.bs }}`), evaluated for one matrix cell.
 /// Only `matrix` is known before running; a name using more is shown as written.
-fn evaluate_name(name: &str, cell: &IndexMap<String, serde_json::Value>) -> String {
+pub(super) fn evaluate_name(name: &str, cell: &IndexMap<String, serde_json::Value>) -> String {
     let matrix = Value::Object(
         cell.iter()
             .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))

@@ -19,6 +19,7 @@ const STEP_KEYS: &[&str] = &[
     "run",
     "shell",
     "working-directory",
+    "container",
     "uses",
     "with",
     "env",
@@ -46,6 +47,7 @@ impl Reader {
             run: None,
             shell: None,
             working_directory: None,
+            container: None,
             uses: None,
             with: IndexMap::new(),
             env: IndexMap::new(),
@@ -75,6 +77,7 @@ impl Reader {
                 "working-directory" => {
                     step.working_directory = self.optional_string("working-directory", v)
                 }
+                "container" => step.container = self.optional_string("container", v),
                 "uses" => {
                     if let Some(s) = self.string("uses", v) {
                         step.uses = self.parse_uses(&s);
@@ -122,7 +125,7 @@ impl Reader {
                 }
             }
             (None, Some(_)) => {
-                for name in ["shell", "working-directory"] {
+                for name in ["shell", "working-directory", "container"] {
                     if let Some(e) = key(name) {
                         let d = self
                             .err(e.key.span, format!("`{name}` only applies to `run` steps"))

@@ -42,6 +42,11 @@ pub struct Step {
     /// The folder a `run:` step starts in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub working_directory: Option<Spanned<String>>,
+    /// Run this `run:` step inside the container an earlier `start-container` step started,
+    /// by its name (`container: server`), instead of on the host or in the job's container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "schema::scalar_string")]
+    pub container: Option<Spanned<String>>,
     /// What the step runs: a built-in (`wait-for-health`), a local action
     /// (`./actions/sglang-server`), a remote action (`owner/repo/path@ref`) or an image
     /// (`docker://alpine:3`).

@@ -1,0 +1,134 @@
+//! Executing the built-in steps the engine runs today: `start-container` and
+//! `stop-container`. Their inputs come from the declarations in [`crate::steps`] (defaults
+//! included), so what runs is what `gpuflow docs` describes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+use super::container_inputs::start_container_spec;
+use super::containers::JobContainers;
+use super::evaluate::eval_value;
+use super::event::JobRef;
+use super::executor::Shared;
+use crate::backend::GpuRequest;
+use crate::diag::SourceFile;
+use crate::expr::{MapContext, Value};
+use crate::workflow::model::Step;
+
+/// The step's `with:` evaluated, with the declared defaults for what it leaves out.
+pub fn inputs(
+    name: &str,
+    step: &Step,
+    ctx: &MapContext,
+    file: &SourceFile,
+) -> Result<IndexMap<String, Value>, String> {
+    let spec = crate::steps::builtin(name).ok_or_else(|| format!("unknown built-in `{name}`"))?;
+    let mut out = IndexMap::new();
+    for input in spec.inputs {
+        if let Some(v) = step.with.get(input.name) {
+            out.insert(input.name.to_string(), eval_value(v, ctx, file)?);
+        } else if let Some(d) = input.default {
+            out.insert(input.name.to_string(), Value::String(d.to_string()));
+        } else if input.required {
+            return Err(format!(
+                "{}: `{name}` needs the input `{}`",
+                file.location(step.span),
+                input.name
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the built-in `name`; returns its outputs.
+pub async fn run(
+    name: &str,
+    inputs: &IndexMap<String, Value>,
+    step_id: Option<&str>,
+    containers: &mut JobContainers,
+    shared: &Arc<Shared>,
+    job: &JobRef,
+    job_gpus: Option<GpuRequest>,
+) -> Result<IndexMap<String, String>, String> {
+    let text = |k: &str| {
+        inputs
+            .get(k)
+            .map(Value::to_expr_string)
+            .filter(|s| !s.is_empty())
+    };
+    match name {
+        "start-container" => {
+            let container = text("name").or_else(|| step_id.map(String::from)).ok_or(
+                "give the container a name: `with: { name: server }`, or give the step an `id`",
+            )?;
+            let spec = start_container_spec(inputs, job_gpus)?;
+            match text("pull").as_deref() {
+                Some("always") => containers
+                    .docker
+                    .pull_image(&spec.image)
+                    .await
+                    .map_err(|e| e.to_string())?,
+                Some("never") => {
+                    let has = containers
+                        .docker
+                        .has_image(&spec.image)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if !has {
+                        return Err(format!(
+                            "the image `{}` is not on the engine and `pull: never` was asked",
+                            spec.image
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            let started = containers
+                .start(shared, job, &container, spec)
+                .await
+                .map_err(|e| {
+                    let mut m = format!("could not start container `{container}`: {e}");
+                    if let Some(h) = e.hint() {
+                        m.push_str(&format!(" (help: {h})"));
+                    }
+                    m
+                })?;
+            Ok(IndexMap::from([
+                ("name".to_string(), container.clone()),
+                ("id".to_string(), started.id.clone()),
+            ]))
+        }
+        "stop-container" => {
+            let container = text("container").ok_or("the input `container` is required")?;
+            let timeout = text("timeout").unwrap_or_else(|| "10s".into());
+            let grace = humantime::parse_duration(&timeout)
+                .map_err(|_| format!("`timeout` is `{timeout}`, not a duration such as `30s`"))?;
+            let remove = text("remove").is_none_or(|r| r != "false");
+            let code = containers
+                .stop(
+                    shared,
+                    job,
+                    &container,
+                    grace.max(Duration::from_secs(0)),
+                    remove,
+                )
+                .await
+                .map_err(|e| {
+                    let mut m = format!("could not stop container `{container}`: {e}");
+                    if let Some(h) = e.hint() {
+                        m.push_str(&format!(" (help: {h})"));
+                    }
+                    m
+                })?;
+            Ok(IndexMap::from([(
+                "exit-code".to_string(),
+                code.to_string(),
+            )]))
+        }
+        other => Err(format!(
+            "the built-in step `{other}` is not available yet (refused before the run)"
+        )),
+    }
+}

@@ -1,0 +1,224 @@
+//! The containers and network of one job run: services, the job's container and those
+//! `start-container` steps start, by the name steps use for them. All of them go when the job
+//! ends, whatever happened (unless `--keep-containers`); their output becomes log events.
+//!
+//! Docker names are global, so each container gets a unique Docker name
+//! (`gpuflow-<run>-<job>-<name>`) and answers to its short name on the job's network.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use tokio::task::JoinHandle;
+
+use super::event::{EventKind, JobRef, Stream};
+use super::executor::Shared;
+use crate::backend::{
+    BackendError, ContainerSpec, DockerBackend, LogLine, OutputStream, RunLabels,
+};
+
+/// Why a job's container could not be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("this job already started a container named `{name}`")]
+    Duplicate { name: String },
+    #[error("no container named `{name}` was started in this job")]
+    Unknown { name: String },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl ContainerError {
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Duplicate { .. } => {
+                Some("give the second `start-container` step another `name`".into())
+            }
+            Self::Unknown { .. } => Some(
+                "name a container a `start-container` step of this job started (its `name`, or its `id`)"
+                    .into(),
+            ),
+            Self::Backend(e) => e.hint(),
+        }
+    }
+}
+
+/// A container the job started.
+#[derive(Debug)]
+pub struct Started {
+    pub id: String,
+    /// Its Docker name.
+    pub docker_name: String,
+    forward: Option<JoinHandle<()>>,
+}
+
+/// Everything Docker-side of one job run.
+pub struct JobContainers {
+    pub docker: DockerBackend,
+    labels: RunLabels,
+    prefix: String,
+    network: Option<String>,
+    pub started: IndexMap<String, Started>,
+}
+
+impl JobContainers {
+    pub fn new(docker: DockerBackend, run_id: &str, job: &JobRef) -> Self {
+        let job_part = super::log_store::slug(&job.job).to_ascii_lowercase();
+        Self {
+            docker,
+            labels: RunLabels::new(run_id, job.job.clone()),
+            prefix: format!("gpuflow-{}-{job_part}-{}", run_stamp(run_id), job.cell + 1),
+            network: None,
+            started: IndexMap::new(),
+        }
+    }
+
+    /// The job's network, created on first use.
+    pub async fn network(&mut self) -> Result<String, BackendError> {
+        if let Some(n) = &self.network {
+            return Ok(n.clone());
+        }
+        let name = format!("{}-net", self.prefix);
+        self.docker.create_network(&self.labels, &name).await?;
+        self.network = Some(name.clone());
+        Ok(name)
+    }
+
+    /// Starts `spec` as `name`: on the job's network (answering to `name`) unless the spec
+    /// names another network, its output forwarded as log events.
+    pub async fn start(
+        &mut self,
+        shared: &Arc<Shared>,
+        job: &JobRef,
+        name: &str,
+        mut spec: ContainerSpec,
+    ) -> Result<&Started, ContainerError> {
+        if self.started.contains_key(name) {
+            return Err(ContainerError::Duplicate {
+                name: name.to_string(),
+            });
+        }
+        if spec.network.is_none() {
+            spec.network = Some(self.network().await?);
+            spec.network_aliases = vec![name.to_string()];
+        }
+        let docker_name = format!(
+            "{}-{}",
+            self.prefix,
+            super::log_store::slug(name).to_ascii_lowercase()
+        );
+        spec.name = Some(docker_name.clone());
+        let (container, output) = self
+            .docker
+            .start_container_attached(&self.labels, &spec)
+            .await?;
+        let forward = {
+            let shared = shared.clone();
+            let job = job.clone();
+            let name = name.to_string();
+            tokio::spawn(async move {
+                let sink = |line: LogLine| {
+                    let stream = match line.stream {
+                        OutputStream::Stdout => Stream::Stdout,
+                        OutputStream::Stderr => Stream::Stderr,
+                    };
+                    shared.emit(EventKind::LogLine {
+                        job: job.clone(),
+                        step: None,
+                        container: Some(name.clone()),
+                        stream,
+                        text: shared.masker.mask(&line.text),
+                    });
+                };
+                let _ = output.forward(sink).await;
+            })
+        };
+        shared.emit(EventKind::ContainerStarted {
+            job: job.clone(),
+            name: name.to_string(),
+            id: container.id.clone(),
+            image: spec.image.clone(),
+        });
+        self.started.insert(
+            name.to_string(),
+            Started {
+                id: container.id,
+                docker_name,
+                forward: Some(forward),
+            },
+        );
+        Ok(&self.started[name])
+    }
+
+    /// Stops a container early (`stop-container`); returns its exit code.
+    pub async fn stop(
+        &mut self,
+        shared: &Arc<Shared>,
+        job: &JobRef,
+        name: &str,
+        grace: Duration,
+        remove: bool,
+    ) -> Result<i64, ContainerError> {
+        let Some(started) = self.started.get(name) else {
+            return Err(ContainerError::Unknown {
+                name: name.to_string(),
+            });
+        };
+        let id = started.id.clone();
+        self.docker.stop_container(&id, grace).await?;
+        let code = self.docker.wait_exit(&id).await?;
+        if remove {
+            self.remove_one(shared, job, name).await?;
+        }
+        Ok(code)
+    }
+
+    async fn remove_one(
+        &mut self,
+        shared: &Arc<Shared>,
+        job: &JobRef,
+        name: &str,
+    ) -> Result<(), BackendError> {
+        let Some(mut started) = self.started.shift_remove(name) else {
+            return Ok(());
+        };
+        self.docker.remove_container(&started.id).await?;
+        if let Some(forward) = started.forward.take() {
+            // The output closes with the container; don't wait on a stuck stream for long.
+            let _ = tokio::time::timeout(Duration::from_secs(5), forward).await;
+        }
+        shared.emit(EventKind::ContainerRemoved {
+            job: job.clone(),
+            name: name.to_string(),
+        });
+        Ok(())
+    }
+
+    /// Removes every container of the job, then its network; every removal is tried and
+    /// awaited. Returns what could not be removed.
+    pub async fn remove_all(&mut self, shared: &Arc<Shared>, job: &JobRef) -> Vec<String> {
+        let mut problems = Vec::new();
+        let names: Vec<String> = self.started.keys().rev().cloned().collect();
+        for name in names {
+            if let Err(e) = self.remove_one(shared, job, &name).await {
+                problems.push(format!("container `{name}`: {e}"));
+            }
+        }
+        if let Some(network) = self.network.take()
+            && let Err(e) = self.docker.remove_network(&network).await
+        {
+            problems.push(format!("network `{network}`: {e}"));
+        }
+        problems
+    }
+}
+
+/// The run id without characters Docker names refuse.
+fn run_stamp(run_id: &str) -> String {
+    let s: String = run_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .take(20)
+        .collect();
+    s.to_ascii_lowercase()
+}

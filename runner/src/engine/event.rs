@@ -1,0 +1,249 @@
+//! The one thing the engine says to the rest of gpuflow: a stream of [`Event`]s. The live view,
+//! `--json`, the stored logs and later the results store all read these; none of them reaches
+//! into the engine, and nothing in the engine prints.
+//!
+//! Log lines arrive here already masked: a secret never reaches a sink.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Something that happened during a run, `elapsed` since the run started. In JSON it is one
+/// object: `{"elapsed": 1.234, "type": "step_finished", …the kind's fields}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Seconds since the run started (millisecond precision in JSON).
+    pub elapsed: Duration,
+    pub kind: EventKind,
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let kind = serde_json::to_value(&self.kind).map_err(S::Error::custom)?;
+        let mut object = serde_json::Map::new();
+        object.insert(
+            "elapsed".into(),
+            serde_json::json!((self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0),
+        );
+        if let serde_json::Value::Object(fields) = kind {
+            object.extend(fields);
+        }
+        object.serialize(s)
+    }
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+/// Which run of a job: its id and, for a matrix, its cell.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct JobRef {
+    /// The key under `jobs:`.
+    pub job: String,
+    /// Index of the matrix cell (0 without a matrix).
+    pub cell: usize,
+    /// GitHub's display form: `bench (nccl, 128)`.
+    pub display: String,
+}
+
+/// How a job run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobResult {
+    Success,
+    Failure,
+    Cancelled,
+    Skipped,
+}
+
+impl JobResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Cancelled => "cancelled",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// A step's result, as `steps.<id>.outcome` (before `continue-on-error`) and
+/// `steps.<id>.conclusion` (after) read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepOutcome {
+    Success,
+    Failure,
+    Cancelled,
+    Skipped,
+}
+
+impl StepOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Cancelled => "cancelled",
+            Self::Skipped => "skipped",
+        }
+    }
+}
+
+/// Which output stream a log line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+    /// Said by gpuflow itself about the step (why it failed, what was refused).
+    Runner,
+}
+
+/// What happened. Serialized with a `"type"` field naming the variant (`"step_finished"`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    RunStarted {
+        run_id: String,
+        workflow: String,
+        /// Where the run's logs are stored.
+        log_dir: String,
+        jobs: usize,
+    },
+    RunFinished {
+        run_id: String,
+        result: JobResult,
+    },
+    JobQueued {
+        job: JobRef,
+    },
+    JobStarted {
+        job: JobRef,
+    },
+    JobSkipped {
+        job: JobRef,
+        reason: String,
+    },
+    JobFinished {
+        job: JobRef,
+        result: JobResult,
+        #[serde(serialize_with = "seconds")]
+        duration: Duration,
+    },
+    StepStarted {
+        job: JobRef,
+        /// Position in the job, from 1 (steps of a composite action are `3.1`, `3.2`…).
+        step: String,
+        name: String,
+    },
+    StepFinished {
+        job: JobRef,
+        step: String,
+        name: String,
+        outcome: StepOutcome,
+        conclusion: StepOutcome,
+        #[serde(serialize_with = "seconds")]
+        duration: Duration,
+    },
+    LogLine {
+        job: JobRef,
+        /// `None` for a container's own output between steps.
+        step: Option<String>,
+        /// A container's name, when the line is its output rather than a step's.
+        container: Option<String>,
+        stream: Stream,
+        text: String,
+    },
+    /// What a step wrote to `$GITHUB_STEP_SUMMARY` (Markdown), when it wrote anything.
+    StepSummary {
+        job: JobRef,
+        step: String,
+        markdown: String,
+    },
+    ContainerStarted {
+        job: JobRef,
+        name: String,
+        id: String,
+        image: String,
+    },
+    ContainerRemoved {
+        job: JobRef,
+        name: String,
+    },
+    Warning {
+        job: Option<JobRef>,
+        message: String,
+    },
+}
+
+/// Where events go. Called from the engine's tasks as things happen; an implementation must
+/// not hold on to the caller for long (it prints, writes a file, or stores).
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: Event);
+}
+
+/// Keeps every event, for tests and for tools that want the whole run at the end.
+#[derive(Clone, Debug, Default)]
+pub struct CollectSink {
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl CollectSink {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of the events so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+}
+
+impl EventSink for CollectSink {
+    fn emit(&self, event: Event) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event);
+        }
+    }
+}
+
+/// Hands every event to several sinks in order (the terminal and the stored logs).
+pub struct Tee(pub Vec<Arc<dyn EventSink>>);
+
+impl EventSink for Tee {
+    fn emit(&self, event: Event) {
+        if let Some((last, rest)) = self.0.split_last() {
+            for sink in rest {
+                sink.emit(event.clone());
+            }
+            last.emit(event);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_a_type_tag_and_seconds() {
+        let e = Event {
+            elapsed: Duration::from_millis(1500),
+            kind: EventKind::JobSkipped {
+                job: JobRef {
+                    job: "build".into(),
+                    cell: 0,
+                    display: "build".into(),
+                },
+                reason: "a needed job failed".into(),
+            },
+        };
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["type"], "job_skipped");
+        assert_eq!(json["elapsed"], 1.5);
+        assert_eq!(json["job"]["job"], "build");
+    }
+}

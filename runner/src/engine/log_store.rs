@@ -1,0 +1,200 @@
+//! The stored logs of a run, under `.gpuflow/runs/<run-id>/`: `events.jsonl` (every event,
+//! one JSON object a line), one file per step (`<job run>/<step>-<name>.log`), one
+//! per container (`<job run>/container-<name>.log`) and the steps' summaries
+//! (`<job run>/summary.md`). It is fed by events like any other sink, so what
+//! is stored is exactly what was shown: masked, line by line, never buffered whole.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::event::{Event, EventKind, EventSink, JobRef, Stream};
+
+/// Writes a run's logs as events arrive.
+#[derive(Debug)]
+pub struct LogStore {
+    dir: PathBuf,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    events: Option<BufWriter<File>>,
+    open: HashMap<PathBuf, BufWriter<File>>,
+    /// Step key (job, cell, step) → its file, fixed at `step_started`.
+    step_files: HashMap<(String, usize, String), PathBuf>,
+    /// The first write error; later ones add nothing.
+    failed: Option<String>,
+}
+
+impl LogStore {
+    /// Creates `dir` (and its parents).
+    pub fn create(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir)?;
+        let events = BufWriter::new(File::create(dir.join("events.jsonl"))?);
+        Ok(Self {
+            dir,
+            state: Mutex::new(State {
+                events: Some(events),
+                ..State::default()
+            }),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The first error met writing the logs, if any.
+    pub fn write_error(&self) -> Option<String> {
+        self.state.lock().ok().and_then(|s| s.failed.clone())
+    }
+
+    /// One folder per job run, named after its display name (`bench (nccl, 128)` →
+    /// `bench-nccl-128`), so matrix cells are told apart by their values.
+    fn job_dir(&self, job: &JobRef) -> PathBuf {
+        self.dir.join(slug(&job.display))
+    }
+
+    fn write(&self, state: &mut State, path: PathBuf, line: &str) -> std::io::Result<()> {
+        if !state.open.contains_key(&path) {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?;
+            state.open.insert(path.clone(), BufWriter::new(file));
+        }
+        let w = state.open.get_mut(&path).expect("opened above");
+        writeln!(w, "{line}")
+    }
+
+    fn record(&self, state: &mut State, event: &Event) -> std::io::Result<()> {
+        if let Some(w) = state.events.as_mut() {
+            serde_json::to_writer(&mut *w, event)?;
+            w.write_all(b"\n")?;
+        }
+        match &event.kind {
+            EventKind::StepStarted { job, step, name } => {
+                let path = self.job_dir(job).join(format!(
+                    "{}-{}.log",
+                    step.replace('.', "-"),
+                    slug(name)
+                ));
+                state
+                    .step_files
+                    .insert((job.job.clone(), job.cell, step.clone()), path);
+            }
+            EventKind::LogLine {
+                job,
+                step,
+                container,
+                stream,
+                text,
+            } => {
+                let path = match (container, step) {
+                    (Some(c), _) => self.job_dir(job).join(format!("container-{}.log", slug(c))),
+                    (None, Some(step)) => {
+                        match state
+                            .step_files
+                            .get(&(job.job.clone(), job.cell, step.clone()))
+                        {
+                            Some(p) => p.clone(),
+                            None => self.job_dir(job).join("job.log"),
+                        }
+                    }
+                    (None, None) => self.job_dir(job).join("job.log"),
+                };
+                let line = match stream {
+                    Stream::Runner => format!("gpuflow: {text}"),
+                    _ => text.clone(),
+                };
+                self.write(state, path, &line)?;
+            }
+            EventKind::StepSummary { job, markdown, .. } => {
+                let path = self.job_dir(job).join("summary.md");
+                self.write(state, path, markdown.trim_end())?;
+            }
+            EventKind::StepFinished { job, step, .. } => {
+                if let Some(path) =
+                    state
+                        .step_files
+                        .remove(&(job.job.clone(), job.cell, step.clone()))
+                    && let Some(mut w) = state.open.remove(&path)
+                {
+                    w.flush()?;
+                }
+            }
+            EventKind::JobFinished { job, .. } | EventKind::JobSkipped { job, .. } => {
+                let dir = self.job_dir(job);
+                let done: Vec<PathBuf> = state
+                    .open
+                    .keys()
+                    .filter(|p| p.starts_with(&dir))
+                    .cloned()
+                    .collect();
+                for p in done {
+                    if let Some(mut w) = state.open.remove(&p) {
+                        w.flush()?;
+                    }
+                }
+            }
+            EventKind::RunFinished { .. } => {
+                for (_, mut w) in state.open.drain() {
+                    w.flush()?;
+                }
+                if let Some(w) = state.events.as_mut() {
+                    w.flush()?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl EventSink for LogStore {
+    fn emit(&self, event: Event) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        // The run goes on without stored logs; the caller says so at the end.
+        if let Err(e) = self.record(&mut state, &event)
+            && state.failed.is_none()
+        {
+            state.failed = Some(format!("writing in `{}`: {e}", self.dir.display()));
+        }
+    }
+}
+
+/// A file-name-safe form of a name: letters, digits, `-`, `_` and `.`, at most 60 of them.
+pub fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut collapsed = String::with_capacity(s.len());
+    for c in s.chars() {
+        if !(c == '-' && collapsed.ends_with('-')) {
+            collapsed.push(c);
+        }
+    }
+    let s: String = collapsed.chars().take(60).collect();
+    let s = s.trim_matches('-');
+    if s.is_empty() {
+        "step".into()
+    } else {
+        s.to_string()
+    }
+}

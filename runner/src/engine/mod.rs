@@ -1,0 +1,39 @@
+//! The engine: runs a [`Plan`](crate::plan::Plan) of a loaded workflow.
+//!
+//! Owns job scheduling ([`dispatcher`]: a real DAG, `max-parallel`, fail-fast, job `if:`),
+//! running one job ([`executor`]: contexts, steps, outputs, timeouts, clean-up), where `run:`
+//! scripts execute (behind [`ScriptRunner`]: [`host`] processes or [`container_runner`]
+//! execs), the built-in steps it runs ([`builtin`]), secret masking ([`mask`]) and the stored
+//! logs ([`log_store`]).
+//!
+//! It talks to the rest only through [`Event`]s given to an [`EventSink`]; it never prints.
+//! Cancellation comes in as a `CancellationToken` (the signal module drives it), and the
+//! Docker engine as an already connected [`DockerBackend`](crate::backend::DockerBackend):
+//! the engine chooses neither hosts nor how to render anything.
+
+pub mod builtin;
+mod composite;
+pub mod container_inputs;
+pub mod container_runner;
+pub mod containers;
+pub mod dispatcher;
+pub mod evaluate;
+pub mod event;
+pub mod executor;
+pub mod host;
+pub mod inputs;
+pub mod log_store;
+pub mod mask;
+pub mod options;
+pub mod output_file;
+pub mod preflight;
+pub mod script;
+pub mod script_runner;
+
+pub use dispatcher::{RunReport, run};
+pub use event::{
+    CollectSink, Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream, Tee,
+};
+pub use log_store::LogStore;
+pub use options::{RunOptions, new_run_id};
+pub use script_runner::ScriptRunner;

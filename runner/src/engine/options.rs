@@ -1,0 +1,97 @@
+//! What a run is given from outside: its id, where it works and logs, inputs and secrets,
+//! and how patient it is when stopping things.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+/// Settings of one run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Labels every container and names the log folder.
+    pub run_id: String,
+    /// The folder steps start in (`github.workspace`): normally the repository.
+    pub workspace: PathBuf,
+    /// Where this run's logs go (`.gpuflow/runs/<run-id>/`).
+    pub log_dir: PathBuf,
+    /// `--input name=value`, as given; checked against the workflow's `workflow_dispatch`.
+    pub inputs: IndexMap<String, String>,
+    /// Secret name → value (`secrets.NAME`); every value is masked in logs.
+    pub secrets: IndexMap<String, String>,
+    /// `vars.NAME`.
+    pub vars: IndexMap<String, String>,
+    /// Leave containers and networks in place at job end (`--keep-containers`), to debug.
+    pub keep_containers: bool,
+    /// Between SIGTERM and SIGKILL when a step is stopped.
+    pub grace: Duration,
+    /// Cancelled steps are still waited for; `always()` steps after a cancellation get this
+    /// long at most.
+    pub cleanup_timeout: Duration,
+}
+
+impl RunOptions {
+    /// Defaults for a run with this id in `workspace`: logs under
+    /// `workspace/.gpuflow/runs/<run-id>`.
+    pub fn new(run_id: impl Into<String>, workspace: impl Into<PathBuf>) -> Self {
+        let run_id = run_id.into();
+        let workspace = workspace.into();
+        Self {
+            log_dir: workspace.join(".gpuflow").join("runs").join(&run_id),
+            run_id,
+            workspace,
+            inputs: IndexMap::new(),
+            secrets: IndexMap::new(),
+            vars: IndexMap::new(),
+            keep_containers: false,
+            grace: Duration::from_secs(10),
+            cleanup_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A new run id: the UTC time and a random suffix (`20261130-083512-7f3a`), sortable and
+/// unique enough for one machine.
+pub fn new_run_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    // Two runs started in the same second differ in their nanoseconds or their pid.
+    let suffix = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) as u16;
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{suffix:04x}",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_422), (2025, 11, 30));
+        let id = new_run_id();
+        assert_eq!(id.len(), 20, "{id}");
+    }
+}

@@ -1,0 +1,77 @@
+//! Refusals before anything starts: steps gpuflow cannot run yet are errors at their `uses:`,
+//! never silent skips found halfway through a run.
+
+use crate::diag::{Diagnostic, Diagnostics, join_quoted};
+use crate::workflow::model::{Step, Uses, Workflow};
+
+/// The built-in steps the engine executes today.
+pub const AVAILABLE_BUILTINS: &[&str] = &["start-container", "stop-container"];
+
+/// Every step of the workflow (and of the local actions it uses) the engine cannot run.
+pub fn check(wf: &Workflow) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    for job in wf.jobs.values() {
+        check_steps(&job.steps, &wf.file, &mut diags);
+    }
+    for action in wf.actions.values() {
+        check_steps(&action.runs.steps, &action.file, &mut diags);
+    }
+    diags.sorted()
+}
+
+fn check_steps(
+    steps: &[Step],
+    file: &std::sync::Arc<crate::diag::SourceFile>,
+    diags: &mut Diagnostics,
+) {
+    for step in steps {
+        let Some(uses) = &step.uses else { continue };
+        let d = match &uses.value {
+            Uses::Builtin(name) if !AVAILABLE_BUILTINS.contains(&name.as_str()) => {
+                Diagnostic::error(
+                    file,
+                    uses.span,
+                    format!("the built-in step `{name}` is not available yet"),
+                )
+                .label("`gpuflow run` cannot run this step yet")
+                .hint(format!(
+                    "the built-ins that run today are {}; `validate` and `plan` accept `{name}` already",
+                    join_quoted(AVAILABLE_BUILTINS, "and")
+                ))
+            }
+            Uses::Remote { .. } => Diagnostic::error(
+                file,
+                uses.span,
+                format!("remote actions (`{}`) are not supported", uses.value),
+            )
+            .label("gpuflow runs built-in steps and local actions only")
+            .hint("copy the action into this repository and use it as `./path/to/action`"),
+            Uses::Docker(image) => Diagnostic::error(
+                file,
+                uses.span,
+                format!("`docker://{image}` steps are not supported yet"),
+            )
+            .label("not runnable yet")
+            .hint("start the image with `uses: start-container` and run commands in it with `container:`"),
+            _ => continue,
+        };
+        diags.push(d);
+    }
+}
+
+/// Whether running the workflow needs a Docker engine (a job container, services, a
+/// `start-container` step, or a step running in a container).
+pub fn needs_docker(wf: &Workflow) -> bool {
+    let steps_need = |steps: &[Step]| {
+        steps.iter().any(|s| {
+            s.container.is_some()
+                || s.uses
+                    .as_ref()
+                    .is_some_and(|u| matches!(&u.value, Uses::Builtin(_)))
+        })
+    };
+    wf.jobs
+        .values()
+        .any(|j| j.container.is_some() || !j.services.is_empty() || steps_need(&j.steps))
+        || wf.actions.values().any(|a| steps_need(&a.runs.steps))
+}

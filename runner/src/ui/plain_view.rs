@@ -1,0 +1,217 @@
+//! Plain lines, one per thing that happened, prefixed by job and step so interleaved jobs stay
+//! readable: `[bench (1)] start the server | listening on :30000`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::engine::dispatcher::JobSummary;
+use crate::engine::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
+
+/// Step names by (job, cell, step key), so a log line can say which step printed it.
+type StepNames = HashMap<(String, usize, String), String>;
+
+/// Renders events as plain lines to `out`.
+pub struct PlainView<W: Write + Send> {
+    state: Mutex<(W, StepNames)>,
+}
+
+impl<W: Write + Send> PlainView<W> {
+    pub fn new(out: W) -> Self {
+        Self {
+            state: Mutex::new((out, HashMap::new())),
+        }
+    }
+}
+
+/// The line for `event`, or `None` for events shown only in JSON.
+fn line(event: &Event, names: &mut StepNames) -> Option<String> {
+    let p = |j: &JobRef| format!("[{}]", j.display);
+    Some(match &event.kind {
+        EventKind::RunStarted {
+            run_id,
+            workflow,
+            log_dir,
+            ..
+        } => format!("run {run_id} of `{workflow}` (logs: {log_dir})"),
+        EventKind::RunFinished { result, .. } => format!("run {}", result.as_str()),
+        EventKind::JobQueued { .. } | EventKind::StepSummary { .. } => return None,
+        EventKind::JobStarted { job } => format!("{} started", p(job)),
+        EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
+        // The `job_skipped` line said it already.
+        EventKind::JobFinished {
+            result: JobResult::Skipped,
+            ..
+        } => return None,
+        EventKind::JobFinished {
+            job,
+            result,
+            duration,
+        } => format!(
+            "{} {} in {}",
+            p(job),
+            result.as_str(),
+            duration_text(*duration)
+        ),
+        EventKind::StepStarted { job, step, name } => {
+            names.insert((job.job.clone(), job.cell, step.clone()), name.clone());
+            format!("{} {name}: started", p(job))
+        }
+        EventKind::StepFinished {
+            job,
+            step,
+            name,
+            outcome,
+            conclusion,
+            duration,
+        } => {
+            names.remove(&(job.job.clone(), job.cell, step.clone()));
+            let mut s = format!("{} {name}: {}", p(job), outcome.as_str());
+            if outcome != conclusion && *conclusion == StepOutcome::Success {
+                s.push_str(" (continue-on-error)");
+            }
+            if *outcome != StepOutcome::Skipped {
+                let _ = write!(s, " in {}", duration_text(*duration));
+            }
+            s
+        }
+        EventKind::LogLine {
+            job,
+            step,
+            container,
+            stream,
+            text,
+        } => {
+            let source = match (container, step) {
+                (Some(c), _) => format!("container {c}"),
+                (None, Some(step)) => names
+                    .get(&(job.job.clone(), job.cell, step.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| format!("step {step}")),
+                (None, None) => "job".into(),
+            };
+            match stream {
+                Stream::Runner => format!("{} {source} | gpuflow: {text}", p(job)),
+                _ => format!("{} {source} | {text}", p(job)),
+            }
+        }
+        EventKind::ContainerStarted {
+            job, name, image, ..
+        } => {
+            format!("{} container {name} started ({image})", p(job))
+        }
+        EventKind::ContainerRemoved { job, name } => {
+            format!("{} container {name} removed", p(job))
+        }
+        EventKind::Warning { job, message } => match job {
+            Some(j) => format!("{} warning: {message}", p(j)),
+            None => format!("warning: {message}"),
+        },
+    })
+}
+
+impl<W: Write + Send> EventSink for PlainView<W> {
+    fn emit(&self, event: Event) {
+        if let Ok(mut state) = self.state.lock() {
+            let (out, names) = &mut *state;
+            if let Some(l) = line(&event, names) {
+                let _ = writeln!(out, "{l}");
+                let _ = out.flush();
+            }
+        }
+    }
+}
+
+/// The final table: one line per job run with its result and duration.
+pub fn summary(jobs: &[JobSummary]) -> String {
+    let width = jobs.iter().map(|j| j.job.display.len()).max().unwrap_or(0);
+    let mut out = String::from("summary:\n");
+    for j in jobs {
+        let result = match (j.result, j.failure_allowed) {
+            (JobResult::Failure, true) => "failure (continue-on-error)".to_string(),
+            (r, _) => r.as_str().to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:<9}  {}",
+            j.job.display,
+            result,
+            duration_text(j.duration)
+        );
+    }
+    out
+}
+
+/// `0.4s`, `12.3s`, `2m05s`.
+pub fn duration_text(d: Duration) -> String {
+    let secs = d.as_secs_f64();
+    if secs < 60.0 {
+        format!("{secs:.1}s")
+    } else {
+        let s = d.as_secs();
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobRef {
+        JobRef {
+            job: "bench".into(),
+            cell: 0,
+            display: "bench (1)".into(),
+        }
+    }
+
+    fn render(kinds: Vec<EventKind>) -> String {
+        let view = PlainView::new(Vec::new());
+        for kind in kinds {
+            view.emit(Event {
+                elapsed: Duration::ZERO,
+                kind,
+            });
+        }
+        String::from_utf8(view.state.into_inner().unwrap().0).unwrap()
+    }
+
+    #[test]
+    fn lines_are_prefixed_by_job_and_step() {
+        let out = render(vec![
+            EventKind::StepStarted {
+                job: job(),
+                step: "1".into(),
+                name: "say hi".into(),
+            },
+            EventKind::LogLine {
+                job: job(),
+                step: Some("1".into()),
+                container: None,
+                stream: Stream::Stdout,
+                text: "hi".into(),
+            },
+            EventKind::StepFinished {
+                job: job(),
+                step: "1".into(),
+                name: "say hi".into(),
+                outcome: StepOutcome::Failure,
+                conclusion: StepOutcome::Success,
+                duration: Duration::from_millis(1500),
+            },
+        ]);
+        insta::assert_snapshot!(out, @r"
+        [bench (1)] say hi: started
+        [bench (1)] say hi | hi
+        [bench (1)] say hi: failure (continue-on-error) in 1.5s
+        ");
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration_text(Duration::from_millis(400)), "0.4s");
+        assert_eq!(duration_text(Duration::from_secs(125)), "2m05s");
+    }
+}

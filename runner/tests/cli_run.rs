@@ -1,0 +1,207 @@
+//! `gpuflow run` as a user runs it: exit codes, the plain and `--json` output, stored logs.
+//! Workflows here use only `run:` steps on the host, so no Docker is needed.
+
+use assert_cmd::Command;
+
+fn gpuflow_in(dir: &std::path::Path) -> Command {
+    let mut c = Command::cargo_bin("gpuflow").unwrap();
+    c.current_dir(dir);
+    c
+}
+
+fn workspace(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const OK: &str = r#"
+name: hello
+on:
+  workflow_dispatch:
+    inputs:
+      who: { default: world }
+jobs:
+  greet:
+    steps:
+      - name: say
+        run: echo "hello ${{ inputs.who }}"
+  after:
+    needs: greet
+    steps:
+      - run: echo done
+"#;
+
+#[test]
+fn a_successful_run_exits_0_with_prefixed_lines_a_summary_and_stored_logs() {
+    let dir = workspace(OK);
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml", "--input", "who=gpus"])
+        .assert()
+        .code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("[greet] say | hello gpus"), "{stdout}");
+    assert!(stdout.contains("summary:"), "{stdout}");
+    assert!(stdout.contains("after"), "{stdout}");
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".gpuflow/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let run = runs[0].as_ref().unwrap().path();
+    assert!(run.join("events.jsonl").is_file());
+    let step_log = std::fs::read_to_string(run.join("greet/1-say.log")).unwrap();
+    assert_eq!(step_log, "hello gpus\n");
+}
+
+#[test]
+fn json_output_is_one_event_per_line() {
+    let dir = workspace(OK);
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--json", "w.yml"])
+        .assert()
+        .code(0);
+    let events: Vec<serde_json::Value> = text(&out.get_output().stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.first().unwrap()["type"], "run_started");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "run_finished");
+    assert_eq!(last["result"], "success");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "log_line" && e["text"] == "hello world")
+    );
+    assert!(events.iter().all(|e| e["elapsed"].is_number()));
+}
+
+#[test]
+fn a_failing_job_exits_1() {
+    let dir = workspace("on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: exit 4\n");
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml"])
+        .assert()
+        .code(1);
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("exited with code 4"), "{stdout}");
+    assert!(stdout.contains("failure"), "{stdout}");
+}
+
+#[test]
+fn an_invalid_workflow_exits_3_and_starts_nothing() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n      - run: echo ${{ steps.nope.outputs.x }}\n",
+    );
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml"])
+        .assert()
+        .code(3);
+    assert!(text(&out.get_output().stderr).contains("nothing was started"));
+    assert!(!dir.path().join("started").exists());
+    assert!(!dir.path().join(".gpuflow").exists());
+}
+
+#[test]
+fn a_step_that_cannot_run_yet_exits_3_naming_it() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n      - uses: report\n",
+    );
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml"])
+        .assert()
+        .code(3);
+    let stderr = text(&out.get_output().stderr);
+    assert!(
+        stderr.contains("the built-in step `report` is not available yet"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("w.yml:6:"), "{stderr}");
+    assert!(!dir.path().join("started").exists());
+}
+
+#[test]
+fn a_secret_missing_from_the_environment_is_a_usage_error() {
+    let dir = workspace(OK);
+    let out = gpuflow_in(dir.path())
+        .env_remove("GPUFLOW_TEST_NO_SUCH_SECRET")
+        .args(["run", "w.yml", "--secret", "GPUFLOW_TEST_NO_SUCH_SECRET"])
+        .assert()
+        .code(2);
+    assert!(text(&out.get_output().stderr).contains("`GPUFLOW_TEST_NO_SUCH_SECRET`"));
+}
+
+#[test]
+fn secrets_from_the_environment_are_masked() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo \"pw ${{ secrets.GPUFLOW_TEST_PW }}\"\n",
+    );
+    let out = gpuflow_in(dir.path())
+        .env("GPUFLOW_TEST_PW", "correct-horse")
+        .args(["run", "w.yml", "--secret", "GPUFLOW_TEST_PW"])
+        .assert()
+        .code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("pw ***"), "{stdout}");
+    assert!(!stdout.contains("correct-horse"));
+}
+
+#[test]
+fn ctrl_c_stops_the_step_runs_always_steps_and_exits_130() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo $$ > step.pid; sleep 60\n      - if: always()\n        run: echo cleanup ran > cleanup.txt\n",
+    );
+    let bin = assert_cmd::cargo::cargo_bin("gpuflow");
+    let child = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .args(["run", "w.yml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("step.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pid_file.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the step never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let runner = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("cleanup.txt")).unwrap(),
+        "cleanup ran\n"
+    );
+    let step = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", step.trim())).unwrap_or_default();
+    let alive = stat
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z'));
+    assert!(!alive, "the step's process survived");
+}
+
+#[test]
+fn vars_are_read_from_the_command_line() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo \"region ${{ vars.region }}\"\n",
+    );
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml", "--var", "region=eu-west"])
+        .assert()
+        .code(0);
+    assert!(text(&out.get_output().stdout).contains("[j] Run echo"));
+    assert!(text(&out.get_output().stdout).contains("| region eu-west"));
+    gpuflow_in(dir.path())
+        .args(["run", "w.yml", "--var", "no-equals"])
+        .assert()
+        .code(2);
+}
