@@ -10,10 +10,13 @@
 pub mod backend;
 pub mod check;
 pub mod cli;
+pub mod compare;
 pub mod diag;
 pub mod expr;
 pub mod plan;
 pub mod schema;
 pub mod sim;
+pub mod stats;
 pub mod steps;
+pub mod store;
 pub mod workflow;
