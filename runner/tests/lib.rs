@@ -6,4 +6,5 @@ mod docker;
 mod expr;
 mod generated;
 mod sim;
+mod store;
 mod syntax_page;

@@ -2,11 +2,14 @@
 //! layers together and chooses how to print; none of them knows YAML shapes or renders
 //! locations itself.
 
+mod baseline;
 mod completions;
 mod docs;
 mod eval;
+mod history;
 mod plan;
 mod schema;
+mod store_path;
 mod validate;
 
 use std::io::IsTerminal;
@@ -50,6 +53,10 @@ pub enum Command {
     Docs(docs::Args),
     /// Print the JSON Schema of workflow or action files (for editors).
     Schema(schema::Args),
+    /// Show a metric's results over time, per comparable series.
+    History(history::Args),
+    /// Pin, list or remove named baselines for `compare-to-baseline`.
+    Baseline(baseline::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
 }
@@ -72,6 +79,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Eval(args) => eval::run(&args, render),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::History(args) => history::run(&args, render),
+        Command::Baseline(args) => baseline::run(&args, render),
         Command::Completions(args) => completions::run(&args),
     };
     result.unwrap_or_else(|err| {

@@ -211,8 +211,8 @@ fn judge(
     if cur <= 0.0 || base <= 0.0 {
         out.explanation = format!(
             "{name} is {} against {}: a ratio needs positive values",
-            fmt_value(cur, metric.unit),
-            fmt_value(base, metric.unit)
+            format_value(cur, metric.unit),
+            format_value(base, metric.unit)
         );
         return;
     }
@@ -244,8 +244,8 @@ fn judge(
     let size = change.abs();
     let said = format!(
         "{name} is {} against {} ({:+.1}%, ratio {:.2})",
-        fmt_value(cur, metric.unit),
-        fmt_value(base, metric.unit),
+        format_value(cur, metric.unit),
+        format_value(base, metric.unit),
         change * 100.0,
         ratio
     );
@@ -348,8 +348,8 @@ fn describe_differences(diffs: &[FieldDiff]) -> String {
         .join(", ")
 }
 
-/// A value with up to four significant digits, and its unit.
-pub(crate) fn fmt_value(v: f64, unit: &str) -> String {
+/// A value rounded for reading (two decimals below 100, fewer above), and its unit.
+pub fn format_value(v: f64, unit: &str) -> String {
     let digits = if v.abs() >= 1000.0 {
         0
     } else if v.abs() >= 100.0 {

@@ -7,7 +7,7 @@ use crate::store::StoreError;
 pub enum CompareError {
     #[error("`{input}` is not a baseline: {why}")]
     BadSpec { input: String, why: String },
-    #[error("no baseline named `{name}`{}", suffix(.suggestion.as_deref()))]
+    #[error("no baseline named `{name}`")]
     UnknownBaseline {
         name: String,
         suggestion: Option<String>,
@@ -31,6 +31,16 @@ pub enum CompareError {
     Store(#[from] StoreError),
 }
 
-fn suffix(s: Option<&str>) -> String {
-    s.map(|s| format!("; {s}")).unwrap_or_default()
+impl CompareError {
+    /// How to fix it, when there is a known way: shown as a "help:" line.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::UnknownBaseline { suggestion, .. } => suggestion.clone(),
+            Self::MetricMissing { .. } => Some(
+                "pin a run that measured it, or pin per metric with `gpuflow baseline set NAME RUN --metric METRIC`".into(),
+            ),
+            Self::Store(e) => e.hint(),
+            _ => None,
+        }
+    }
 }

@@ -15,7 +15,9 @@ mod verdict;
 
 pub use baseline::{Baseline, BaselineData, CurrentRun, resolve};
 pub use baseline_spec::BaselineSpec;
-pub use comparison::{CompareOptions, Comparison, MetricInput, Test, center, compare};
+pub use comparison::{
+    CompareOptions, Comparison, MetricInput, Test, center, compare, format_value,
+};
 pub use error::CompareError;
 pub use fail_on::{FailOn, StepOutcome, step_outcome};
 pub use verdict::Verdict;

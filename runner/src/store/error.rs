@@ -19,7 +19,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error(
-        "the results store `{path}` has schema version {found}, newer than this gpuflow knows ({known}); upgrade gpuflow to read it"
+        "the results store `{path}` has schema version {found}, newer than this gpuflow knows ({known})"
     )]
     NewerSchema {
         path: PathBuf,
@@ -27,7 +27,7 @@ pub enum StoreError {
         known: i64,
     },
     #[error(
-        "metric `{metric}` has no direction: unit `{unit}` does not say whether higher or lower is better; set `direction: higher` or `direction: lower`"
+        "metric `{metric}` has no direction: unit `{unit}` does not say whether higher or lower is better"
     )]
     UnknownDirection { metric: String, unit: String },
     #[error("metric `{metric}` sample {index} is `{value}`; samples must be finite numbers")]
@@ -38,12 +38,12 @@ pub enum StoreError {
     },
     #[error("metric `{metric}` appears twice in one result")]
     DuplicateMetric { metric: String },
-    #[error("no run `{run}` in the results store{}", hint_suffix(.suggestion.as_deref()))]
+    #[error("no run `{run}` in the results store")]
     UnknownRun {
         run: String,
         suggestion: Option<String>,
     },
-    #[error("run `{run}` has no metric `{metric}`{}", hint_suffix(.suggestion.as_deref()))]
+    #[error("run `{run}` has no metric `{metric}`")]
     UnknownMetric {
         run: String,
         metric: String,
@@ -57,6 +57,33 @@ pub enum StoreError {
     Corrupt(String),
 }
 
-fn hint_suffix(suggestion: Option<&str>) -> String {
-    suggestion.map(|s| format!("; {s}")).unwrap_or_default()
+impl StoreError {
+    /// How to fix it, when there is a known way: shown as a "help:" line.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::UnknownRun { suggestion, .. } | Self::UnknownMetric { suggestion, .. } => {
+                suggestion.clone()
+            }
+            Self::NewerSchema { .. } => {
+                Some("upgrade gpuflow to read it; this one leaves the file untouched".into())
+            }
+            Self::UnknownDirection { .. } => {
+                Some("set the metric's `direction: higher` or `direction: lower`".into())
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the user's input was wrong (rather than the file or the disk).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Self::UnknownRun { .. }
+                | Self::UnknownMetric { .. }
+                | Self::BadBaselineName { .. }
+                | Self::UnknownDirection { .. }
+                | Self::BadSample { .. }
+                | Self::DuplicateMetric { .. }
+        )
+    }
 }

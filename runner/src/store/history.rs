@@ -1,10 +1,10 @@
 //! A metric's series over time, for `gpuflow history` and report charts. Reads only the
 //! stored summaries (one row per result), never the samples, so it stays fast on a large store.
 
-use rusqlite::params_from_iter;
+use rusqlite::{OptionalExtension, params_from_iter};
 use serde::{Deserialize, Serialize};
 
-use super::{Direction, ResultStore, SeriesKey, StoreError};
+use super::{Direction, Identity, ResultStore, SeriesKey, StoreError};
 use crate::stats::Summary;
 
 /// Which points to show.
@@ -92,6 +92,23 @@ impl ResultStore {
         let mut points: Vec<HistoryPoint> = rows.collect::<Result<_, _>>()?;
         points.reverse();
         Ok(points)
+    }
+
+    /// The identity of a series, from its newest result.
+    pub fn series_identity(&self, key: &SeriesKey) -> Result<Option<Identity>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT identity FROM results WHERE series_key = ?1 ORDER BY id DESC LIMIT 1",
+                [&key.0],
+                |r| r.get(0),
+            )
+            .optional()?;
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map_err(|e| StoreError::Corrupt(format!("series {}: identity: {e}", key.short())))
+        })
+        .transpose()
     }
 
     /// Every metric name in the store, for "did you mean" when a name is mistyped.
