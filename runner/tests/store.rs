@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use gpuflow::compare::{
-    BaselineSpec, CompareOptions, Comparison, CurrentRun, FailOn, MetricInput, Test, Verdict,
-    compare, resolve, step_outcome,
+    BaselineSpec, CompareOptions, Comparison, CurrentRun, FailOn, MetricInput, StepInputs, Test,
+    Verdict, compare, compare_result, resolve, step_outcome,
 };
 use gpuflow::store::{
     Direction, Fingerprint, GitInfo, Identity, Info, NewMetric, NewResult, ResultStore, RunStatus,
@@ -619,6 +619,83 @@ fn windows_stay_on_their_branch() {
         "{}",
         c.baseline
     );
+}
+
+#[test]
+fn the_step_compares_several_metrics_at_once() {
+    let tmp = tmp_store();
+    let mut store = ResultStore::open(&tmp.path).unwrap();
+    let id = identity();
+    let with_latencies = |run: &str, at: i64, tok: f64, ttft: f64, itl: f64| {
+        let mut r = result(run, at, &id, &around(tok, 1, 6));
+        r.metrics.push(NewMetric {
+            name: "ttft_ms".into(),
+            unit: "ms".into(),
+            direction: None,
+            samples: around(ttft, 2, 6),
+        });
+        r.metrics.push(NewMetric {
+            name: "itl_ms".into(),
+            unit: "ms".into(),
+            direction: None,
+            samples: around(itl, 3, 6),
+        });
+        r
+    };
+    store
+        .record(&with_latencies("before", 1_000_000, 89.5, 120.0, 11.2))
+        .unwrap();
+    // Same throughput and ITL, but the first token takes 40% longer.
+    let now = store
+        .record(&with_latencies("after", 2_000_000, 89.5, 168.0, 11.2))
+        .unwrap();
+    let current = store.result(now).unwrap().unwrap();
+    let inputs = StepInputs {
+        metrics: vec!["output_tok_s".into(), "ttft_ms".into(), "itl_ms".into()],
+        baseline: "previous".into(),
+        ..StepInputs::default()
+    };
+    let report = compare_result(&store, &current, &inputs).unwrap();
+    let verdicts: Vec<(&str, Verdict)> = report
+        .comparisons
+        .iter()
+        .map(|c| (c.metric.as_str(), c.verdict))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("output_tok_s", Verdict::Unchanged),
+            ("ttft_ms", Verdict::Regression),
+            ("itl_ms", Verdict::Unchanged),
+        ]
+    );
+    let ttft = &report.comparisons[1];
+    assert_eq!(ttft.direction, Direction::Lower, "defaulted from `ms`");
+    assert!((ttft.ratio.unwrap() - 1.4).abs() < 0.01);
+    assert!(
+        ttft.change_pct.unwrap() < -25.0,
+        "positive is better: {ttft:?}"
+    );
+    assert!(!report.outcome.passed);
+    assert_eq!(report.outcome.failing, ["ttft_ms"]);
+    assert_eq!(report.overall_verdict(), Some(Verdict::Regression));
+
+    // Overriding the direction turns the slower first token into an improvement.
+    let flipped = StepInputs {
+        metrics: vec!["ttft_ms".into()],
+        direction: Some(Direction::Higher),
+        ..inputs.clone()
+    };
+    let report = compare_result(&store, &current, &flipped).unwrap();
+    assert_eq!(report.comparisons[0].verdict, Verdict::Improvement);
+
+    let typo = StepInputs {
+        metrics: vec!["ttft".into()],
+        ..inputs
+    };
+    let err = compare_result(&store, &current, &typo).unwrap_err();
+    assert_eq!(err.to_string(), "step `bench` measured no metric `ttft`");
+    assert_eq!(err.hint().as_deref(), Some("did you mean `ttft_ms`?"));
 }
 
 // --- concurrency ---------------------------------------------------------------------------

@@ -27,6 +27,12 @@ pub enum CompareError {
         metric: String,
         unit: String,
     },
+    #[error("step `{step}` measured no metric `{metric}`")]
+    NotMeasured {
+        metric: String,
+        step: String,
+        suggestion: Option<String>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -35,7 +41,9 @@ impl CompareError {
     /// How to fix it, when there is a known way: shown as a "help:" line.
     pub fn hint(&self) -> Option<String> {
         match self {
-            Self::UnknownBaseline { suggestion, .. } => suggestion.clone(),
+            Self::UnknownBaseline { suggestion, .. } | Self::NotMeasured { suggestion, .. } => {
+                suggestion.clone()
+            }
             Self::MetricMissing { .. } => Some(
                 "pin a run that measured it, or pin per metric with `gpuflow baseline set NAME RUN --metric METRIC`".into(),
             ),

@@ -3,7 +3,7 @@
 //!
 //! [`BaselineSpec`] is what the user asked for (`nccl`, `previous`, `window`, `89.5 tok/s`);
 //! [`resolve`] turns it into a [`Baseline`] from the [`crate::store`]; [`compare`] decides a
-//! [`Comparison`] per metric; [`step_outcome`] applies `fail-on`. How the decision is made is
+//! [`Comparison`] per metric; [`step_outcome`] applies `fail-on`; [`compare_result`] is the whole step in one call. How the decision is made is
 //! told in docs/results.md. This module knows nothing of terminals, templates or the engine.
 
 mod baseline;
@@ -11,6 +11,7 @@ mod baseline_spec;
 mod comparison;
 mod error;
 mod fail_on;
+mod step_inputs;
 mod verdict;
 
 pub use baseline::{Baseline, BaselineData, CurrentRun, resolve};
@@ -20,4 +21,5 @@ pub use comparison::{
 };
 pub use error::CompareError;
 pub use fail_on::{FailOn, StepOutcome, step_outcome};
+pub use step_inputs::{StepInputs, StepReport, compare_result};
 pub use verdict::Verdict;
