@@ -343,7 +343,7 @@ fn baseline_center(data: &BaselineData) -> Option<f64> {
 fn describe_differences(diffs: &[FieldDiff]) -> String {
     diffs
         .iter()
-        .map(|d| format!("{} `{}` → `{}`", d.field, d.baseline, d.current))
+        .map(FieldDiff::describe)
         .collect::<Vec<_>>()
         .join(", ")
 }

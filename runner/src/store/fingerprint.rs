@@ -76,6 +76,37 @@ pub struct FieldDiff {
     pub current: String,
 }
 
+impl FieldDiff {
+    /// A short phrase for a one-line explanation: `driver `580` → `590``. A command line is
+    /// long and usually differs in one flag, so only the differing words are shown
+    /// (`server-command adds `--enable-custom-allreduce``).
+    pub fn describe(&self) -> String {
+        if self.field != "server-command" {
+            return format!("{} `{}` → `{}`", self.field, self.baseline, self.current);
+        }
+        let before: Vec<&str> = self.baseline.split(' ').collect();
+        let after: Vec<&str> = self.current.split(' ').collect();
+        let prefix = before
+            .iter()
+            .zip(&after)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let suffix = before[prefix..]
+            .iter()
+            .rev()
+            .zip(after[prefix..].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let removed = before[prefix..before.len() - suffix].join(" ");
+        let added = after[prefix..after.len() - suffix].join(" ");
+        match (removed.is_empty(), added.is_empty()) {
+            (true, false) => format!("{} adds `{added}`", self.field),
+            (false, true) => format!("{} drops `{removed}`", self.field),
+            _ => format!("{} `{removed}` → `{added}`", self.field),
+        }
+    }
+}
+
 impl Identity {
     /// The fields as (name, display value) in hashing order. The display form of an absent
     /// value is `(none)`, so "unknown driver" and "driver ''" stay different in the hash too.
