@@ -6,7 +6,7 @@ use std::io::Write;
 use super::store_path::{StoreArgs, report};
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, did_you_mean, render};
 use crate::stats::Summary;
-use crate::store::{Direction, HistoryPoint, HistoryQuery, Identity, SeriesKey};
+use crate::store::{Direction, FieldDiff, HistoryPoint, HistoryQuery, Identity, SeriesKey};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -96,12 +96,31 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
         return Ok(ExitCode::Success);
     }
+    let mut first: Option<(SeriesKey, Identity)> = None;
     for (i, (key, pts)) in series.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
         let identity = store.series_identity(key).ok().flatten();
         write_series(&mut out, &args.metric, key, identity.as_ref(), pts)?;
+        // Headers show only the broad strokes; say what sets this series apart.
+        match (&first, &identity) {
+            (Some((first_key, first_id)), Some(id)) => {
+                let diffs: Vec<String> = id
+                    .differences(first_id)
+                    .iter()
+                    .map(FieldDiff::describe)
+                    .collect();
+                writeln!(
+                    out,
+                    "  differs from series {}: {}",
+                    first_key.short(),
+                    diffs.join(", ")
+                )?;
+            }
+            (None, Some(id)) => first = Some((key.clone(), id.clone())),
+            _ => {}
+        }
     }
     Ok(ExitCode::Success)
 }
