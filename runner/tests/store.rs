@@ -859,6 +859,11 @@ fn a_newer_schema_file_is_refused_untouched() {
         "{err}"
     );
     assert!(err.hint().unwrap().starts_with("upgrade gpuflow"));
+    let conn = rusqlite::Connection::open(&tmp.path).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 99, "the newer file is left as it was");
 }
 
 // --- commands --------------------------------------------------------------------------------
@@ -963,6 +968,16 @@ fn history_of_a_mistyped_metric_suggests_the_name() {
         "{stderr}"
     );
     assert!(stderr.contains("did you mean `output_tok_s`?"), "{stderr}");
+
+    let out = gpuflow(&tmp.path)
+        .args(["history", "output_tok_s", "--series", "81d3*"])
+        .assert()
+        .code(2);
+    let stderr = text(&out.get_output().stderr);
+    assert!(
+        stderr.contains("error: `81d3*` is not a series key"),
+        "{stderr}"
+    );
 
     let missing = tmp.path.with_file_name("nothing.db");
     let out = gpuflow(&missing)

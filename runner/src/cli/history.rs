@@ -38,6 +38,17 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Ok(s) => s,
         Err(code) => return Ok(code),
     };
+    if let Some(series) = args
+        .series
+        .as_deref()
+        .filter(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_hexdigit()))
+    {
+        let d = Diagnostic::unlocated(format!("`{series}` is not a series key")).hint(
+            "a series key is hex digits, or a prefix of them, as `gpuflow history METRIC` shows it",
+        );
+        eprintln!("{}", render(&d, render_opts));
+        return Ok(ExitCode::Usage);
+    }
     let query = HistoryQuery {
         metric: args.metric.clone(),
         series: args.series.clone(),

@@ -398,3 +398,21 @@ impl ResultRow {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_store_is_at_the_top_of_the_work_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("configs").join("eagle3");
+        std::fs::create_dir_all(&sub).unwrap();
+        assert_eq!(default_path(&sub), sub.join(".gpuflow").join("results.db"));
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        assert_eq!(
+            default_path(&sub),
+            dir.path().join(".gpuflow").join("results.db")
+        );
+    }
+}
