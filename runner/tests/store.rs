@@ -979,6 +979,24 @@ fn history_of_a_mistyped_metric_suggests_the_name() {
         "{stderr}"
     );
 
+    let out = gpuflow(&tmp.path)
+        .args(["history", "output_tok_s", "--workflow", "vllm"])
+        .assert()
+        .code(1);
+    let stderr = text(&out.get_output().stderr);
+    assert!(
+        stderr.contains("error: no results of `output_tok_s` match"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("drop `--series` or `--workflow`"),
+        "{stderr}"
+    );
+    gpuflow(&tmp.path)
+        .args(["history", "output_tok_s", "--workflow", "eagle3"])
+        .assert()
+        .success();
+
     let missing = tmp.path.with_file_name("nothing.db");
     let out = gpuflow(&missing)
         .args(["history", "output_tok_s"])
