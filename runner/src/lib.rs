@@ -11,6 +11,7 @@
 pub mod backend;
 pub mod check;
 pub mod cli;
+pub mod compare;
 pub mod diag;
 pub mod engine;
 pub mod expr;
@@ -19,6 +20,8 @@ pub mod plan;
 pub mod schema;
 pub mod signal;
 pub mod sim;
+pub mod stats;
 pub mod steps;
+pub mod store;
 pub mod ui;
 pub mod workflow;

@@ -13,4 +13,5 @@ mod hosts;
 mod remote;
 mod signals;
 mod sim;
+mod store;
 mod syntax_page;

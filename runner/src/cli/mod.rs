@@ -2,14 +2,17 @@
 //! layers together and chooses how to print; none of them knows YAML shapes or renders
 //! locations itself.
 
+mod baseline;
 mod completions;
 mod docs;
 mod eval;
 mod gc;
+mod history;
 mod hosts;
 mod plan;
 mod run;
 mod schema;
+mod store_path;
 mod validate;
 mod wait_for_signal;
 
@@ -56,6 +59,10 @@ pub enum Command {
     Docs(docs::Args),
     /// Print the JSON Schema of workflow or action files (for editors).
     Schema(schema::Args),
+    /// Show a metric's results over time, per comparable series.
+    History(history::Args),
+    /// Pin, list or remove named baselines for `compare-to-baseline`.
+    Baseline(baseline::Args),
     /// Print a shell completion script.
     Completions(completions::Args),
     /// List the hosts of `gpuflow.toml` (and `local`); `hosts check` connects to them.
@@ -87,6 +94,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Eval(args) => eval::run(&args, render),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
+        Command::History(args) => history::run(&args, render),
+        Command::Baseline(args) => baseline::run(&args, render),
         Command::Completions(args) => completions::run(&args),
         Command::Hosts(args) => hosts::run(&args, render),
         Command::Gc(args) => gc::run(&args, render),
