@@ -4,10 +4,11 @@
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
 //! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
-//! containers on a Docker engine, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
+//! containers on a Docker engine, [`bench`] is the built-in load generator, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
 //! for SGLang/vLLM, [`cli`] wires them into commands.
 
 pub mod backend;
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod diag;
