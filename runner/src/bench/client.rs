@@ -36,6 +36,8 @@ pub enum ClientError {
 pub struct Client {
     /// `host:port`, for connecting and for the `Host` header.
     authority: String,
+    /// The target URL's own path (`/proxy` in `http://h/proxy`), put before every path.
+    base_path: String,
     idle: Mutex<Vec<Sender>>,
     opened: AtomicU64,
 }
@@ -50,7 +52,7 @@ impl Client {
     /// `base` is `http://host[:port]` as [`super::config`] normalised it.
     pub fn new(base: &str) -> Self {
         let rest = base.strip_prefix("http://").unwrap_or(base);
-        let host = rest.split('/').next().unwrap_or(rest);
+        let (host, base_path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
         let authority = if host.contains(':') && !host.ends_with(']') {
             host.to_owned()
         } else {
@@ -58,6 +60,7 @@ impl Client {
         };
         Self {
             authority,
+            base_path: base_path.trim_end_matches('/').to_owned(),
             idle: Mutex::new(Vec::new()),
             opened: AtomicU64::new(0),
         }
@@ -128,7 +131,7 @@ impl Lease<'_> {
     ) -> Result<Response<Incoming>, ClientError> {
         let mut builder = Request::builder()
             .method(method)
-            .uri(path)
+            .uri(format!("{}{path}", self.client.base_path))
             .header("host", &self.client.authority)
             .header("accept", "text/event-stream, application/json");
         if !body.is_empty() {
@@ -155,5 +158,26 @@ impl Lease<'_> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(self.sender);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_and_base_path_from_the_target() {
+        let c = Client::new("http://127.0.0.1:30000");
+        assert_eq!(
+            (c.authority.as_str(), c.base_path.as_str()),
+            ("127.0.0.1:30000", "")
+        );
+        let c = Client::new("http://gpu-box/proxy/");
+        assert_eq!(
+            (c.authority.as_str(), c.base_path.as_str()),
+            ("gpu-box:80", "/proxy")
+        );
+        let c = Client::new("http://[::1]:8000");
+        assert_eq!(c.authority, "[::1]:8000");
     }
 }

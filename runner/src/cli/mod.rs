@@ -2,6 +2,7 @@
 //! layers together and chooses how to print; none of them knows YAML shapes or renders
 //! locations itself.
 
+mod bench;
 mod completions;
 mod docs;
 mod eval;
@@ -46,6 +47,8 @@ pub enum Command {
     Plan(plan::Args),
     /// Evaluate a `${{ }}` expression, to try the language out.
     Eval(eval::Args),
+    /// Measure an OpenAI-compatible server with the `benchmark` step's load generator.
+    Bench(Box<bench::Args>),
     /// Show a built-in step's inputs, outputs and an example.
     Docs(docs::Args),
     /// Print the JSON Schema of workflow or action files (for editors).
@@ -70,6 +73,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Validate(args) => validate::run(&args, render),
         Command::Plan(args) => plan::run(&args, render),
         Command::Eval(args) => eval::run(&args, render),
+        Command::Bench(args) => bench::run(&args),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::Completions(args) => completions::run(&args),
