@@ -552,6 +552,11 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
             .unwrap()
             .contains("no data for 150ms")
     );
+    let dir = tempfile::tempdir().unwrap();
+    result.write_files(&dir.path().join("r.json")).unwrap();
+    let lines = std::fs::read_to_string(dir.path().join("r.requests.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(line["error"]["kind"], "idle_timeout");
     server.shutdown().await;
 }
 

@@ -61,8 +61,7 @@ impl RequestSpec<'_> {
 }
 
 /// How a request failed; counted by kind in the result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorKind {
     /// The connection could not be opened.
     Connect,
@@ -89,6 +88,13 @@ impl ErrorKind {
             Self::Truncated => "truncated".into(),
             Self::InvalidResponse => "invalid_response".into(),
         }
+    }
+}
+
+/// Written as its counting key (`"http_404"`), so the JSONL and the counts agree.
+impl Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.key())
     }
 }
 
