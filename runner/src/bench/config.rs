@@ -643,6 +643,22 @@ mod tests {
         assert_eq!(c.stop, Stop::Requests(3));
     }
 
+    #[test]
+    fn every_declared_default_given_explicitly_reads_the_same() {
+        // The engine may pass defaults along with the step's own inputs.
+        let mut inputs: IndexMap<String, String> = spec()
+            .inputs
+            .iter()
+            .filter_map(|i| Some((i.name.to_owned(), i.default?.to_owned())))
+            .collect();
+        inputs.insert("target".into(), "http://h:1".into());
+        inputs.insert("concurrency".into(), "[2, 4]".into());
+        let c = BenchConfig::from_inputs(&inputs).unwrap();
+        assert_eq!(c.mode, Mode::Concurrency(vec![2, 4]));
+        let bare = cfg(&[("target", "http://h:1"), ("concurrency", "[2, 4]")]).unwrap();
+        assert_eq!(c, bare);
+    }
+
     #[test_case("8", &[8])]
     #[test_case("[1, 8, 64]", &[1, 8, 64])]
     #[test_case("1,2", &[1, 2])]

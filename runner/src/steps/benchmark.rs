@@ -43,8 +43,8 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         input(
             "mode",
             InputType::Enum(&["single-stream", "concurrency", "request-rate"]),
-            Some("single-stream"),
-            "`single-stream`: one request at a time (decode speed); `concurrency`: a closed loop of N users; `request-rate`: an open loop at a given arrival rate. When `mode` is not given, `request-rate` or `concurrency` being set picks it.",
+            None,
+            "`single-stream`: one request at a time (decode speed); `concurrency`: a closed loop of N users; `request-rate`: an open loop at a given arrival rate. Default: `request-rate` when `request-rate` is given, `concurrency` when `concurrency` is, otherwise `single-stream`.",
         ),
         input(
             "concurrency",
