@@ -125,10 +125,11 @@ impl Shared {
 }
 
 /// Runs the benchmark `config` describes. `progress` is called from this task only, a few
-/// times a second and at the end of each run.
+/// times a second and at the end of each run. It is `Sync` so that this future is `Send` and
+/// the engine can spawn it; any closure over shareable state (`&|p| …`) fits.
 pub async fn run(
     config: &BenchConfig,
-    progress: &dyn Fn(Progress),
+    progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<BenchResult, BenchError> {
     let prompts = Prompts::load(&config.prompts, config.seed)?;
     let client = Arc::new(Client::new(&config.target));
@@ -244,7 +245,7 @@ async fn discover_model(client: &Client, url: &str) -> Result<String, BenchError
 }
 
 /// Sends the warm-up requests (at the level's concurrency, at most one each) and drops them.
-async fn warm_up(shared: &Shared, tag: &Tag, progress: &dyn Fn(Progress)) {
+async fn warm_up(shared: &Shared, tag: &Tag, progress: &(dyn Fn(Progress) + Sync)) {
     let count = u64::from(shared.config.warmup);
     if count == 0 {
         return;
@@ -273,7 +274,11 @@ async fn warm_up(shared: &Shared, tag: &Tag, progress: &dyn Fn(Progress)) {
 }
 
 /// One measured run at one level.
-async fn measure_run(shared: &Shared, tag: &Tag, progress: &dyn Fn(Progress)) -> RunResult {
+async fn measure_run(
+    shared: &Shared,
+    tag: &Tag,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> RunResult {
     let config = &shared.config;
     let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
     shared.max_in_flight.store(0, Ordering::Relaxed);
@@ -417,5 +422,21 @@ async fn measure_run(shared: &Shared, tag: &Tag, progress: &dyn Fn(Progress)) ->
         run: tag.run,
         metrics,
         records,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn the_benchmark_future_can_be_spawned() {
+        let inputs: indexmap::IndexMap<String, String> =
+            [("target".to_owned(), "http://127.0.0.1:1".to_owned())].into();
+        let config = BenchConfig::from_inputs(&inputs).unwrap();
+        let progress = |_: Progress| {};
+        assert_send(&run(&config, &progress));
     }
 }
