@@ -5,10 +5,13 @@
 //! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
 //! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
 //! containers on a Docker engine, [`hosts`] says which engine (`gpuflow.toml`,
-//! `runs-on`), [`signal`] turns Ctrl-C and SIGTERM into cancellation, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
+//! `runs-on`), [`signal`] turns Ctrl-C and SIGTERM into cancellation, [`bench`] is the built-in
+//! load generator, [`store`], [`stats`] and [`compare`] keep results and judge them against
+//! baselines, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
 //! for SGLang/vLLM, [`cli`] wires them into commands.
 
 pub mod backend;
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod compare;

@@ -1,5 +1,6 @@
 //! All integration tests build into one binary (one link step); one module per feature.
 
+mod bench;
 mod cli;
 mod cli_run;
 mod diagnostics;

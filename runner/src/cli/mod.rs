@@ -3,6 +3,7 @@
 //! locations itself.
 
 mod baseline;
+mod bench;
 mod completions;
 mod docs;
 mod eval;
@@ -55,6 +56,8 @@ pub enum Command {
     Run(run::Args),
     /// Evaluate a `${{ }}` expression, to try the language out.
     Eval(eval::Args),
+    /// Measure an OpenAI-compatible server with the `benchmark` step's load generator.
+    Bench(Box<bench::Args>),
     /// Show a built-in step's inputs, outputs and an example.
     Docs(docs::Args),
     /// Print the JSON Schema of workflow or action files (for editors).
@@ -92,6 +95,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Plan(args) => plan::run(&args, render),
         Command::Run(args) => run::run(&args, render),
         Command::Eval(args) => eval::run(&args, render),
+        Command::Bench(args) => bench::run(&args),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::History(args) => history::run(&args, render),

@@ -20,7 +20,7 @@ const fn input(
 
 pub const SPEC: BuiltinSpec = BuiltinSpec {
     name: "benchmark",
-    summary: "Measure an OpenAI-compatible server with the built-in load generator (single-stream, closed or open loop), or run a benchmark script and read its metrics.",
+    summary: "Measure an OpenAI-compatible server with the built-in load generator (single-stream, closed or open loop), or run a benchmark script and read its metrics. Metric definitions and the result format: docs/benchmark.md.",
     inputs: &[
         input(
             "target",
@@ -43,14 +43,14 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         input(
             "mode",
             InputType::Enum(&["single-stream", "concurrency", "request-rate"]),
-            Some("single-stream"),
-            "`single-stream`: one request at a time (decode speed); `concurrency`: a closed loop of N users; `request-rate`: an open loop at a given arrival rate.",
+            None,
+            "`single-stream`: one request at a time (decode speed); `concurrency`: a closed loop of N users; `request-rate`: an open loop at a given arrival rate. Default: `request-rate` when `request-rate` is given, `concurrency` when `concurrency` is, otherwise `single-stream`.",
         ),
         input(
             "concurrency",
             InputType::IntegerOrList,
             None,
-            "For `concurrency`: the number of requests in flight; a list sweeps (`[1, 8, 64]`).",
+            "For `concurrency`: the number of requests in flight; a list sweeps (`[1, 8, 64]`). For `request-rate`: one number, the most requests in flight (vLLM's `--max-concurrency`).",
         ),
         input(
             "request-rate",
@@ -80,13 +80,13 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             "requests",
             InputType::Integer,
             None,
-            "Requests per run (after warm-up). Either this or `duration`.",
+            "Requests per run (after warm-up). Either this or `duration`; without both, 3 for `single-stream`, otherwise 100 (at least 4 × the largest concurrency).",
         ),
         input(
             "duration",
             InputType::Duration,
             None,
-            "How long each run lasts (`2m`). Either this or `requests`.",
+            "How long each run sends requests (`2m`); requests in flight at the end finish and count. Either this or `requests`.",
         ),
         input(
             "runs",
@@ -152,7 +152,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             "slo",
             InputType::Map,
             None,
-            "Service-level objectives for `request_goodput` (`ttft_ms: 500`, `tpot_ms: 50`).",
+            "Service-level objectives for `request_goodput`, in milliseconds: `ttft_ms`, `tpot_ms`, `e2el_ms` (`{ttft_ms: 500, tpot_ms: 50}`). A request is good when it meets every one given.",
         ),
         input(
             "command",

@@ -59,9 +59,7 @@ impl ResultStore {
         // WAL lets readers (history, reports) run while a step writes, and writers queue on
         // the busy timeout. NORMAL sync is durable across a crash of gpuflow (not of the OS)
         // in WAL mode, which is the failure that matters here.
-        let _: String = conn
-            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-            .map_err(open_err)?;
+        enable_wal(&conn).map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", true)
@@ -396,6 +394,27 @@ impl ResultRow {
             identity: r.get(13)?,
             info: r.get(14)?,
         })
+    }
+}
+
+/// Switches the file to WAL. Changing the journal mode needs the file to itself, and SQLite
+/// answers `SQLITE_BUSY` at once, without calling the busy handler, when another process is
+/// opening the same new file at that moment; so retry for as long as the busy timeout allows.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = std::time::Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

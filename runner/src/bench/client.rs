@@ -1,0 +1,183 @@
+//! One pooled HTTP/1.1 keep-alive client to one server.
+//!
+//! Connections are hyper's low-level `http1` ones, kept in a stack of idle senders: a request
+//! takes one (or opens a new one), and gives it back only after its response body was read to
+//! the end, so a pooled connection is always free. A connection whose response failed is
+//! dropped, never reused. Nagle's algorithm is off, so small requests leave at once. Knows
+//! nothing about OpenAI shapes or metrics.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Method, Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// Why a request got no response head.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to `{addr}`: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("the connection failed: {0}")]
+    Http(#[from] hyper::Error),
+}
+
+/// A keep-alive connection pool to one `http://host:port`.
+#[derive(Debug)]
+pub struct Client {
+    /// `host:port`, for connecting and for the `Host` header.
+    authority: String,
+    /// The target URL's own path (`/proxy` in `http://h/proxy`), put before every path.
+    base_path: String,
+    idle: Mutex<Vec<Sender>>,
+    opened: AtomicU64,
+}
+
+/// A connection taken from the pool. [`Lease::release`] returns it; dropping it closes it.
+pub struct Lease<'a> {
+    client: &'a Client,
+    sender: Sender,
+}
+
+impl Client {
+    /// `base` is `http://host[:port]` as [`super::config`] normalised it.
+    pub fn new(base: &str) -> Self {
+        let rest = base.strip_prefix("http://").unwrap_or(base);
+        let (host, base_path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+        let authority = if host.contains(':') && !host.ends_with(']') {
+            host.to_owned()
+        } else {
+            format!("{host}:80")
+        };
+        Self {
+            authority,
+            base_path: base_path.trim_end_matches('/').to_owned(),
+            idle: Mutex::new(Vec::new()),
+            opened: AtomicU64::new(0),
+        }
+    }
+
+    /// Connections opened so far (a keep-alive pool opens about as many as the concurrency).
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
+    /// An idle pooled connection, or a new one.
+    pub async fn lease(&self) -> Result<Lease<'_>, ClientError> {
+        loop {
+            let pooled = self
+                .idle
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .pop();
+            match pooled {
+                // Released only after its body ended, so a live one is free (or about to be:
+                // `send` waits for `ready`).
+                Some(sender) if !sender.is_closed() => {
+                    return Ok(Lease {
+                        client: self,
+                        sender,
+                    });
+                }
+                // Closed by the server while idle: drop it and look again.
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let stream = TcpStream::connect(&self.authority)
+            .await
+            .map_err(|source| ClientError::Connect {
+                addr: self.authority.clone(),
+                source,
+            })?;
+        stream.set_nodelay(true).ok();
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(connection);
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(Lease {
+            client: self,
+            sender,
+        })
+    }
+
+    /// A whole small response, for `/v1/models` and the like.
+    pub async fn get(&self, path: &str) -> Result<(u16, Bytes), ClientError> {
+        let mut lease = self.lease().await?;
+        let response = lease.send(Method::GET, path, Bytes::new(), None).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        lease.release();
+        Ok((status, body))
+    }
+}
+
+impl Lease<'_> {
+    /// Sends one request with a JSON body; the response's body is left to the caller.
+    pub async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        request_id: Option<&str>,
+    ) -> Result<Response<Incoming>, ClientError> {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.client.base_path))
+            .header("host", &self.client.authority)
+            .header("accept", "text/event-stream, application/json");
+        if !body.is_empty() {
+            builder = builder.header("content-type", "application/json");
+        }
+        if let Some(id) = request_id {
+            builder = builder.header("x-request-id", id);
+        }
+        let request = builder
+            .body(Full::new(body))
+            .expect("a request built from a valid path and headers");
+        self.sender.ready().await?;
+        Ok(self.sender.send_request(request).await?)
+    }
+
+    /// Puts the connection back for the next request: call only once the response's body has
+    /// been read to its end.
+    pub fn release(self) {
+        if self.sender.is_closed() {
+            return;
+        }
+        self.client
+            .idle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(self.sender);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_and_base_path_from_the_target() {
+        let c = Client::new("http://127.0.0.1:30000");
+        assert_eq!(
+            (c.authority.as_str(), c.base_path.as_str()),
+            ("127.0.0.1:30000", "")
+        );
+        let c = Client::new("http://gpu-box/proxy/");
+        assert_eq!(
+            (c.authority.as_str(), c.base_path.as_str()),
+            ("gpu-box:80", "/proxy")
+        );
+        let c = Client::new("http://[::1]:8000");
+        assert_eq!(c.authority, "[::1]:8000");
+    }
+}

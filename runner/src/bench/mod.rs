@@ -1,0 +1,31 @@
+//! The built-in load generator for OpenAI-compatible servers (`uses: benchmark`,
+//! `gpuflow bench URL`) and its metrics, with vLLM's and SGLang's names and definitions
+//! (docs/benchmark.md).
+//!
+//! - [`config`]: what to run, read from the `benchmark` built-in's inputs.
+//! - [`client`]: the pooled HTTP/1.1 keep-alive client. [`sse`]: incremental event parsing.
+//! - [`request`]: one streamed request, stamped per event. [`schedule`]: open-loop arrivals.
+//!   [`prompts`]: synthetic, JSONL and ShareGPT prompts.
+//! - [`run`]: levels, runs, warm-up, closed and open loops. `cpu`: the client's own CPU time.
+//! - [`metrics`] and [`stats`]: a run's numbers. [`result`]: the vLLM-compatible JSON and
+//!   files. [`report`]: the readable table.
+//!
+//! It is called as a step; it knows nothing of the engine, workflows or terminals.
+
+pub mod client;
+pub mod config;
+mod cpu;
+pub mod metrics;
+pub mod prompts;
+pub mod report;
+pub mod request;
+pub mod result;
+pub mod run;
+pub mod schedule;
+pub mod sse;
+pub mod stats;
+
+pub use config::{BenchConfig, ConfigError, Endpoint, Mode, Slo, Stop};
+pub use cpu::process_cpu_time;
+pub use result::BenchResult;
+pub use run::{BenchError, Progress, run};

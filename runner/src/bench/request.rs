@@ -1,0 +1,560 @@
+//! One streamed generation request, measured: the OpenAI request body, then the response read
+//! frame by frame, each SSE event stamped with the monotonic clock when its bytes arrived.
+//!
+//! What is kept per request is what the metrics need and nothing more (no generated text):
+//! the arrival time of every token-carrying chunk, the server's `usage`, and the error if it
+//! failed. Times are offsets from the moment the request was handed to the connection.
+//! Knows nothing about schedules, runs or statistics.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::Method;
+use serde::{Deserialize, Serialize};
+
+use super::client::{Client, ClientError};
+use super::config::Endpoint;
+use super::sse::SseParser;
+
+/// What the request asks for.
+#[derive(Clone, Debug)]
+pub struct RequestSpec<'a> {
+    pub endpoint: Endpoint,
+    pub model: &'a str,
+    pub prompt: &'a str,
+    pub max_tokens: u32,
+    pub ignore_eos: bool,
+}
+
+impl RequestSpec<'_> {
+    /// The JSON body, streamed with `stream_options.include_usage` so token counts come from
+    /// the server. `ignore_eos` is sent only when true: OpenAI itself rejects unknown fields.
+    pub fn body(&self) -> Bytes {
+        let mut body = match self.endpoint {
+            Endpoint::Completions => serde_json::json!({
+                "model": self.model,
+                "prompt": self.prompt,
+                "max_tokens": self.max_tokens,
+            }),
+            // vLLM's benchmark sends `max_completion_tokens` to chat; it wins over
+            // `max_tokens` in OpenAI's API.
+            Endpoint::Chat => serde_json::json!({
+                "model": self.model,
+                "messages": [{"role": "user", "content": self.prompt}],
+                "max_completion_tokens": self.max_tokens,
+            }),
+        };
+        let map = body.as_object_mut().expect("built as an object");
+        map.insert("stream".into(), true.into());
+        map.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+        map.insert("temperature".into(), 0.into());
+        if self.ignore_eos {
+            map.insert("ignore_eos".into(), true.into());
+        }
+        Bytes::from(serde_json::to_vec(&body).expect("JSON values serialise"))
+    }
+}
+
+/// How a request failed; counted by kind in the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorKind {
+    /// The connection could not be opened.
+    Connect,
+    /// A status other than 200.
+    Http(u16),
+    /// Longer than `request-timeout` in total.
+    Timeout,
+    /// No bytes for longer than `idle-timeout`.
+    IdleTimeout,
+    /// The stream ended (or the connection broke) before `data: [DONE]`.
+    Truncated,
+    /// An event that is not the JSON an OpenAI stream sends, or an `error` event.
+    InvalidResponse,
+}
+
+impl ErrorKind {
+    /// The key it is counted under: `http_404`, `timeout`, `truncated`, ….
+    pub fn key(self) -> String {
+        match self {
+            Self::Connect => "connect".into(),
+            Self::Http(status) => format!("http_{status}"),
+            Self::Timeout => "timeout".into(),
+            Self::IdleTimeout => "idle_timeout".into(),
+            Self::Truncated => "truncated".into(),
+            Self::InvalidResponse => "invalid_response".into(),
+        }
+    }
+}
+
+/// Written as its counting key (`"http_404"`), so the JSONL and the counts agree.
+impl Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.key())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestError {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+/// One measured request. Times are milliseconds from the send.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RequestRecord {
+    /// The request's number within its run, from 0 (warm-up requests are not recorded).
+    pub index: u64,
+    /// Sent as `x-request-id`: `gpuflow-<level>-<run>-<index>`; the simulator's record keeps it.
+    pub id: String,
+    /// When it was sent, seconds from the run's start.
+    pub start_s: f64,
+    /// When it was sent, on the wall clock (to line up with a server's log or record).
+    pub start_unix_ns: u64,
+    /// Open loop: how late the send was against the schedule.
+    pub dispatch_lag_ms: Option<f64>,
+    /// Words in the prompt (what the simulator counts as tokens).
+    pub prompt_words: usize,
+    pub max_tokens: u32,
+    /// From the server's `usage`; `None` when it sent none.
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// Arrival of each token-carrying chunk, ms from the send; the first is the TTFT.
+    pub chunks_ms: Vec<f64>,
+    /// Tokens in each chunk, when the server reported cumulative `usage` on every chunk
+    /// (vLLM's `continuous_usage_stats`); `None` otherwise.
+    pub chunk_tokens: Option<Vec<u64>>,
+    /// When the stream ended (`[DONE]` or the error), ms from the send.
+    pub end_ms: f64,
+    pub error: Option<RequestError>,
+    /// Not written: the monotonic send time, for the run's own bookkeeping.
+    #[serde(skip)]
+    pub sent_at: Option<Instant>,
+    /// Not written: when the stream ended.
+    #[serde(skip)]
+    pub ended_at: Option<Instant>,
+}
+
+impl RequestRecord {
+    pub fn ok(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// Time to first token: the first token-carrying chunk.
+    pub fn ttft_ms(&self) -> Option<f64> {
+        self.chunks_ms.first().copied()
+    }
+
+    /// vLLM's latency: from the send to the last token-carrying chunk.
+    pub fn e2el_ms(&self) -> Option<f64> {
+        self.chunks_ms.last().copied()
+    }
+
+    /// Gaps between consecutive token-carrying chunks.
+    pub fn itls_ms(&self) -> impl Iterator<Item = f64> + '_ {
+        self.chunks_ms.windows(2).map(|w| w[1] - w[0])
+    }
+
+    /// vLLM's TPOT: (latency − TTFT) / (output tokens − 1); needs the server's token count.
+    pub fn tpot_ms(&self) -> Option<f64> {
+        let tokens = self.completion_tokens?;
+        if tokens < 2 {
+            return None;
+        }
+        Some((self.e2el_ms()? - self.ttft_ms()?) / (tokens - 1) as f64)
+    }
+
+    /// Tokens in the first chunk: counted when the server reported them per chunk, else the
+    /// mean per chunk (an estimate the result labels as such).
+    pub fn first_chunk_tokens(&self) -> Option<f64> {
+        if let Some(first) = self.chunk_tokens.as_ref().and_then(|c| c.first()) {
+            return Some(*first as f64);
+        }
+        Some(self.completion_tokens? as f64 / self.chunks_ms.len().max(1) as f64)
+    }
+
+    /// Single-stream decode speed: tokens after the first chunk over the time from the first
+    /// to the last token-carrying chunk.
+    pub fn decode_tok_s(&self) -> Option<f64> {
+        let span_ms = self.e2el_ms()? - self.ttft_ms()?;
+        if span_ms <= 0.0 {
+            return None;
+        }
+        let tokens = self.completion_tokens? as f64 - self.first_chunk_tokens()?;
+        Some(tokens / (span_ms / 1000.0))
+    }
+
+    /// Tokens over the whole request, TTFT included.
+    pub fn e2e_tok_s(&self) -> Option<f64> {
+        let e2el = self.e2el_ms()?;
+        (e2el > 0.0).then(|| self.completion_tokens.unwrap_or(0) as f64 / (e2el / 1000.0))
+    }
+
+    /// Mean tokens per token-carrying chunk: the speculative acceptance the client sees.
+    pub fn tokens_per_chunk(&self) -> Option<f64> {
+        (!self.chunks_ms.is_empty())
+            .then(|| Some(self.completion_tokens? as f64 / self.chunks_ms.len() as f64))
+            .flatten()
+    }
+}
+
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Limits on one request.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    pub total: Duration,
+    pub idle: Duration,
+}
+
+fn ms_since(start: Instant, t: Instant) -> f64 {
+    t.saturating_duration_since(start).as_secs_f64() * 1000.0
+}
+
+/// Sends one request and measures it. Never fails: a failure is a record with an error.
+pub async fn measure(
+    client: &Client,
+    path: &str,
+    body: Bytes,
+    id: String,
+    timeouts: Timeouts,
+) -> RequestRecord {
+    let mut record = RequestRecord {
+        id,
+        ..RequestRecord::default()
+    };
+    let start = Instant::now();
+    record.sent_at = Some(start);
+    let deadline = tokio::time::Instant::from_std(start + timeouts.total);
+    let fail = |record: &mut RequestRecord, kind: ErrorKind, message: String| {
+        let now = Instant::now();
+        record.end_ms = ms_since(start, now);
+        record.ended_at = Some(now);
+        record.error = Some(RequestError { kind, message });
+    };
+
+    let mut lease = match tokio::time::timeout_at(deadline, client.lease()).await {
+        Ok(Ok(lease)) => lease,
+        Ok(Err(err)) => {
+            let kind = match err {
+                ClientError::Connect { .. } => ErrorKind::Connect,
+                ClientError::Http(_) => ErrorKind::Truncated,
+            };
+            fail(&mut record, kind, err.to_string());
+            return record;
+        }
+        Err(_) => {
+            fail(
+                &mut record,
+                ErrorKind::Timeout,
+                "timed out connecting".into(),
+            );
+            return record;
+        }
+    };
+    let sent = tokio::time::timeout_at(
+        deadline,
+        lease.send(Method::POST, path, body, Some(&record.id)),
+    )
+    .await;
+    let response = match sent {
+        Ok(Ok(response)) => response,
+        Ok(Err(err)) => {
+            fail(&mut record, ErrorKind::Truncated, err.to_string());
+            return record;
+        }
+        Err(_) => {
+            let total = humantime::format_duration(timeouts.total);
+            fail(
+                &mut record,
+                ErrorKind::Timeout,
+                format!("no response within {total}"),
+            );
+            return record;
+        }
+    };
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    if status != 200 {
+        // The server's own words, briefly: OpenAI-style errors say what was wrong.
+        let text = tokio::time::timeout_at(deadline, body.collect())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        fail(
+            &mut record,
+            ErrorKind::Http(status),
+            error_message(status, &text),
+        );
+        return record;
+    }
+
+    let mut parser = SseParser::new();
+    let mut events = Vec::new();
+    let mut done = false;
+    let mut cumulative: Option<Vec<u64>> = Some(Vec::new());
+    loop {
+        let idle_deadline = tokio::time::Instant::now() + timeouts.idle;
+        let (limit, kind) = if idle_deadline < deadline {
+            (idle_deadline, ErrorKind::IdleTimeout)
+        } else {
+            (deadline, ErrorKind::Timeout)
+        };
+        let frame = match tokio::time::timeout_at(limit, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(None) => break,
+            Ok(Some(Err(err))) => {
+                fail(
+                    &mut record,
+                    ErrorKind::Truncated,
+                    format!("the stream broke: {err}"),
+                );
+                return record;
+            }
+            Err(_) => {
+                let message = if kind == ErrorKind::Timeout {
+                    format!(
+                        "not finished within {}",
+                        humantime::format_duration(timeouts.total)
+                    )
+                } else {
+                    format!("no data for {}", humantime::format_duration(timeouts.idle))
+                };
+                fail(&mut record, kind, message);
+                return record;
+            }
+        };
+        // Stamped before parsing: the moment the bytes arrived.
+        let at = Instant::now();
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        parser.push(&data, &mut events);
+        for event in events.drain(..) {
+            if done {
+                continue;
+            }
+            if event.as_slice() == b"[DONE]" {
+                done = true;
+                continue;
+            }
+            let parsed: Event<'_> = match serde_json::from_slice(&event) {
+                Ok(parsed) => parsed,
+                Err(err) => {
+                    fail(
+                        &mut record,
+                        ErrorKind::InvalidResponse,
+                        format!("an event is not OpenAI stream JSON: {err}"),
+                    );
+                    return record;
+                }
+            };
+            if let Some(error) = parsed.error {
+                let message = error
+                    .get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .map_or_else(|| error.to_string(), str::to_owned);
+                fail(
+                    &mut record,
+                    ErrorKind::InvalidResponse,
+                    format!("the server sent an error event: {message}"),
+                );
+                return record;
+            }
+            let carries_tokens = parsed.choices.first().is_some_and(|c| {
+                c.text.as_deref().is_some_and(|t| !t.is_empty())
+                    || c.delta
+                        .as_ref()
+                        .and_then(|d| d.content.as_deref())
+                        .is_some_and(|t| !t.is_empty())
+            });
+            if carries_tokens {
+                record.chunks_ms.push(ms_since(start, at));
+                // Per-chunk usage only counts when every token chunk carries it.
+                match (
+                    &mut cumulative,
+                    parsed.usage.as_ref().and_then(|u| u.completion_tokens),
+                ) {
+                    (Some(list), Some(n)) => list.push(n),
+                    (c, _) => *c = None,
+                }
+            }
+            if let Some(usage) = parsed.usage {
+                record.prompt_tokens = usage.prompt_tokens.or(record.prompt_tokens);
+                record.completion_tokens = usage.completion_tokens.or(record.completion_tokens);
+            }
+        }
+        if done {
+            break;
+        }
+    }
+    let end = Instant::now();
+    record.end_ms = ms_since(start, end);
+    record.ended_at = Some(end);
+    if !done {
+        let message = if parser.pending() {
+            "the stream ended in the middle of an event"
+        } else {
+            "the stream ended without `data: [DONE]`"
+        };
+        record.error = Some(RequestError {
+            kind: ErrorKind::Truncated,
+            message: message.into(),
+        });
+        return record;
+    }
+    // Drain what follows `[DONE]` (normally nothing) so the connection can be reused.
+    if tokio::time::timeout_at(deadline, body.collect())
+        .await
+        .is_ok_and(|r| r.is_ok())
+    {
+        lease.release();
+    }
+    record.chunk_tokens = cumulative
+        .filter(|c| !c.is_empty() && c.len() == record.chunks_ms.len())
+        .map(|c| {
+            let mut previous = 0;
+            c.into_iter()
+                .map(|n| {
+                    let d = n.saturating_sub(previous);
+                    previous = n;
+                    d
+                })
+                .collect()
+        });
+    record
+}
+
+/// `HTTP 404: unknown path …` from an OpenAI-style error body, or the body's start.
+fn error_message(status: u16, body: &[u8]) -> String {
+    let from_json = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("detail"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        });
+    let text = from_json.unwrap_or_else(|| {
+        let text = String::from_utf8_lossy(body);
+        text.chars().take(200).collect()
+    });
+    if text.is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status}: {text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(chunks: &[f64], tokens: Option<u64>) -> RequestRecord {
+        RequestRecord {
+            chunks_ms: chunks.to_vec(),
+            completion_tokens: tokens,
+            ..RequestRecord::default()
+        }
+    }
+
+    #[test]
+    fn per_request_metrics_follow_vllm() {
+        // 12 tokens in 3 chunks of 4: first at 50 ms, then every 40 ms.
+        let r = record(&[50.0, 90.0, 130.0], Some(12));
+        assert_eq!(r.ttft_ms(), Some(50.0));
+        assert_eq!(r.e2el_ms(), Some(130.0));
+        assert_eq!(r.itls_ms().collect::<Vec<_>>(), [40.0, 40.0]);
+        assert!((r.tpot_ms().unwrap() - 80.0 / 11.0).abs() < 1e-12);
+        assert_eq!(r.tokens_per_chunk(), Some(4.0));
+        // (12 − 4) tokens over 80 ms.
+        assert!((r.decode_tok_s().unwrap() - 100.0).abs() < 1e-9);
+        assert!((r.e2e_tok_s().unwrap() - 12.0 / 0.13).abs() < 1e-9);
+    }
+
+    #[test]
+    fn per_chunk_usage_gives_the_first_chunks_own_count() {
+        let mut r = record(&[50.0, 90.0, 130.0], Some(10));
+        r.chunk_tokens = Some(vec![2, 4, 4]);
+        assert_eq!(r.first_chunk_tokens(), Some(2.0));
+        assert!((r.decode_tok_s().unwrap() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn without_usage_token_metrics_are_unknown() {
+        let r = record(&[50.0, 90.0], None);
+        assert_eq!(r.tpot_ms(), None);
+        assert_eq!(r.decode_tok_s(), None);
+        assert_eq!(r.tokens_per_chunk(), None);
+        assert_eq!(r.ttft_ms(), Some(50.0));
+    }
+
+    #[test]
+    fn bodies_ask_for_usage_and_stream() {
+        let spec = RequestSpec {
+            endpoint: Endpoint::Chat,
+            model: "m",
+            prompt: "a b",
+            max_tokens: 7,
+            ignore_eos: true,
+        };
+        let v: serde_json::Value = serde_json::from_slice(&spec.body()).unwrap();
+        assert_eq!(v["messages"][0]["content"], "a b");
+        assert_eq!(v["max_completion_tokens"], 7);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["ignore_eos"], true);
+        let spec = RequestSpec {
+            endpoint: Endpoint::Completions,
+            ignore_eos: false,
+            ..spec
+        };
+        let v: serde_json::Value = serde_json::from_slice(&spec.body()).unwrap();
+        assert_eq!(v["prompt"], "a b");
+        assert_eq!(v["max_tokens"], 7);
+        assert!(v.get("ignore_eos").is_none());
+    }
+
+    #[test]
+    fn error_messages_prefer_the_servers_words() {
+        let m = error_message(404, br#"{"error": {"message": "unknown path `/v1/x`"}}"#);
+        assert_eq!(m, "HTTP 404: unknown path `/v1/x`");
+        assert_eq!(error_message(502, b""), "HTTP 502");
+    }
+}

@@ -1,0 +1,442 @@
+//! Running a benchmark: for each load level (a concurrency sweep has several), `runs`
+//! repetitions, each preceded by its warm-up requests, which are sent and then forgotten.
+//!
+//! Closed loop: N workers each send a request as soon as their previous one ended. Open loop:
+//! a dispatcher sends on the seeded schedule, whatever the server does, optionally capped in
+//! flight; each send's lateness against the schedule is its dispatch lag. Workers send their
+//! records over a channel; only this driver calls the progress callback, so requests never wait
+//! on it. Knows nothing about the engine, files or terminals.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{Semaphore, mpsc};
+
+use super::client::Client;
+use super::config::{BenchConfig, Mode, Stop};
+use super::cpu::process_cpu_time;
+use super::metrics::{Honesty, RunMetrics};
+use super::prompts::{PromptError, Prompts};
+use super::request::{RequestRecord, RequestSpec, Timeouts, measure};
+use super::result::{BenchResult, Level, LevelResult, RunResult};
+use super::schedule::Schedule;
+use super::stats::Summary;
+
+/// Where a benchmark is, for a live progress line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    /// The load level (`concurrency 8`, `10 req/s`, `single-stream`) and its place in a sweep.
+    pub level: String,
+    pub level_index: usize,
+    pub levels: usize,
+    /// The run, from 1.
+    pub run: u32,
+    pub runs: u32,
+    /// Warm-up requests are being sent (nothing is measured yet).
+    pub warmup: bool,
+    /// Requests finished in this run (or warm-up).
+    pub done: u64,
+    /// Requests this run will send, when known in advance.
+    pub total: Option<u64>,
+    pub errors: u64,
+    pub elapsed: Duration,
+    /// Output tokens per second in this run so far (from `usage`; 0 when unknown).
+    pub output_tok_s: f64,
+}
+
+/// Why a benchmark gave no usable result.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Prompts(#[from] PromptError),
+    #[error("cannot ask `{url}` for its model: {message}")]
+    Model { url: String, message: String },
+    /// Every request failed, or more than `max-error-rate` did. The result is complete: it
+    /// says which errors happened and is still worth writing.
+    #[error("{message}")]
+    TooManyErrors {
+        message: String,
+        result: Box<BenchResult>,
+    },
+}
+
+impl BenchError {
+    /// How to fix it, when something can be said.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Self::Prompts(e) => e.hint.clone(),
+            Self::Model { .. } => {
+                Some("is the server up? give `model` to skip the question (`/v1/models`)".into())
+            }
+            Self::TooManyErrors { .. } => Some(
+                "see `errors` in the result; raise `max-error-rate` to accept some failures".into(),
+            ),
+        }
+    }
+}
+
+/// What every request of the benchmark shares; cheap to clone into tasks.
+#[derive(Clone)]
+struct Shared {
+    client: Arc<Client>,
+    prompts: Arc<Prompts>,
+    model: Arc<str>,
+    config: Arc<BenchConfig>,
+    /// Numbers prompts across warm-up and runs, so no two requests share a synthetic prompt.
+    prompt_counter: Arc<AtomicU64>,
+    in_flight: Arc<AtomicU64>,
+    max_in_flight: Arc<AtomicU64>,
+}
+
+impl Shared {
+    async fn send(&self, id: String) -> RequestRecord {
+        let prompt = self
+            .prompts
+            .get(self.prompt_counter.fetch_add(1, Ordering::Relaxed));
+        let max_tokens = prompt.output_tokens.unwrap_or(self.config.output_tokens);
+        let body = RequestSpec {
+            endpoint: self.config.endpoint,
+            model: &self.model,
+            prompt: &prompt.text,
+            max_tokens,
+            ignore_eos: self.config.ignore_eos,
+        }
+        .body();
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        let timeouts = Timeouts {
+            total: self.config.request_timeout,
+            idle: self.config.idle_timeout,
+        };
+        let mut record = measure(
+            &self.client,
+            self.config.endpoint.path(),
+            body,
+            id,
+            timeouts,
+        )
+        .await;
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        record.prompt_words = prompt.words;
+        record.max_tokens = max_tokens;
+        record
+    }
+}
+
+/// Runs the benchmark `config` describes. `progress` is called from this task only, a few
+/// times a second and at the end of each run. It is `Sync` so that this future is `Send` and
+/// the engine can spawn it; any closure over shareable state (`&|p| …`) fits.
+pub async fn run(
+    config: &BenchConfig,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Result<BenchResult, BenchError> {
+    let prompts = Prompts::load(&config.prompts, config.seed)?;
+    let client = Arc::new(Client::new(&config.target));
+    let model = match &config.model {
+        Some(model) => model.clone(),
+        None => discover_model(&client, &config.target).await?,
+    };
+    let shared = Shared {
+        client,
+        prompts: Arc::new(prompts),
+        model: model.as_str().into(),
+        config: Arc::new(config.clone()),
+        prompt_counter: Arc::new(AtomicU64::new(0)),
+        in_flight: Arc::new(AtomicU64::new(0)),
+        max_in_flight: Arc::new(AtomicU64::new(0)),
+    };
+    let levels = Level::all(&config.mode);
+    let mut results = Vec::new();
+    for (level_index, level) in levels.iter().enumerate() {
+        let mut runs = Vec::new();
+        for run in 0..config.runs {
+            let tag = Tag {
+                level: level.clone(),
+                level_index,
+                levels: levels.len(),
+                run: run + 1,
+                runs: config.runs,
+            };
+            warm_up(&shared, &tag, progress).await;
+            runs.push(measure_run(&shared, &tag, progress).await);
+        }
+        results.push(LevelResult::new(level.clone(), runs, &config.slo));
+    }
+    let result = BenchResult::new(config, model, results);
+    let pooled: (u64, u64) = result.levels.iter().fold((0, 0), |(c, f), l| {
+        (c + l.pooled.completed, f + l.pooled.failed)
+    });
+    let (completed, failed) = pooled;
+    let total = completed + failed;
+    if completed == 0 {
+        return Err(BenchError::TooManyErrors {
+            message: format!("all {total} requests failed ({})", result.error_summary()),
+            result: Box::new(result),
+        });
+    }
+    let rate = failed as f64 / total as f64;
+    if rate > config.max_error_rate {
+        return Err(BenchError::TooManyErrors {
+            message: format!(
+                "{failed} of {total} requests failed ({:.1}%, more than the {}% allowed by `max-error-rate`): {}",
+                rate * 100.0,
+                config.max_error_rate * 100.0,
+                result.error_summary()
+            ),
+            result: Box::new(result),
+        });
+    }
+    Ok(result)
+}
+
+/// Which level and run a phase belongs to.
+struct Tag {
+    level: Level,
+    level_index: usize,
+    levels: usize,
+    run: u32,
+    runs: u32,
+}
+
+impl Tag {
+    fn progress(&self, warmup: bool, done: u64, total: Option<u64>) -> Progress {
+        Progress {
+            level: self.level.to_string(),
+            level_index: self.level_index,
+            levels: self.levels,
+            run: self.run,
+            runs: self.runs,
+            warmup,
+            done,
+            total,
+            errors: 0,
+            elapsed: Duration::ZERO,
+            output_tok_s: 0.0,
+        }
+    }
+
+    /// Request ids are this prefix and the request's number; the simulator's record keeps
+    /// them (`client_request_id`), so a request can be found on both sides.
+    fn id_prefix(&self, what: &str) -> String {
+        format!("gpuflow-{}-{}-{what}", self.level_index, self.run)
+    }
+}
+
+async fn discover_model(client: &Client, url: &str) -> Result<String, BenchError> {
+    let fail = |message: String| BenchError::Model {
+        url: format!("{url}/v1/models"),
+        message,
+    };
+    let (status, body) = client
+        .get("/v1/models")
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if status != 200 {
+        return Err(fail(format!("it answered HTTP {status}")));
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| fail(format!("the answer is not JSON: {e}")))?;
+    value
+        .pointer("/data/0/id")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| fail("it lists no model".into()))
+}
+
+/// Sends the warm-up requests (at the level's concurrency, at most one each) and drops them.
+async fn warm_up(shared: &Shared, tag: &Tag, progress: &(dyn Fn(Progress) + Sync)) {
+    let count = u64::from(shared.config.warmup);
+    if count == 0 {
+        return;
+    }
+    progress(tag.progress(true, 0, Some(count)));
+    let width = u64::from(tag.level.concurrency.unwrap_or(1)).clamp(1, count);
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..width {
+        let (shared, next) = (shared.clone(), next.clone());
+        let prefix = tag.id_prefix("w");
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    break;
+                }
+                shared.send(format!("{prefix}{i}")).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.ok();
+    }
+    progress(tag.progress(true, count, Some(count)));
+}
+
+/// One measured run at one level.
+async fn measure_run(
+    shared: &Shared,
+    tag: &Tag,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> RunResult {
+    let config = &shared.config;
+    let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
+    shared.max_in_flight.store(0, Ordering::Relaxed);
+    let cpu_before = process_cpu_time();
+    let start = Instant::now();
+    let unix_start = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let total = match (&config.mode, config.stop) {
+        (_, Stop::Requests(n)) => Some(n),
+        (Mode::RequestRate { rate, arrival, .. }, Stop::Duration(d)) => {
+            Some(Schedule::new(*arrival, *rate, config.seed).until(d).len() as u64)
+        }
+        (_, Stop::Duration(_)) => None,
+    };
+
+    match &config.mode {
+        Mode::RequestRate {
+            rate,
+            arrival,
+            max_concurrency,
+        } => {
+            let schedule = Schedule::new(*arrival, *rate, config.seed);
+            let offsets = match config.stop {
+                Stop::Requests(n) => schedule.take_n(usize::try_from(n).unwrap_or(usize::MAX)),
+                Stop::Duration(d) => schedule.until(d),
+            };
+            let cap = max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
+            let (shared, tx) = (shared.clone(), tx.clone());
+            let prefix = tag.id_prefix("");
+            tokio::spawn(async move {
+                for (i, offset) in offsets.into_iter().enumerate() {
+                    let due = start + offset;
+                    tokio::time::sleep_until(due.into()).await;
+                    let permit = match &cap {
+                        Some(cap) => cap.clone().acquire_owned().await.ok(),
+                        None => None,
+                    };
+                    let (shared, tx) = (shared.clone(), tx.clone());
+                    let id = format!("{prefix}{i}");
+                    tokio::spawn(async move {
+                        let lag = Instant::now().saturating_duration_since(due);
+                        let mut record = shared.send(id).await;
+                        drop(permit);
+                        record.index = i as u64;
+                        record.dispatch_lag_ms = Some(lag.as_secs_f64() * 1000.0);
+                        tx.send(record).ok();
+                    });
+                }
+            });
+        }
+        Mode::SingleStream | Mode::Concurrency(_) => {
+            let workers = tag.level.concurrency.unwrap_or(1);
+            let next = Arc::new(AtomicU64::new(0));
+            for _ in 0..workers {
+                let (shared, tx, next) = (shared.clone(), tx.clone(), next.clone());
+                let stop = config.stop;
+                let prefix = tag.id_prefix("");
+                tokio::spawn(async move {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let more = match stop {
+                            Stop::Requests(n) => i < n,
+                            Stop::Duration(d) => start.elapsed() < d,
+                        };
+                        if !more {
+                            break;
+                        }
+                        let mut record = shared.send(format!("{prefix}{i}")).await;
+                        record.index = i;
+                        if tx.send(record).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        }
+    }
+    drop(tx);
+
+    let mut records: Vec<RequestRecord> = Vec::new();
+    let (mut errors, mut tokens) = (0u64, 0u64);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let report = |records: &[RequestRecord], errors: u64, tokens: u64| {
+        let elapsed = start.elapsed();
+        progress(Progress {
+            errors,
+            elapsed,
+            output_tok_s: tokens as f64 / elapsed.as_secs_f64().max(1e-9),
+            ..tag.progress(false, records.len() as u64, total)
+        });
+    };
+    loop {
+        tokio::select! {
+            record = rx.recv() => match record {
+                Some(record) => {
+                    errors += u64::from(!record.ok());
+                    tokens += record.completion_tokens.unwrap_or(0);
+                    records.push(record);
+                }
+                None => break,
+            },
+            _ = tick.tick() => report(&records, errors, tokens),
+        }
+    }
+    report(&records, errors, tokens);
+
+    let end = records
+        .iter()
+        .filter_map(|r| r.ended_at)
+        .max()
+        .unwrap_or_else(Instant::now);
+    let duration = end.saturating_duration_since(start).as_secs_f64();
+    let cpu = process_cpu_time().saturating_sub(cpu_before).as_secs_f64() * 1000.0;
+    records.sort_by_key(|r| r.index);
+    for r in &mut records {
+        if let Some(sent) = r.sent_at {
+            let offset = sent.saturating_duration_since(start);
+            r.start_s = offset.as_secs_f64();
+            r.start_unix_ns = u64::try_from((unix_start + offset).as_nanos()).unwrap_or(u64::MAX);
+        }
+    }
+    let lags: Vec<f64> = records.iter().filter_map(|r| r.dispatch_lag_ms).collect();
+    let honesty = Honesty {
+        client_cpu_ms: cpu,
+        client_cpu_ms_per_request: 0.0,
+        client_cpu_cores: if duration > 0.0 {
+            cpu / 1000.0 / duration
+        } else {
+            0.0
+        },
+        asked_concurrency: tag.level.concurrency,
+        asked_request_rate: tag.level.request_rate,
+        max_concurrent_requests: shared.max_in_flight.load(Ordering::Relaxed),
+        dispatch_lag_ms: (!lags.is_empty()).then(|| Summary::of(&lags)),
+        connections_opened: shared.client.connections_opened(),
+    };
+    let metrics = RunMetrics::compute(&records, duration, &config.slo, honesty);
+    RunResult {
+        run: tag.run,
+        metrics,
+        records,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn the_benchmark_future_can_be_spawned() {
+        let inputs: indexmap::IndexMap<String, String> =
+            [("target".to_owned(), "http://127.0.0.1:1".to_owned())].into();
+        let config = BenchConfig::from_inputs(&inputs).unwrap();
+        let progress = |_: Progress| {};
+        assert_send(&run(&config, &progress));
+    }
+}
