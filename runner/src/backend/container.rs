@@ -44,6 +44,10 @@ pub struct ContainerState {
     pub oom_killed: bool,
     /// The engine's error, e.g. why it could not start.
     pub error: Option<String>,
+    /// The image's own healthcheck: `starting`, `healthy` or `unhealthy`; `None` without one.
+    pub health: Option<String>,
+    /// How often a restart policy has restarted it.
+    pub restart_count: i64,
 }
 
 /// The text Docker gives when no runtime provides the `nvidia` device driver.
@@ -156,7 +160,32 @@ impl DockerBackend {
             running,
             oom_killed: state.oom_killed.unwrap_or(false),
             error: state.error.filter(|e| !e.is_empty()),
+            health: state
+                .health
+                .and_then(|h| h.status)
+                .map(|s| s.to_string())
+                .filter(|s| !s.is_empty() && s != "none"),
+            restart_count: inspected.restart_count.unwrap_or(0),
         })
+    }
+
+    /// The container's address on its first network, as the host reaches it (`None` on the
+    /// host network, or when it is not running).
+    pub async fn container_ip(&self, container: &str) -> Result<Option<String>, BackendError> {
+        let inspected = self
+            .client()
+            .inspect_container(container, None)
+            .await
+            .map_err(|e| self.not_found_or(container, "inspect a container", &e))?;
+        Ok(inspected
+            .network_settings
+            .and_then(|n| n.networks)
+            .and_then(|networks| {
+                networks
+                    .into_values()
+                    .filter_map(|n| n.ip_address)
+                    .find(|ip| !ip.is_empty())
+            }))
     }
 
     /// Waits until the container exits; returns its exit code. A non-zero exit is a result,

@@ -157,6 +157,16 @@ pub enum EventKind {
         stream: Stream,
         text: String,
     },
+    /// A long step saying where it is (`wait-for-health`: how long it has waited and the
+    /// server's latest line), about once a second; a live view shows the latest one.
+    StepProgress {
+        job: JobRef,
+        step: String,
+        /// Seconds since the step started.
+        #[serde(serialize_with = "seconds")]
+        waited: Duration,
+        message: String,
+    },
     /// What a step wrote to `$GITHUB_STEP_SUMMARY` (Markdown), when it wrote anything.
     StepSummary {
         job: JobRef,

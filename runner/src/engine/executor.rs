@@ -719,6 +719,8 @@ impl JobRun {
                     name,
                     &inputs,
                     step_id.as_deref(),
+                    key,
+                    &cancel,
                     containers,
                     &shared,
                     &jref,

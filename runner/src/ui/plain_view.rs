@@ -37,7 +37,10 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             ..
         } => format!("run {run_id} of `{workflow}` (logs: {log_dir})"),
         EventKind::RunFinished { result, .. } => format!("run {}", result.as_str()),
-        EventKind::JobQueued { .. } | EventKind::StepSummary { .. } => return None,
+        // Progress repeats what the log lines said; a live view shows it, plain lines don't.
+        EventKind::JobQueued { .. }
+        | EventKind::StepSummary { .. }
+        | EventKind::StepProgress { .. } => return None,
         EventKind::JobStarted { job } => format!("{} started", p(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
         // The `job_skipped` line said it already.

@@ -1,11 +1,17 @@
 //! Executing the built-in steps the engine runs today: `start-container` and
-//! `stop-container`. Their inputs come from the declarations in [`crate::steps`] (defaults
-//! included), so what runs is what `gpuflow docs` describes.
+//! `stop-container` here, the others in files of their own. Their inputs come from the
+//! declarations in [`crate::steps`] (defaults included), so what runs is what `gpuflow docs`
+//! describes.
+
+pub mod assert_file;
+pub mod causes;
+pub mod wait_for_health;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
+use tokio_util::sync::CancellationToken;
 
 use super::container_inputs::start_container_spec;
 use super::containers::JobContainers;
@@ -42,11 +48,15 @@ pub fn inputs(
     Ok(out)
 }
 
-/// Runs the built-in `name`; returns its outputs.
+/// Runs the built-in `name` (step `step_key` of the job, stopped by `cancel`); returns its
+/// outputs.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     name: &str,
     inputs: &IndexMap<String, Value>,
     step_id: Option<&str>,
+    step_key: &str,
+    cancel: &CancellationToken,
     containers: &mut JobContainers,
     shared: &Arc<Shared>,
     job: &JobRef,
@@ -127,6 +137,17 @@ pub async fn run(
                 code.to_string(),
             )]))
         }
+        "wait-for-health" => {
+            let call = wait_for_health::Call {
+                containers,
+                shared,
+                job,
+                step: step_key,
+                cancel,
+            };
+            wait_for_health::run(inputs, call).await
+        }
+        "assert-file" => assert_file::run(inputs, Some(containers), &shared.opts.workspace).await,
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),
