@@ -18,14 +18,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::docker::connect_or_skip;
 
-struct Ran {
-    report: RunReport,
-    events: Vec<Event>,
+pub(crate) struct Ran {
+    pub(crate) report: RunReport,
+    pub(crate) events: Vec<Event>,
     docker: DockerBackend,
 }
 
 impl Ran {
-    fn lines(&self, job: &str) -> Vec<String> {
+    pub(crate) fn lines(&self, job: &str) -> Vec<String> {
         self.events
             .iter()
             .filter_map(|e| match &e.kind {
@@ -35,7 +35,7 @@ impl Ran {
             .collect()
     }
 
-    fn step(&self, name: &str) -> StepOutcome {
+    pub(crate) fn step(&self, name: &str) -> StepOutcome {
         self.events
             .iter()
             .find_map(|e| match &e.kind {
@@ -48,7 +48,7 @@ impl Ran {
     }
 
     /// Asserts with the engine's API that nothing of the run is left.
-    async fn assert_nothing_left(&self) {
+    pub(crate) async fn assert_nothing_left(&self) {
         let left = self
             .docker
             .run_containers(&self.report.run_id)
@@ -59,12 +59,12 @@ impl Ran {
 }
 
 /// Runs `yaml` on the local engine; `None` only when Docker tests are skipped knowingly.
-async fn run(yaml: &str) -> Option<Ran> {
+pub(crate) async fn run(yaml: &str) -> Option<Ran> {
     run_with(yaml, &[]).await
 }
 
 /// Like [`run`], with more files (`path`, text) in the workspace.
-async fn run_with(yaml: &str, files: &[(&str, &str)]) -> Option<Ran> {
+pub(crate) async fn run_with(yaml: &str, files: &[(&str, &str)]) -> Option<Ran> {
     let docker = connect_or_skip().await?;
     for image in ["gpuflow-base:test", "gpuflow-sim:test"] {
         assert!(

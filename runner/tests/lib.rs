@@ -10,6 +10,7 @@ mod engine;
 mod expr;
 mod gc;
 mod generated;
+mod health;
 mod hosts;
 mod remote;
 mod signals;

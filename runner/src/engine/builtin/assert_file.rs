@@ -491,11 +491,13 @@ async fn missing(path: &str, place: &impl Place) -> String {
         match place.list(&folder).await {
             Ok(Some(names)) => {
                 if first {
-                    m.push_str(&nearest_names(&folder, &name, &names));
+                    let guess = suggestion(&folder, &name, &names);
+                    let sep = if guess.is_empty() { ";" } else { "" };
+                    m.push_str(&format!("{guess}{sep} `{folder}` {}", holds(&name, &names)));
                 } else {
                     m.push_str(&format!(
-                        "; the parent folder `{parent}` does not exist either; `{folder}` is the nearest that does{}",
-                        nearest_names(&folder, "", &names)
+                        "; the parent folder `{parent}` does not exist either; the nearest folder that does, `{folder}`, {}",
+                        holds("", &names)
                     ));
                 }
                 return m;
@@ -532,17 +534,19 @@ fn split_parent(path: &str) -> (String, String) {
     }
 }
 
-/// "; did you mean `x`? `/tmp` holds `a`, `b`, …" — the names closest to `name` first.
-fn nearest_names(folder: &str, name: &str, names: &[String]) -> String {
+/// "; did you mean `x`?" when a name is close to `name`.
+fn suggestion(folder: &str, name: &str, names: &[String]) -> String {
+    match closest(name, names) {
+        Some(best) if !name.is_empty() => format!("; did you mean `{}`?", join(folder, best)),
+        _ => String::new(),
+    }
+}
+
+/// "holds `a`, `b` and 3 more" (the names closest to `name` first), or "is empty".
+fn holds(name: &str, names: &[String]) -> String {
     const SHOWN: usize = 8;
     if names.is_empty() {
-        return format!("; the folder `{folder}` is empty");
-    }
-    let mut m = String::new();
-    if !name.is_empty()
-        && let Some(best) = closest(name, names)
-    {
-        m.push_str(&format!("; did you mean `{}`?", join(folder, best)));
+        return "is empty".into();
     }
     let mut sorted: Vec<&String> = names.iter().collect();
     if name.is_empty() {
@@ -556,10 +560,7 @@ fn nearest_names(folder: &str, name: &str, names: &[String]) -> String {
     }
     let more = names.len().saturating_sub(SHOWN);
     let shown: Vec<&str> = sorted.iter().take(SHOWN).map(|s| s.as_str()).collect();
-    m.push_str(&format!(
-        " `{folder}` holds {}",
-        crate::diag::join_quoted(&shown, "and")
-    ));
+    let mut m = format!("holds {}", crate::diag::join_quoted(&shown, "and"));
     if more > 0 {
         m.push_str(&format!(" and {more} more"));
     }
@@ -683,7 +684,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            e.contains("the parent folder `models/qwen` does not exist either; `models` is the nearest that does; the folder `models` is empty"),
+            e.contains("the parent folder `models/qwen` does not exist either; the nearest folder that does, `models`, is empty"),
             "{e}"
         );
     }

@@ -67,6 +67,9 @@ pub struct HealthSpec {
     pub timeout: Duration,
     pub interval: Duration,
     pub tail_lines: usize,
+    /// What is waited for, as the user wrote it (a container's name in a URL is later
+    /// replaced by its address; messages keep the name).
+    shown: String,
 }
 
 impl HealthSpec {
@@ -198,24 +201,30 @@ impl HealthSpec {
                 .map_err(|_| format!("`tail-lines` is `{s}`, not a whole number"))?,
         };
         let interval = duration("interval", "50ms")?.max(Duration::from_millis(1));
+        let shown = describe(&probe);
         Ok(Self {
             probe,
             container,
             timeout: duration("timeout", "10m")?,
             interval,
             tail_lines: tail_lines.min(10_000),
+            shown,
         })
     }
 
-    /// What is waited for, for messages: `http://…/health`, `the log line /ready/`.
     fn target(&self) -> String {
-        match &self.probe {
-            Probe::Http(h) => format!("`{}`", h.url),
-            Probe::Tcp { address } => format!("a connection to `{address}`"),
-            Probe::Log { pattern } => format!("a log line matching `{}`", pattern.as_str()),
-            Probe::Docker => "Docker's healthcheck".into(),
-            Probe::Command { command } => format!("`{command}` to exit 0"),
-        }
+        self.shown.clone()
+    }
+}
+
+/// What is waited for, for messages: `http://…/health`, a log line matching `ready`.
+fn describe(probe: &Probe) -> String {
+    match probe {
+        Probe::Http(h) => format!("`{}`", h.url),
+        Probe::Tcp { address } => format!("a connection to `{address}`"),
+        Probe::Log { pattern } => format!("a log line matching `{}`", pattern.as_str()),
+        Probe::Docker => "Docker's healthcheck".into(),
+        Probe::Command { command } => format!("`{command}` to exit 0"),
     }
 }
 
@@ -702,7 +711,7 @@ async fn died(
                 .as_ref()
                 .is_some_and(|s| s.running || s.restart_count > 0);
             format!(
-                "container `{}` {} with exit code {code} after {}, while waiting for {} (OOMKilled: {oom})",
+                "container `{}` {} with code {code} after {}, while waiting for {} (OOMKilled: {oom})",
                 w.name,
                 if restarting {
                     "crashed and is restarting"

@@ -1,0 +1,302 @@
+//! `wait-for-health` and `assert-file` run by the engine against the real Docker engine and the
+//! simulator image: readiness noticed as the server becomes ready, a crashed server failing the
+//! wait at once with its cause, and missing files explained by what is there instead.
+
+use std::time::Duration;
+
+use gpuflow::engine::{EventKind, JobResult, StepOutcome};
+
+use super::docker_engine::{Ran, run, run_with};
+
+/// The step's duration, by its name.
+fn duration(ran: &Ran, step: &str) -> Duration {
+    ran.events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::StepFinished { name, duration, .. } if name == step => Some(*duration),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no step `{step}`"))
+}
+
+/// The value after `prefix` in the job's lines (`ready=1.234`).
+fn value(ran: &Ran, job: &str, prefix: &str) -> String {
+    ran.lines(job)
+        .iter()
+        .find_map(|l| l.strip_prefix(prefix).map(str::to_string))
+        .unwrap_or_else(|| panic!("no line `{prefix}…` in {:?}", ran.lines(job)))
+}
+
+fn all_text(ran: &Ran, job: &str) -> String {
+    ran.lines(job).join("\n")
+}
+
+/// A job that starts the simulator with `flags`, then waits with `with`.
+fn waiting(flags: &str, with: &str) -> String {
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        name: start
+        uses: start-container
+        with:
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 {flags}
+      - id: wait
+        name: wait
+        uses: wait-for-health
+        with:
+{with}
+      - name: report
+        run: echo "ready=${{{{ steps.wait.outputs.ready-after }}}}"
+"#
+    )
+}
+
+fn ready_after(ran: &Ran) -> f64 {
+    value(ran, "serve", "ready=").parse().unwrap()
+}
+
+#[tokio::test]
+async fn http_notices_readiness_as_the_model_finishes_loading() {
+    let Some(ran) = run(&waiting(
+        "--startup-delay 1500ms",
+        "          url: http://server:30000/health\n          timeout: 1m",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        ran.report.result,
+        JobResult::Success,
+        "{}",
+        all_text(&ran, "serve")
+    );
+    let ready = ready_after(&ran);
+    assert!((1.4..3.5).contains(&ready), "ready-after {ready}");
+    assert!(
+        ran.events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::StepProgress { message, .. } if message.contains("waiting for"))),
+        "no progress event while waiting"
+    );
+    ran.assert_nothing_left().await;
+}
+
+#[tokio::test]
+async fn log_matches_the_ready_line_as_it_is_printed() {
+    let Some(ran) = run(&waiting(
+        "--startup-delay 1500ms",
+        "          probe: log\n          container: server\n          pattern: fired up and ready to roll\n          timeout: 1m",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        ran.report.result,
+        JobResult::Success,
+        "{}",
+        all_text(&ran, "serve")
+    );
+    let ready = ready_after(&ran);
+    assert!((1.4..3.5).contains(&ready), "ready-after {ready}");
+}
+
+#[tokio::test]
+async fn a_server_that_runs_out_of_memory_fails_the_wait_at_once() {
+    let Some(ran) = run(&waiting(
+        "--startup-delay 1s --oom-at-start",
+        "          url: http://server:30000/health\n          timeout: 10m",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(ran.step("wait"), StepOutcome::Failure);
+    // Far less than the 10 minutes it was allowed: the exit decided it.
+    let took = duration(&ran, "wait");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    let text = all_text(&ran, "serve");
+    assert!(
+        text.contains("container `server` exited with code 1"),
+        "{text}"
+    );
+    assert!(text.contains("OOMKilled: false"), "{text}");
+    assert!(
+        text.contains("cause: not enough GPU memory for the model and its KV cache: `RuntimeError: Not enough memory."),
+        "{text}"
+    );
+    assert!(text.contains("the last "), "{text}");
+    assert_eq!(ran.step("report"), StepOutcome::Skipped);
+}
+
+#[tokio::test]
+async fn tcp_and_command_probes_wait_for_the_server() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        name: start
+        uses: start-container
+        with:
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 --startup-delay 1s
+      - name: tcp
+        uses: wait-for-health
+        with: { probe: tcp, address: "server:30000", timeout: 30s }
+      - id: inside
+        name: command in the container
+        uses: wait-for-health
+        with:
+          probe: command
+          container: server
+          command: wget -qO /dev/null http://127.0.0.1:30000/health
+          timeout: 30s
+      - id: host
+        name: command on the host
+        uses: wait-for-health
+        with: { probe: command, command: "test -d /", timeout: 10s }
+      - run: echo "inside=${{ steps.inside.outputs.ready-after }}"
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        ran.report.result,
+        JobResult::Success,
+        "{}",
+        all_text(&ran, "serve")
+    );
+    // The port opens before the model has loaded; the health URL answers only after.
+    let inside: f64 = value(&ran, "serve", "inside=").parse().unwrap();
+    assert!(inside < 3.0, "{inside}");
+    assert!(
+        duration(&ran, "tcp") + duration(&ran, "command in the container")
+            >= Duration::from_millis(800)
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_fails_with_the_last_log_lines() {
+    let Some(ran) = run(&waiting(
+        "--startup-delay 1m",
+        "          probe: log\n          container: server\n          pattern: never printed\n          timeout: 1500ms",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step("wait"), StepOutcome::Failure);
+    let text = all_text(&ran, "serve");
+    assert!(
+        text.contains("not ready after 1s 500ms: waited for a log line matching `never printed`"),
+        "{text}"
+    );
+    assert!(text.contains("lines of `server`:\n  "), "{text}");
+    assert!(text.contains("Load weight begin"), "{text}");
+}
+
+#[tokio::test]
+async fn the_docker_probe_without_a_healthcheck_fails_at_once() {
+    let Some(ran) = run(&waiting(
+        "",
+        "          probe: docker\n          container: server\n          timeout: 10m",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step("wait"), StepOutcome::Failure);
+    assert!(duration(&ran, "wait") < Duration::from_secs(10));
+    let text = all_text(&ran, "serve");
+    assert!(
+        text.contains("container `server` has no healthcheck"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn assert_file_in_a_container_and_on_the_host() {
+    let Some(ran) = run_with(
+        r#"
+on: workflow_dispatch
+jobs:
+  files:
+    steps:
+      - id: box
+        name: start
+        uses: start-container
+        with:
+          image: gpuflow-base:test
+          command: sh -c 'mkdir -p /opt/bench && echo "import argparse" > /opt/bench/benchmark_eagle.py && sleep 300'
+      - name: settle
+        container: box
+        run: for i in $(seq 1 50); do test -f /opt/bench/benchmark_eagle.py && exit 0; sleep 0.1; done; exit 1
+      - id: present
+        name: present in the container
+        uses: assert-file
+        with:
+          container: box
+          path: /opt/bench/benchmark_eagle.py
+          contains: "^import arg"
+          min-size: 10
+          sha256: 3a5d0e7a2bfc4ba1c2c6a5a08ee7fd5b22e29e6fac8d8ba3f8a4bb4ce7c0e2d1
+        continue-on-error: true
+      - name: typo in the container
+        uses: assert-file
+        with: { container: box, path: /opt/bench/benchmark_eagle3.py }
+        continue-on-error: true
+      - name: missing folder in the container
+        uses: assert-file
+        with: { container: box, path: /opt/models/qwen/config.json }
+        continue-on-error: true
+      - name: on the host
+        uses: assert-file
+        with: { path: scripts/bench.py, contains: argparse, executable: false }
+      - name: typo on the host
+        uses: assert-file
+        with: { path: scripts/bench2.py }
+        continue-on-error: true
+      - run: echo "size=${{ steps.present.outputs.size }}"
+"#,
+        &[("scripts/bench.py", "import argparse\n")],
+    )
+    .await
+    else {
+        return;
+    };
+    let text = all_text(&ran, "files");
+    assert_eq!(ran.report.result, JobResult::Success, "{text}");
+    assert_eq!(ran.step("present in the container"), StepOutcome::Failure);
+    // Only the hash is wrong; the size was measured.
+    assert!(
+        text.contains("the SHA-256 of `/opt/bench/benchmark_eagle.py` is `"),
+        "{text}"
+    );
+    assert!(text.contains("in container `box`"), "{text}");
+    assert!(
+        text.contains("`/opt/bench/benchmark_eagle3.py` does not exist in container `box`; did you mean `/opt/bench/benchmark_eagle.py`?"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the parent folder `/opt/models/qwen` does not exist either; the nearest folder that does, `/opt`, holds `bench`"),
+        "{text}"
+    );
+    assert_eq!(ran.step("on the host"), StepOutcome::Success);
+    assert!(
+        text.contains(
+            "`scripts/bench2.py` does not exist on the host; did you mean `scripts/bench.py`?"
+        ),
+        "{text}"
+    );
+    ran.assert_nothing_left().await;
+}
