@@ -11,14 +11,14 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: true,
             default: None,
-            doc: "The path to check. When it is missing, the failure lists the nearest names in its parent folder.",
+            doc: "The path to check; on the host, a relative path starts at the workspace. When it is missing, the failure says what is there instead: the closest names in its folder (\"did you mean\"), or that the folder does not exist either and which folder up the path does.",
         },
         InputSpec {
             name: "container",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "Check inside this container (by name); on the host when absent.",
+            doc: "Check inside this running container (the name its `start-container` step gave it), with the container's own `sh`, `test`, `stat`, `sha256sum`, `grep` and `ls`; on the host when absent.",
         },
         InputSpec {
             name: "kind",
@@ -46,7 +46,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "A regular expression the file's content must match.",
+            doc: "A regular expression one line of the file must match. In a container `grep -E` matches it, so keep to the syntax both share (`.`, `[]`, `*`, `+`, `?`, `|`, `()`, `^`, `$`).",
         },
         InputSpec {
             name: "executable",
@@ -63,7 +63,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         },
         OutputSpec {
             name: "sha256",
-            doc: "The file's SHA-256, in hex.",
+            doc: "The file's SHA-256, in hex, when the `sha256` input asked for it (hashing a large model file takes time).",
         },
     ],
     example: r"- uses: assert-file

@@ -19,35 +19,35 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "For `http`: the URL to request (`http://localhost:30000/health`).",
+            doc: "For `http`: the URL to request (`http://localhost:30000/health`). A host that is the name of a container this job started (`http://server:30000/health`) is reached at that container's address, and that container is watched.",
         },
         InputSpec {
             name: "address",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "For `tcp`: `HOST:PORT` to connect to.",
+            doc: "For `tcp`: `HOST:PORT` to connect to. The port of a server that loads a model is often open before it is ready: prefer `http` where there is a health URL.",
         },
         InputSpec {
             name: "pattern",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "For `log`: a regular expression matched against each output line (`fired up and ready to roll`).",
+            doc: "For `log`: a regular expression matched against each output line of `container` as it is printed, from its first line on (`fired up and ready to roll`).",
         },
         InputSpec {
             name: "command",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "For `command`: run until it exits 0 (inside `container` when given, else on the host).",
+            doc: "For `command`: a shell command run every `interval` until it exits 0, inside `container` when given (`docker exec … sh -c`), else on the host.",
         },
         InputSpec {
             name: "container",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "The container to watch: its exit, restart or OOM kill fails the step at once with its last log lines. Required for `log` and `docker`.",
+            doc: "The container to watch, by the name its `start-container` step gave it: if it exits, restarts or is OOM-killed while the step waits, the step fails at once with the exit code, the OOM flag, its last log lines and the recognised cause (CUDA out of memory, not enough memory, address in use, a missing path, NCCL errors, a Python exception). Required for `log` and `docker`.",
         },
         InputSpec {
             name: "expect-status",
@@ -89,31 +89,32 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::Duration,
             required: false,
             default: Some("10m"),
-            doc: "Give up after this long (`30s`, `15m`, `2h`).",
+            doc: "Give up after this long (`30s`, `15m`, `2h`); the failure shows the last attempt's answer and the container's last lines.",
         },
         InputSpec {
             name: "interval",
             ty: InputType::Duration,
             required: false,
             default: Some("50ms"),
-            doc: "Time between polls (`http`, `tcp`, `command`); `log` and container exits are noticed without polling.",
+            doc: "Time between attempts of `http`, `tcp`, `command` and `docker`, so readiness is noticed within tens of milliseconds. `log` lines and container exits are noticed as they happen, without polling.",
         },
         InputSpec {
             name: "tail-lines",
             ty: InputType::Integer,
             required: false,
-            default: Some("50"),
+            default: Some("20"),
             doc: "How many of the container's last log lines to show when it fails.",
         },
     ],
     outputs: &[OutputSpec {
         name: "ready-after",
-        doc: "Seconds from the step's start until the server was ready.",
+        doc: "Seconds from the step's start until the server was ready (`12.345`).",
     }],
-    example: r"- uses: wait-for-health
+    example: r"- id: ready
+  uses: wait-for-health
   with:
-    url: http://localhost:30000/health
+    url: http://server:30000/health
     container: server
-    timeout: 20m
+    timeout: 2h
 ",
 };

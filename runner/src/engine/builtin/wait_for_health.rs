@@ -195,7 +195,7 @@ impl HealthSpec {
             ));
         }
         let tail_lines = match text("tail-lines") {
-            None => 50,
+            None => 20,
             Some(s) => s
                 .parse::<usize>()
                 .map_err(|_| format!("`tail-lines` is `{s}`, not a whole number"))?,
