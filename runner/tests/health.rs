@@ -251,6 +251,13 @@ jobs:
           min-size: 10
           sha256: 3a5d0e7a2bfc4ba1c2c6a5a08ee7fd5b22e29e6fac8d8ba3f8a4bb4ce7c0e2d1
         continue-on-error: true
+      - id: good
+        name: all checks pass in the container
+        uses: assert-file
+        with: { container: box, path: /opt/bench/benchmark_eagle.py, contains: argparse, min-size: 8, executable: false }
+      - name: a folder in the container
+        uses: assert-file
+        with: { container: box, path: /opt/bench, kind: dir }
       - name: typo in the container
         uses: assert-file
         with: { container: box, path: /opt/bench/benchmark_eagle3.py }
@@ -266,7 +273,7 @@ jobs:
         uses: assert-file
         with: { path: scripts/bench2.py }
         continue-on-error: true
-      - run: echo "size=${{ steps.present.outputs.size }}"
+      - run: echo "size=${{ steps.good.outputs.size }}"
 "#,
         &[("scripts/bench.py", "import argparse\n")],
     )
@@ -289,6 +296,15 @@ jobs:
     );
     assert!(
         text.contains("the parent folder `/opt/models/qwen` does not exist either; the nearest folder that does, `/opt`, holds `bench`"),
+        "{text}"
+    );
+    assert_eq!(
+        ran.step("all checks pass in the container"),
+        StepOutcome::Success
+    );
+    assert_eq!(ran.step("a folder in the container"), StepOutcome::Success);
+    assert!(
+        ran.lines("files").contains(&"size=16".to_string()),
         "{text}"
     );
     assert_eq!(ran.step("on the host"), StepOutcome::Success);

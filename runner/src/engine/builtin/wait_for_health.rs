@@ -724,7 +724,7 @@ async fn died(
         }
     };
     if state.as_ref().is_some_and(|s| s.oom_killed) {
-        head.push_str("\nthe kernel killed it for using more memory than its limit (help: raise `memory` of `start-container`, or lower the server's host memory use)");
+        head.push_str("\nthe kernel killed it for using more memory than it may (help: lower the server's host memory use, e.g. fewer workers or a smaller CPU cache, or give the container a higher memory limit)");
     }
     let lines: Vec<&String> = tail.iter().collect();
     if let Some(cause) = causes::recognise(&lines) {
