@@ -316,3 +316,91 @@ jobs:
     );
     ran.assert_nothing_left().await;
 }
+
+#[tokio::test]
+async fn the_steps_own_timeout_minutes_stops_the_wait() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: start-container
+        with: { image: gpuflow-sim:test, command: gpuflow-sim --port 30000 --startup-delay 1m }
+      - name: wait
+        timeout-minutes: 0.02
+        uses: wait-for-health
+        with: { url: "http://server:30000/health", timeout: 10m }
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step("wait"), StepOutcome::Failure);
+    assert!(duration(&ran, "wait") < Duration::from_secs(10));
+    let text = all_text(&ran, "serve");
+    assert!(
+        text.contains("stopped while waiting for `http://server:30000/health`"),
+        "{text}"
+    );
+    assert!(text.contains("the step timed out after 1.2s"), "{text}");
+}
+
+/// An image whose own healthcheck asks the simulator's `/health` every 100 ms.
+fn build_healthchecked_image() -> &'static str {
+    const TAG: &str = "gpuflow-sim-healthcheck:test";
+    let dockerfile = "FROM gpuflow-sim:test\nHEALTHCHECK --interval=100ms --timeout=1s CMD wget -q -O /dev/null http://127.0.0.1:30000/health\n";
+    let mut child = std::process::Command::new("docker")
+        .args(["build", "-q", "-t", TAG, "-"])
+        .env("DOCKER_BUILDKIT", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the docker CLI runs");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), dockerfile.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "docker build failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    TAG
+}
+
+#[tokio::test]
+async fn the_docker_probe_waits_for_the_images_own_healthcheck() {
+    if std::env::var_os("GPUFLOW_SKIP_DOCKER").is_some() {
+        return;
+    }
+    let image = build_healthchecked_image();
+    let Some(ran) = run(&format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: start-container
+        with: {{ image: "{image}", command: gpuflow-sim --port 30000 --startup-delay 1s }}
+      - id: wait
+        name: wait
+        uses: wait-for-health
+        with: {{ probe: docker, container: server, timeout: 1m }}
+      - run: echo "ready=${{{{ steps.wait.outputs.ready-after }}}}"
+"#
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        ran.report.result,
+        JobResult::Success,
+        "{}",
+        all_text(&ran, "serve")
+    );
+    let ready = ready_after(&ran);
+    assert!((0.9..5.0).contains(&ready), "ready-after {ready}");
+}

@@ -726,11 +726,23 @@ impl JobRun {
                     &jref,
                     job_gpus,
                 )
-                .await?;
-                Ok(StepResult {
-                    outcome: StepOutcome::Success,
-                    outputs,
-                })
+                .await;
+                match outputs {
+                    Ok(outputs) => Ok(StepResult {
+                        outcome: StepOutcome::Success,
+                        outputs,
+                    }),
+                    // Stopped (Ctrl-C, fail-fast, a timeout), as a script would be: said, and
+                    // cancelled rather than failed; a timeout turns it into a failure later.
+                    Err(message) if cancel.is_cancelled() => {
+                        self.say(Some(key), &message);
+                        Ok(StepResult {
+                            outcome: StepOutcome::Cancelled,
+                            outputs: IndexMap::new(),
+                        })
+                    }
+                    Err(message) => Err(message),
+                }
             }
             Uses::Local(path) => self.run_action(step, path, key, scope, &env).await,
             other => Err(format!(
