@@ -306,6 +306,13 @@ pub async fn run(
                     Err(_) => break Err("the readiness check stopped unexpectedly".into()),
                 }
             }
+            // Before the log lines: a chatty server must not hide its own exit.
+            code = &mut exit => {
+                let w = watched.as_ref().expect("exit only resolves for a watched container");
+                if let Some(p) = &poller { p.abort(); }
+                drain(&mut lines, &mut tail, spec.tail_lines.max(1)).await;
+                break Err(died(&docker, w, code, started.elapsed(), &spec, &tail).await);
+            }
             line = lines.recv(), if logs_open => match line {
                 Some(line) => {
                     let matched = matches!(&spec.probe, Probe::Log { pattern } if pattern.is_match(&line.text));
@@ -316,12 +323,6 @@ pub async fn run(
                 }
                 None => logs_open = false,
             },
-            code = &mut exit => {
-                let w = watched.as_ref().expect("exit only resolves for a watched container");
-                if let Some(p) = &poller { p.abort(); }
-                drain(&mut lines, &mut tail, spec.tail_lines.max(1)).await;
-                break Err(died(&docker, w, code, started.elapsed(), &spec, &tail).await);
-            }
             () = tokio::time::sleep_until(deadline) => {
                 break Err(timed_out(&spec, watched.as_ref(), &last_attempt, &tail));
             }
