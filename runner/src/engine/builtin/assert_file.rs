@@ -718,6 +718,18 @@ mod tests {
             .unwrap();
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        /// Walking up a path always ends, and the listing never panics on odd names.
+        #[test]
+        fn parents_shrink_and_listings_never_panic(path in "[a-z/.é ]{0,40}", names in proptest::collection::vec("[a-zé._-]{0,12}", 0..20)) {
+            let (parent, _) = split_parent(&path);
+            proptest::prop_assert!(parent.len() <= path.len().max(1));
+            let _ = holds(&path, &names);
+            let _ = suggestion(&parent, &path, &names);
+        }
+    }
+
     #[test]
     fn hashes_are_lower_case_hex() {
         use sha2::Digest;

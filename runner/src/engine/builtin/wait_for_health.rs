@@ -889,6 +889,28 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+        /// Whatever a workflow writes, the inputs are accepted or explained, never a panic.
+        #[test]
+        fn inputs_never_panic(
+            probe in "(http|tcp|log|docker|command|x)",
+            url in "\\PC{0,30}",
+            timeout in "\\PC{0,8}",
+            container in "[a-z]{0,5}",
+        ) {
+            let _ = HealthSpec::from_inputs(&inputs(&[
+                ("probe", &probe),
+                ("url", &url),
+                ("address", &url),
+                ("pattern", &url),
+                ("command", &url),
+                ("timeout", &timeout),
+                ("container", &container),
+            ]));
+        }
+    }
+
     #[test]
     fn the_tail_keeps_the_last_lines() {
         let mut tail = VecDeque::new();
