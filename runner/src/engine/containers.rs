@@ -215,10 +215,9 @@ impl JobContainers {
 
 /// The run id without characters Docker names refuse.
 fn run_stamp(run_id: &str) -> String {
-    let s: String = run_id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(20)
-        .collect();
+    let alnum: Vec<char> = run_id.chars().filter(char::is_ascii_alphanumeric).collect();
+    // The end of a run id is what tells runs apart (seconds and a random suffix); a common
+    // prefix (`test-engine-…`) must not push it out of the name.
+    let s: String = alnum[alnum.len().saturating_sub(20)..].iter().collect();
     s.to_ascii_lowercase()
 }
