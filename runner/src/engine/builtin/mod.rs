@@ -1,6 +1,11 @@
 //! Executing the built-in steps the engine runs today: `start-container` and
-//! `stop-container`. Their inputs come from the declarations in [`crate::steps`] (defaults
-//! included), so what runs is what `gpuflow docs` describes.
+//! `stop-container` here, the others in their own files. Their inputs come from the
+//! declarations in [`crate::steps`] (defaults included), so what runs is what `gpuflow docs`
+//! describes.
+
+mod check_cli_interface;
+pub mod cli_usage;
+pub mod flag_check;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,6 +131,15 @@ pub async fn run(
                 "exit-code".to_string(),
                 code.to_string(),
             )]))
+        }
+        "check-cli-interface" => {
+            let warn = |message: String| {
+                shared.emit(super::event::EventKind::Warning {
+                    job: Some(job.clone()),
+                    message,
+                });
+            };
+            check_cli_interface::run(inputs, containers, &shared.opts.workspace, &warn).await
         }
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
