@@ -284,7 +284,10 @@ mod tests {
             &usage,
             &["`--port` is bad".into()],
         );
-        assert!(r.starts_with("`python3 b.py` on the host does not accept"), "{r}");
+        assert!(
+            r.starts_with("`python3 b.py` on the host does not accept"),
+            "{r}"
+        );
         assert!(r.contains("  - `--port` is bad\n"), "{r}");
         assert!(r.ends_with("[--warmup WARMUP]"), "{r}");
     }

@@ -113,7 +113,9 @@ impl Usage {
 
     /// The flag called exactly `name`.
     pub fn flag(&self, name: &str) -> Option<&Flag> {
-        self.flags.iter().find(|f| f.names.iter().any(|n| n == name))
+        self.flags
+            .iter()
+            .find(|f| f.names.iter().any(|n| n == name))
     }
 
     /// Every name of every flag, in the help's order.
@@ -282,8 +284,7 @@ fn placeholder(v: &str) -> Option<(Takes, String)> {
         } else {
             Takes::OptionalValue
         }
-    } else if first == '<' || first == '{' || first.is_ascii_uppercase() || first.is_ascii_digit()
-    {
+    } else if first == '<' || first == '{' || first.is_ascii_uppercase() || first.is_ascii_digit() {
         value_takes(v)
     } else {
         return Some((Takes::Nothing, String::new()));

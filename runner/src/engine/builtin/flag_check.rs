@@ -10,10 +10,7 @@ use super::cli_usage::{Flag, Takes, Usage};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Problem {
     /// No such flag; `closest` is the real flag most likely meant.
-    Unknown {
-        flag: String,
-        closest: Option<Flag>,
-    },
+    Unknown { flag: String, closest: Option<Flag> },
     /// An abbreviation several long flags start with.
     Ambiguous {
         flag: String,
@@ -33,7 +30,10 @@ impl Problem {
     pub fn message(&self) -> String {
         match self {
             Self::Unknown { flag, closest } => match closest {
-                Some(c) => format!("`{flag}` is not a flag of this command; did you mean `{}`?", c.display()),
+                Some(c) => format!(
+                    "`{flag}` is not a flag of this command; did you mean `{}`?",
+                    c.display()
+                ),
                 None => format!("`{flag}` is not a flag of this command"),
             },
             Self::Ambiguous { flag, candidates } => format!(
@@ -126,8 +126,9 @@ pub fn check_args(usage: &Usage, args: &[String]) -> Checked {
         }
         if !looks_like_flag(word) {
             if usage.positionals == Some(false) {
-                out.problems
-                    .push(Problem::UnexpectedArgument { value: word.clone() });
+                out.problems.push(Problem::UnexpectedArgument {
+                    value: word.clone(),
+                });
             }
             continue;
         }
@@ -217,24 +218,74 @@ fn short_with_value<'a>(usage: &'a Usage, word: &str) -> Option<(&'a Flag, Strin
 /// `--server-url`, `--num-runs` and `--max-tokens`. Spelling alone cannot find those.
 const SAME_MEANING: &[&[&str]] = &[
     &[
-        "port", "host", "url", "server-url", "base-url", "server", "address", "addr",
-        "endpoint", "api-base", "api-url", "target", "server-address",
+        "port",
+        "host",
+        "url",
+        "server-url",
+        "base-url",
+        "server",
+        "address",
+        "addr",
+        "endpoint",
+        "api-base",
+        "api-url",
+        "target",
+        "server-address",
     ],
     &[
-        "output-len", "output-length", "max-tokens", "max-new-tokens", "output-tokens",
-        "gen-len", "osl", "max-output-tokens", "new-tokens", "num-tokens", "tokens",
-        "random-output-len", "max-length",
+        "output-len",
+        "output-length",
+        "max-tokens",
+        "max-new-tokens",
+        "output-tokens",
+        "gen-len",
+        "osl",
+        "max-output-tokens",
+        "new-tokens",
+        "num-tokens",
+        "tokens",
+        "random-output-len",
+        "max-length",
     ],
     &[
-        "num-prompts", "num-requests", "num-runs", "runs", "iterations", "iters", "num-iters",
-        "repeat", "repeats", "trials", "num-samples", "requests", "prompts", "n",
+        "num-prompts",
+        "num-requests",
+        "num-runs",
+        "runs",
+        "iterations",
+        "iters",
+        "num-iters",
+        "repeat",
+        "repeats",
+        "trials",
+        "num-samples",
+        "requests",
+        "prompts",
+        "n",
     ],
-    &["warmup", "warmup-runs", "num-warmup", "warmup-requests", "warmup-iters", "n-warmup"],
     &[
-        "input-len", "input-length", "prompt-len", "isl", "random-input-len", "prompt-tokens",
+        "warmup",
+        "warmup-runs",
+        "num-warmup",
+        "warmup-requests",
+        "warmup-iters",
+        "n-warmup",
     ],
     &[
-        "concurrency", "max-concurrency", "parallel", "num-parallel", "clients", "workers",
+        "input-len",
+        "input-length",
+        "prompt-len",
+        "isl",
+        "random-input-len",
+        "prompt-tokens",
+    ],
+    &[
+        "concurrency",
+        "max-concurrency",
+        "parallel",
+        "num-parallel",
+        "clients",
+        "workers",
     ],
     &["request-rate", "rate", "qps", "rps"],
     &["model", "model-path", "model-name", "served-model-name"],
@@ -308,7 +359,11 @@ mod tests {
     }
 
     fn messages(help: &str, args: &str) -> Vec<String> {
-        check(help, args).problems.iter().map(Problem::message).collect()
+        check(help, args)
+            .problems
+            .iter()
+            .map(Problem::message)
+            .collect()
     }
 
     #[test]

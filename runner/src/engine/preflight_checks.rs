@@ -1,0 +1,553 @@
+//! Preflight: before any job starts, every check whose answer cannot change by the time its
+//! step runs is run now, so a wrong flag or a missing file costs seconds instead of a model
+//! load. `check-cli-interface` and `assert-file` steps on a container that a `start-container`
+//! step starts from an image are run in a throw-away container of that image (labelled with
+//! the run, removed after); the same steps on the host run on the host; the images of
+//! `start-container` steps must be on the engine (or pullable).
+//!
+//! A check qualifies only when nothing before it can change its answer ([`candidates`]): its
+//! job and step have no `if:`, the step has no `continue-on-error`, its inputs read only the
+//! contexts known at the start (`matrix`, `inputs`, `vars`, `github`, `secrets`, `strategy`),
+//! and no earlier step writes where it looks (a `run:` in its container or, for host checks, a
+//! `run:` or action at all, or a job it `needs`). The others run at their place.
+//!
+//! The checks run through the engine's built-in dispatch ([`builtin::run`]), exactly as the
+//! steps would; this module decides what runs early and where, not how a check works.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use indexmap::IndexMap;
+
+use super::builtin;
+use super::container_inputs::start_container_spec;
+use super::containers::JobContainers;
+use super::event::{EventKind, JobRef, StepOutcome};
+use super::executor::Shared;
+use crate::backend::{ContainerSpec, GpuRequest};
+use crate::expr::{MapContext, Value, parse_template};
+use crate::plan::PlannedJob;
+use crate::workflow::model::{Job, Step, Uses, Value as ModelValue};
+
+/// The built-ins preflight may run early: they only read.
+pub const PREFLIGHT_BUILTINS: &[&str] = &["check-cli-interface", "assert-file"];
+
+/// Contexts whose values are known before the first step; `env`, `steps`, `needs`, `job` and
+/// `runner` are not (steps change `env` through `$GITHUB_ENV`).
+const KNOWN_AT_START: &[&str] = &[
+    "matrix", "inputs", "vars", "github", "gpuflow", "secrets", "strategy",
+];
+
+/// A step of a job that preflight runs early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Index of the check step in the job.
+    pub step: usize,
+    /// Index of the `start-container` step whose image the check looks into; `None` on the host.
+    pub start: Option<usize>,
+}
+
+/// How preflight ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreflightReport {
+    pub checks: usize,
+    pub failed: usize,
+}
+
+impl PreflightReport {
+    pub fn passed(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+/// The checks of `job` preflight may run, in step order.
+pub fn candidates(job: &Job) -> Vec<Candidate> {
+    if job.condition.is_some() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    // Container name → the start-container step that starts it, while nothing touched it.
+    let mut started: HashMap<String, usize> = HashMap::new();
+    let mut host_touched = !job.needs.is_empty();
+    for (i, step) in job.steps.iter().enumerate() {
+        match step.uses.as_ref().map(|u| &u.value) {
+            None => {
+                match step.container.as_ref().map(|c| literal(&c.value)) {
+                    Some(Some(name)) => {
+                        started.remove(&name);
+                    }
+                    // A container chosen by an expression could be any of them.
+                    Some(None) => started.clear(),
+                    None => host_touched = true,
+                }
+            }
+            Some(Uses::Builtin(name)) if name == "start-container" => {
+                let container = with_literal(step, "name")
+                    .or_else(|| step.id.as_ref().map(|i| i.value.clone()));
+                match container {
+                    Some(c) if step.condition.is_none() && static_inputs(step) => {
+                        started.insert(c, i);
+                    }
+                    Some(c) => {
+                        started.remove(&c);
+                    }
+                    None => {}
+                }
+            }
+            Some(Uses::Builtin(name)) if name == "stop-container" => {
+                match with_literal(step, "container") {
+                    Some(c) => {
+                        started.remove(&c);
+                    }
+                    None => started.clear(),
+                }
+            }
+            Some(Uses::Builtin(name)) if PREFLIGHT_BUILTINS.contains(&name.as_str()) => {
+                let eligible = step.condition.is_none()
+                    && step.continue_on_error.is_none()
+                    && static_inputs(step);
+                if !eligible {
+                    continue;
+                }
+                match step.with.get("container") {
+                    None if !host_touched => out.push(Candidate {
+                        step: i,
+                        start: None,
+                    }),
+                    None => {}
+                    Some(_) => {
+                        if let Some(start) =
+                            with_literal(step, "container").and_then(|c| started.get(&c))
+                        {
+                            out.push(Candidate {
+                                step: i,
+                                start: Some(*start),
+                            });
+                        }
+                    }
+                }
+            }
+            Some(Uses::Builtin(_)) => {}
+            // An action may run anything anywhere.
+            Some(_) => {
+                host_touched = true;
+                started.clear();
+            }
+        }
+    }
+    out
+}
+
+/// The text of a `with:` input without expressions.
+fn with_literal(step: &Step, input: &str) -> Option<String> {
+    match &step.with.get(input)?.value {
+        ModelValue::String(s) => literal(s),
+        _ => None,
+    }
+}
+
+fn literal(s: &str) -> Option<String> {
+    (!s.contains("${{")).then(|| s.to_string())
+}
+
+/// Whether every `with:` value reads only contexts known at the start.
+fn static_inputs(step: &Step) -> bool {
+    step.with.values().all(|v| static_value(&v.value))
+}
+
+fn static_value(v: &ModelValue) -> bool {
+    match v {
+        ModelValue::String(s) => parse_template(s).is_ok_and(|t| {
+            t.expressions().all(|(e, _)| {
+                e.context_accesses().iter().all(|a| {
+                    a.path.first().is_some_and(|root| {
+                        KNOWN_AT_START.contains(&root.to_ascii_lowercase().as_str())
+                    })
+                })
+            })
+        }),
+        ModelValue::List(items) => items.iter().all(|i| static_value(&i.value)),
+        ModelValue::Map(m) => m.values().all(|i| static_value(&i.value)),
+        _ => true,
+    }
+}
+
+/// One check ready to run: its inputs evaluated for one job run.
+struct Ready {
+    jref: JobRef,
+    step_key: String,
+    builtin: String,
+    label: String,
+    inputs: IndexMap<String, Value>,
+    /// The container's name and the throw-away spec of its image.
+    container: Option<(String, ContainerSpec)>,
+}
+
+/// Runs every preflight check of `runs`; says what it does through events. Checks with the
+/// same inputs in several matrix cells run once.
+pub async fn run(shared: &Arc<Shared>, runs: &[PlannedJob], refs: &[JobRef]) -> PreflightReport {
+    let started = Instant::now();
+    let mut report = PreflightReport::default();
+    let mut seen = HashSet::new();
+    let mut by_run: Vec<Vec<Ready>> = Vec::new();
+    let mut images: IndexMap<String, JobRef> = IndexMap::new();
+    for (planned, jref) in runs.iter().zip(refs) {
+        let job = &shared.wf.jobs[&planned.job_id];
+        let ctx = start_context(shared, planned);
+        let mut ready = Vec::new();
+        if job.condition.is_none() {
+            for step in &job.steps {
+                if let Some(image) = start_image(shared, step, &ctx) {
+                    images.entry(image).or_insert_with(|| jref.clone());
+                }
+            }
+        }
+        for c in candidates(job) {
+            let Some(r) = prepare(shared, job, &c, &ctx, jref) else {
+                continue;
+            };
+            let key = format!(
+                "{}#{}#{:?}#{:?}",
+                planned.job_id, c.step, r.inputs, r.container
+            );
+            if seen.insert(key) {
+                ready.push(r);
+            }
+        }
+        by_run.push(ready);
+    }
+    if images.is_empty() && by_run.iter().all(Vec::is_empty) {
+        return report;
+    }
+
+    if let Some(docker) = &shared.docker {
+        for (image, jref) in &images {
+            report.checks += 1;
+            let t = Instant::now();
+            let problem = match docker.has_image(image).await {
+                Ok(true) => None,
+                Ok(false) => docker.pull_image(image).await.err().map(|e| {
+                    let mut m = format!(
+                        "the image `{image}` is not on the engine and could not be pulled: {e}"
+                    );
+                    if let Some(h) = e.hint() {
+                        m.push_str(&format!(" (help: {h})"));
+                    }
+                    m
+                }),
+                Err(e) => Some(e.to_string()),
+            };
+            if problem.is_some() {
+                report.failed += 1;
+            }
+            shared.emit(EventKind::PreflightCheck {
+                job: jref.clone(),
+                step: None,
+                name: format!("image `{image}`"),
+                outcome: if problem.is_some() {
+                    StepOutcome::Failure
+                } else {
+                    StepOutcome::Success
+                },
+                message: problem,
+                duration: t.elapsed(),
+            });
+        }
+    }
+    for ready in by_run {
+        run_job_checks(shared, ready, &mut report).await;
+    }
+    shared.emit(EventKind::PreflightFinished {
+        checks: report.checks,
+        failed: report.failed,
+        duration: started.elapsed(),
+    });
+    report
+}
+
+/// The contexts a job run has before its first step.
+fn start_context(shared: &Shared, planned: &PlannedJob) -> MapContext {
+    let mut ctx = MapContext::new();
+    for (k, v) in &shared.base {
+        ctx.insert(k.clone(), v.clone());
+    }
+    ctx.insert(
+        "matrix",
+        Value::Object(
+            planned
+                .matrix
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))
+                .collect(),
+        ),
+    );
+    ctx.insert(
+        "strategy",
+        super::evaluate::object([
+            ("fail-fast", Value::Bool(planned.fail_fast)),
+            ("job-index", Value::Number(planned.cell as f64)),
+            ("job-total", Value::Number(planned.cells as f64)),
+        ]),
+    );
+    ctx.with_workspace(&shared.opts.workspace)
+}
+
+/// The image an unconditional `start-container` step with inputs known at the start uses.
+fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<String> {
+    let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        return None;
+    };
+    if name != "start-container" || step.condition.is_some() || !static_inputs(step) {
+        return None;
+    }
+    let inputs = builtin::inputs(name, step, ctx, &shared.wf.file).ok()?;
+    if inputs
+        .get("pull")
+        .is_some_and(|p| p.to_expr_string() == "always")
+    {
+        // It is pulled at its place anyway.
+        return None;
+    }
+    inputs.get("image").map(Value::to_expr_string)
+}
+
+fn prepare(
+    shared: &Shared,
+    job: &Job,
+    c: &Candidate,
+    ctx: &MapContext,
+    jref: &JobRef,
+) -> Option<Ready> {
+    let step = &job.steps[c.step];
+    let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        return None;
+    };
+    let file = &shared.wf.file;
+    // An input that does not evaluate fails the step at its place, with its location.
+    let inputs = builtin::inputs(name, step, ctx, file).ok()?;
+    let container = match c.start {
+        None => None,
+        Some(s) => {
+            let start = &job.steps[s];
+            let start_inputs = builtin::inputs("start-container", start, ctx, file).ok()?;
+            let spec = throwaway(start_container_spec(&start_inputs, None).ok()?);
+            let name = inputs.get("container")?.to_expr_string();
+            Some((name, spec))
+        }
+    };
+    let label = step
+        .name
+        .as_ref()
+        .map_or_else(|| name.clone(), |n| n.value.clone());
+    Some(Ready {
+        jref: jref.clone(),
+        step_key: (c.step + 1).to_string(),
+        builtin: name.clone(),
+        label,
+        inputs,
+        container,
+    })
+}
+
+/// The server's spec made harmless: same image, environment, working directory and (read-only)
+/// volumes, so files and programs are where the step will look; no GPUs, ports or network,
+/// and it idles instead of loading a model.
+fn throwaway(mut spec: ContainerSpec) -> ContainerSpec {
+    spec.entrypoint = Some(vec!["tail".into()]);
+    spec.command = Some(vec!["-f".into(), "/dev/null".into()]);
+    spec.ports.clear();
+    spec.gpus = GpuRequest::None;
+    spec.network = Some("none".into());
+    spec.network_aliases.clear();
+    spec.ipc = None;
+    spec.ulimits.clear();
+    for v in &mut spec.volumes {
+        v.read_only = true;
+    }
+    spec
+}
+
+/// The checks of one job run, in one throw-away container per image (started on first use).
+async fn run_job_checks(shared: &Arc<Shared>, ready: Vec<Ready>, report: &mut PreflightReport) {
+    let Some(first) = ready.first() else { return };
+    let pref = JobRef {
+        job: format!("preflight-{}", first.jref.job),
+        cell: first.jref.cell,
+        display: format!("{} (preflight)", first.jref.display),
+    };
+    let mut containers = shared
+        .docker
+        .clone()
+        .map(|d| JobContainers::new(d, &shared.opts.run_id, &pref));
+    // Throw-away name → the name the steps use for it.
+    let mut renamed: Vec<(String, String)> = Vec::new();
+    for check in ready {
+        let t = Instant::now();
+        let result = async {
+            let Some(containers) = containers.as_mut() else {
+                return Err("preflight needs a Docker engine, and the run has none".to_string());
+            };
+            if let Some((name, spec)) = &check.container
+                && !containers.started.contains_key(name)
+            {
+                let temp = format!("preflight-{name}");
+                containers
+                    .start(shared, &pref, &temp, spec.clone())
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "could not start a throw-away container of `{}`: {e}",
+                            spec.image
+                        )
+                    })?;
+                // The step names the container as the job will: `server`, not `preflight-server`.
+                if let Some(s) = containers.started.shift_remove(&temp) {
+                    containers.started.insert(name.clone(), s);
+                    renamed.push((temp, name.clone()));
+                }
+            }
+            builtin::run(
+                &check.builtin,
+                &check.inputs,
+                None,
+                containers,
+                shared,
+                &check.jref,
+                None,
+            )
+            .await
+        }
+        .await;
+        report.checks += 1;
+        let outcome = if result.is_ok() {
+            StepOutcome::Success
+        } else {
+            report.failed += 1;
+            StepOutcome::Failure
+        };
+        shared.emit(EventKind::PreflightCheck {
+            job: check.jref.clone(),
+            step: Some(check.step_key.clone()),
+            name: check.label.clone(),
+            outcome,
+            message: result.err(),
+            duration: t.elapsed(),
+        });
+    }
+    if let Some(mut containers) = containers {
+        for (temp, name) in renamed {
+            if let Some(s) = containers.started.shift_remove(&name) {
+                containers.started.insert(temp, s);
+            }
+        }
+        for problem in containers.remove_all(shared, &pref).await {
+            shared.emit(EventKind::Warning {
+                job: Some(pref.clone()),
+                message: format!("could not remove {problem}"),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::Loaded;
+
+    fn job(yaml: &str) -> Job {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wf.yml");
+        std::fs::write(&path, yaml).unwrap();
+        let (loaded, diags) = crate::check::load_and_check(&path).unwrap();
+        assert!(!diags.has_errors(), "{diags:?}");
+        let Loaded::Workflow(Some(wf)) = loaded else {
+            panic!("not a workflow")
+        };
+        wf.jobs.values().next().unwrap().clone()
+    }
+
+    const HEAD: &str = "on: push\njobs:\n  bench:\n";
+
+    fn steps(job: &str) -> Vec<(usize, Option<usize>)> {
+        candidates(&self::job(&format!("{HEAD}{job}")))
+            .into_iter()
+            .map(|c| (c.step, c.start))
+            .collect()
+    }
+
+    const START: &str = "      - uses: start-container\n        with: { name: server, image: gpuflow-python:test }\n";
+    const CHECK: &str = "      - uses: check-cli-interface\n        with: { container: server, command: python3 /tmp/b.py, args: --port 1 }\n";
+
+    #[test]
+    fn a_check_in_a_started_image_runs_early() {
+        assert_eq!(
+            steps(&format!("    steps:\n{START}{CHECK}")),
+            [(1, Some(0))]
+        );
+    }
+
+    #[test]
+    fn a_run_in_the_container_before_the_check_keeps_it_in_place() {
+        let touch = "      - run: touch /tmp/x\n        container: server\n";
+        assert_eq!(steps(&format!("    steps:\n{START}{touch}{CHECK}")), []);
+    }
+
+    #[test]
+    fn a_check_reading_an_earlier_step_stays_in_place() {
+        let check = "      - uses: check-cli-interface\n        with: { container: server, command: python3, args: \"${{ steps.a.outputs.x }}\" }\n";
+        let by_matrix = "      - uses: check-cli-interface\n        with: { container: server, command: python3, args: \"${{ matrix.x }}\" }\n";
+        assert_eq!(
+            steps(&format!(
+                "    strategy: {{ matrix: {{ x: [a] }} }}\n    steps:\n{START}      - id: a\n        run: echo x=1\n{check}{by_matrix}"
+            )),
+            [(3, Some(0))]
+        );
+    }
+
+    #[test]
+    fn conditions_and_continue_on_error_keep_checks_in_place() {
+        let cond = "      - if: github.ref == 'x'\n        uses: assert-file\n        with: { path: /x }\n";
+        let coe = "      - uses: assert-file\n        continue-on-error: true\n        with: { path: /x }\n";
+        let plain = "      - uses: assert-file\n        with: { path: /x }\n";
+        assert_eq!(
+            steps(&format!("    steps:\n{cond}{coe}{plain}")),
+            [(2, None)]
+        );
+    }
+
+    #[test]
+    fn host_checks_after_a_host_script_stay_in_place() {
+        let host = "      - uses: assert-file\n        with: { path: /x }\n";
+        let run = "      - run: echo hi > /x\n";
+        assert_eq!(
+            steps(&format!("    steps:\n{host}{run}{host}")),
+            [(0, None)]
+        );
+    }
+
+    #[test]
+    fn a_job_with_a_condition_has_no_early_checks() {
+        assert_eq!(
+            steps(&format!("    if: false\n    steps:\n{START}{CHECK}")),
+            []
+        );
+    }
+
+    #[test]
+    fn throwaway_containers_are_harmless() {
+        let mut spec = ContainerSpec::new("img");
+        spec.gpus = GpuRequest::All;
+        spec.ports.push(crate::backend::PortMapping::tcp(30000));
+        spec.volumes.push(crate::backend::VolumeMount {
+            source: "/models".into(),
+            target: "/models".into(),
+            read_only: false,
+        });
+        let t = throwaway(spec);
+        assert_eq!(t.gpus, GpuRequest::None);
+        assert!(t.ports.is_empty());
+        assert!(t.volumes[0].read_only);
+        assert_eq!(t.network.as_deref(), Some("none"));
+    }
+}
