@@ -11,6 +11,7 @@ mod expr;
 mod gc;
 mod generated;
 mod hosts;
+mod preflight;
 mod remote;
 mod signals;
 mod sim;
