@@ -63,8 +63,7 @@ jobs:
 }
 
 const WRONG: &str = "--port 30000 --num-prompts 5 --output-len 256";
-const RIGHT: &str =
-    "--server-url http://server:30000 --max-tokens 32 --num-runs 2 --warmup 0";
+const RIGHT: &str = "--server-url http://server:30000 --max-tokens 32 --num-runs 2 --warmup 0";
 
 struct Ran {
     report: RunReport,
@@ -88,9 +87,9 @@ impl Ran {
     }
 
     fn started(&self, name: &str) -> bool {
-        self.events.iter().any(
-            |e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name),
-        )
+        self.events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name))
     }
 
     fn index(&self, f: impl Fn(&EventKind) -> bool) -> Option<usize> {
@@ -111,10 +110,24 @@ async fn docker_with_images() -> Option<DockerBackend> {
 
 /// Runs `yaml` through the engine's API, listing the run's containers every 20 ms meanwhile.
 async fn run(yaml: &str, tweak: impl FnOnce(&mut RunOptions)) -> Option<Ran> {
+    run_with(yaml, &[], tweak).await
+}
+
+/// Like [`run`], with more files (`path`, text) in the workspace.
+async fn run_with(
+    yaml: &str,
+    files: &[(&str, &str)],
+    tweak: impl FnOnce(&mut RunOptions),
+) -> Option<Ran> {
     let docker = docker_with_images().await?;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join(".git")).unwrap();
     std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
     let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
     assert!(!diags.has_errors(), "{diags:#?}");
     let Loaded::Workflow(Some(wf)) = loaded else {
@@ -282,6 +295,49 @@ jobs:
     assert!(at_place, "{:#?}", ran.events);
 }
 
+/// eagle3.yml's shape: the container comes from a composite action, the script's path from
+/// the workflow's `env`.
+#[tokio::test]
+async fn a_container_started_by_an_action_and_a_path_from_env_are_checked_early() {
+    let action = r#"
+name: client
+description: the benchmark client
+inputs:
+  name: { description: its name, default: client }
+runs:
+  using: composite
+  steps:
+    - uses: start-container
+      with: { name: "${{ inputs.name }}", image: gpuflow-python:test, command: sleep 600 }
+"#;
+    let yaml = r#"
+on: workflow_dispatch
+env:
+  BENCH_SCRIPT: /tmp/benchmark_eagle3.py
+jobs:
+  bench:
+    steps:
+      - uses: ./actions/client
+      - name: check
+        uses: check-cli-interface
+        with:
+          container: client
+          command: python3 ${{ env.BENCH_SCRIPT }}
+          args: --port 30000
+"#;
+    let Some(ran) = run_with(yaml, &[("actions/client/action.yml", action)], |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
+    assert!(!ran.started("client"));
+    let messages = ran.preflight_messages();
+    assert!(
+        messages[0].contains("did you mean `--server-url SERVER_URL`?"),
+        "{messages:#?}"
+    );
+}
+
 #[tokio::test]
 async fn a_missing_test_image_fails_preflight_with_the_make_target() {
     let yaml = r#"
@@ -333,7 +389,10 @@ async fn gpuflow_run_prints_the_usage_and_suggestions_and_exits_1() {
         "preflight: 1 of 3 checks failed",
         "nothing was started",
     ] {
-        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
     }
     assert!(!stdout.contains("container server started"), "{stdout}");
 

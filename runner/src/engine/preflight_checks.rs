@@ -23,29 +23,41 @@ use indexmap::IndexMap;
 use super::builtin;
 use super::container_inputs::start_container_spec;
 use super::containers::JobContainers;
+use super::evaluate::{eval_string, eval_value};
 use super::event::{EventKind, JobRef, StepOutcome};
 use super::executor::Shared;
 use crate::backend::{ContainerSpec, GpuRequest};
+use crate::diag::SourceFile;
 use crate::expr::{MapContext, Value, parse_template};
 use crate::plan::PlannedJob;
-use crate::workflow::model::{Job, Step, Uses, Value as ModelValue};
+use crate::workflow::model::{Action, Job, Step, Uses, Value as ModelValue, Workflow};
 
 /// The built-ins preflight may run early: they only read.
 pub const PREFLIGHT_BUILTINS: &[&str] = &["check-cli-interface", "assert-file"];
 
-/// Contexts whose values are known before the first step; `env`, `steps`, `needs`, `job` and
-/// `runner` are not (steps change `env` through `$GITHUB_ENV`).
+/// Contexts whose values are known before the first step. `env` is too, until a step could
+/// have changed it through `$GITHUB_ENV`; `steps`, `needs`, `job` and `runner` are not.
 const KNOWN_AT_START: &[&str] = &[
     "matrix", "inputs", "vars", "github", "gpuflow", "secrets", "strategy",
 ];
+
+/// Where a container comes from: a `start-container` step of the job, or one inside the
+/// composite action a job step uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartAt {
+    /// Index of the job's step.
+    pub step: usize,
+    /// Index of the `start-container` step inside that step's action.
+    pub inner: Option<usize>,
+}
 
 /// A step of a job that preflight runs early.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
     /// Index of the check step in the job.
     pub step: usize,
-    /// Index of the `start-container` step whose image the check looks into; `None` on the host.
-    pub start: Option<usize>,
+    /// Where the container the check looks into is started; `None` on the host.
+    pub start: Option<StartAt>,
 }
 
 /// How preflight ended.
@@ -61,64 +73,92 @@ impl PreflightReport {
     }
 }
 
-/// The checks of `job` preflight may run, in step order.
-pub fn candidates(job: &Job) -> Vec<Candidate> {
+/// What the steps before a check may have changed.
+struct Walk {
+    /// Container name → where it was started, while nothing touched it since.
+    started: HashMap<String, StartAt>,
+    host_touched: bool,
+    /// No step could have written `$GITHUB_ENV` yet.
+    env_known: bool,
+}
+
+impl Walk {
+    /// After a step that may run anything anywhere (an unknown or conditional action).
+    fn opaque(&mut self) {
+        self.host_touched = true;
+        self.env_known = false;
+        self.started.clear();
+    }
+
+    /// After a `run:` step: it may write `$GITHUB_ENV` and whatever its place holds.
+    fn script(&mut self, container: Option<Option<String>>) {
+        self.env_known = false;
+        match container {
+            Some(Some(name)) => {
+                self.started.remove(&name);
+            }
+            // A container chosen by an expression could be any of them.
+            Some(None) => self.started.clear(),
+            None => self.host_touched = true,
+        }
+    }
+}
+
+/// The checks of `job` (of `wf`) preflight may run, in step order.
+pub fn candidates(wf: &Workflow, job: &Job) -> Vec<Candidate> {
     if job.condition.is_some() {
         return Vec::new();
     }
     let mut out = Vec::new();
-    // Container name → the start-container step that starts it, while nothing touched it.
-    let mut started: HashMap<String, usize> = HashMap::new();
-    let mut host_touched = !job.needs.is_empty();
+    let mut walk = Walk {
+        started: HashMap::new(),
+        host_touched: !job.needs.is_empty(),
+        env_known: true,
+    };
     for (i, step) in job.steps.iter().enumerate() {
         match step.uses.as_ref().map(|u| &u.value) {
-            None => {
-                match step.container.as_ref().map(|c| literal(&c.value)) {
-                    Some(Some(name)) => {
-                        started.remove(&name);
-                    }
-                    // A container chosen by an expression could be any of them.
-                    Some(None) => started.clear(),
-                    None => host_touched = true,
-                }
-            }
+            None => walk.script(step.container.as_ref().map(|c| literal(&c.value))),
             Some(Uses::Builtin(name)) if name == "start-container" => {
                 let container = with_literal(step, "name")
                     .or_else(|| step.id.as_ref().map(|i| i.value.clone()));
-                match container {
-                    Some(c) if step.condition.is_none() && static_inputs(step) => {
-                        started.insert(c, i);
+                if let Some(c) = container {
+                    if step.condition.is_none() && static_inputs(step, walk.env_known) {
+                        walk.started.insert(
+                            c,
+                            StartAt {
+                                step: i,
+                                inner: None,
+                            },
+                        );
+                    } else {
+                        walk.started.remove(&c);
                     }
-                    Some(c) => {
-                        started.remove(&c);
-                    }
-                    None => {}
                 }
             }
             Some(Uses::Builtin(name)) if name == "stop-container" => {
                 match with_literal(step, "container") {
                     Some(c) => {
-                        started.remove(&c);
+                        walk.started.remove(&c);
                     }
-                    None => started.clear(),
+                    None => walk.started.clear(),
                 }
             }
             Some(Uses::Builtin(name)) if PREFLIGHT_BUILTINS.contains(&name.as_str()) => {
                 let eligible = step.condition.is_none()
                     && step.continue_on_error.is_none()
-                    && static_inputs(step);
+                    && static_inputs(step, walk.env_known);
                 if !eligible {
                     continue;
                 }
                 match step.with.get("container") {
-                    None if !host_touched => out.push(Candidate {
+                    None if !walk.host_touched => out.push(Candidate {
                         step: i,
                         start: None,
                     }),
                     None => {}
                     Some(_) => {
                         if let Some(start) =
-                            with_literal(step, "container").and_then(|c| started.get(&c))
+                            with_literal(step, "container").and_then(|c| walk.started.get(&c))
                         {
                             out.push(Candidate {
                                 step: i,
@@ -129,14 +169,84 @@ pub fn candidates(job: &Job) -> Vec<Candidate> {
                 }
             }
             Some(Uses::Builtin(_)) => {}
-            // An action may run anything anywhere.
-            Some(_) => {
-                host_touched = true;
-                started.clear();
-            }
+            Some(Uses::Local(path)) => match wf.actions.get(path) {
+                Some(action) if step.condition.is_none() && static_inputs(step, walk.env_known) => {
+                    follow_action(step, i, action, &mut walk);
+                }
+                _ => walk.opaque(),
+            },
+            Some(_) => walk.opaque(),
         }
     }
     out
+}
+
+/// The steps of a composite action used by job step `i`: the containers it starts (by the
+/// names its inputs give them) and what its scripts may change. Actions inside it are opaque.
+fn follow_action(call: &Step, i: usize, action: &Action, walk: &mut Walk) {
+    let resolve = |v: &str| action_literal(call, action, v);
+    for (j, inner) in action.runs.steps.iter().enumerate() {
+        match inner.uses.as_ref().map(|u| &u.value) {
+            None => walk.script(inner.container.as_ref().map(|c| resolve(&c.value))),
+            Some(Uses::Builtin(name)) if name == "start-container" => {
+                let container = match inner.with.get("name").map(|v| &v.value) {
+                    Some(ModelValue::String(s)) => resolve(s.as_str()),
+                    Some(_) => None,
+                    None => inner.id.as_ref().map(|i| i.value.clone()),
+                };
+                if let Some(c) = container {
+                    if inner.condition.is_none() && static_inputs(inner, walk.env_known) {
+                        walk.started.insert(
+                            c,
+                            StartAt {
+                                step: i,
+                                inner: Some(j),
+                            },
+                        );
+                    } else {
+                        walk.started.remove(&c);
+                    }
+                }
+            }
+            Some(Uses::Builtin(name)) if name == "stop-container" => {
+                match inner.with.get("container").map(|v| &v.value) {
+                    Some(ModelValue::String(s)) if resolve(s).is_some() => {
+                        walk.started.remove(&resolve(s).unwrap_or_default());
+                    }
+                    _ => walk.started.clear(),
+                }
+            }
+            Some(Uses::Builtin(_)) => {}
+            Some(_) => walk.opaque(),
+        }
+    }
+}
+
+/// A value inside an action that is a literal, or exactly `${{ inputs.NAME }}` with `NAME`
+/// given literally by the calling step or by the input's default.
+fn action_literal(call: &Step, action: &Action, value: &str) -> Option<String> {
+    if let Some(l) = literal(value) {
+        return Some(l);
+    }
+    let name = value
+        .trim()
+        .strip_prefix("${{")?
+        .strip_suffix("}}")?
+        .trim()
+        .strip_prefix("inputs.")?;
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return None;
+    }
+    match call.with.get(name) {
+        Some(v) => match &v.value {
+            ModelValue::String(s) => literal(s),
+            _ => None,
+        },
+        None => literal(&action.inputs.get(name)?.default.as_ref()?.value),
+    }
 }
 
 /// The text of a `with:` input without expressions.
@@ -151,26 +261,35 @@ fn literal(s: &str) -> Option<String> {
     (!s.contains("${{")).then(|| s.to_string())
 }
 
-/// Whether every `with:` value reads only contexts known at the start.
-fn static_inputs(step: &Step) -> bool {
-    step.with.values().all(|v| static_value(&v.value))
+/// Whether every `with:` and `env:` value of the step reads only contexts known at the start
+/// (`env` among them while `env_known`).
+fn static_inputs(step: &Step, env_known: bool) -> bool {
+    step.with
+        .values()
+        .all(|v| static_value(&v.value, env_known))
+        && step.env.values().all(|v| static_text(&v.value, env_known))
 }
 
-fn static_value(v: &ModelValue) -> bool {
+fn static_value(v: &ModelValue, env_known: bool) -> bool {
     match v {
-        ModelValue::String(s) => parse_template(s).is_ok_and(|t| {
-            t.expressions().all(|(e, _)| {
-                e.context_accesses().iter().all(|a| {
-                    a.path.first().is_some_and(|root| {
-                        KNOWN_AT_START.contains(&root.to_ascii_lowercase().as_str())
-                    })
-                })
-            })
-        }),
-        ModelValue::List(items) => items.iter().all(|i| static_value(&i.value)),
-        ModelValue::Map(m) => m.values().all(|i| static_value(&i.value)),
+        ModelValue::String(s) => static_text(s, env_known),
+        ModelValue::List(items) => items.iter().all(|i| static_value(&i.value, env_known)),
+        ModelValue::Map(m) => m.values().all(|i| static_value(&i.value, env_known)),
         _ => true,
     }
+}
+
+fn static_text(s: &str, env_known: bool) -> bool {
+    parse_template(s).is_ok_and(|t| {
+        t.expressions().all(|(e, _)| {
+            e.context_accesses().iter().all(|a| {
+                a.path.first().is_some_and(|root| {
+                    let root = root.to_ascii_lowercase();
+                    KNOWN_AT_START.contains(&root.as_str()) || env_known && root == "env"
+                })
+            })
+        })
+    })
 }
 
 /// One check ready to run: its inputs evaluated for one job run.
@@ -194,17 +313,20 @@ pub async fn run(shared: &Arc<Shared>, runs: &[PlannedJob], refs: &[JobRef]) -> 
     let mut images: IndexMap<String, JobRef> = IndexMap::new();
     for (planned, jref) in runs.iter().zip(refs) {
         let job = &shared.wf.jobs[&planned.job_id];
-        let ctx = start_context(shared, planned);
+        let (ctx, env) = start_context(shared, planned, job);
         let mut ready = Vec::new();
         if job.condition.is_none() {
             for step in &job.steps {
-                if let Some(image) = start_image(shared, step, &ctx) {
+                let Some(step_ctx) = ctx_for(&ctx, &env, step, &shared.wf.file) else {
+                    continue;
+                };
+                if let Some(image) = start_image(shared, step, &step_ctx) {
                     images.entry(image).or_insert_with(|| jref.clone());
                 }
             }
         }
-        for c in candidates(job) {
-            let Some(r) = prepare(shared, job, &c, &ctx, jref) else {
+        for c in candidates(&shared.wf, job) {
+            let Some(r) = prepare(shared, job, &c, (&ctx, &env), jref) else {
                 continue;
             };
             let key = format!(
@@ -266,8 +388,13 @@ pub async fn run(shared: &Arc<Shared>, runs: &[PlannedJob], refs: &[JobRef]) -> 
     report
 }
 
-/// The contexts a job run has before its first step.
-fn start_context(shared: &Shared, planned: &PlannedJob) -> MapContext {
+/// The contexts a job run has before its first step, and its `env` (the workflow's, then the
+/// job's) as far as it evaluates.
+fn start_context(
+    shared: &Shared,
+    planned: &PlannedJob,
+    job: &Job,
+) -> (MapContext, IndexMap<String, String>) {
     let mut ctx = MapContext::new();
     for (k, v) in &shared.base {
         ctx.insert(k.clone(), v.clone());
@@ -290,7 +417,42 @@ fn start_context(shared: &Shared, planned: &PlannedJob) -> MapContext {
             ("job-total", Value::Number(planned.cells as f64)),
         ]),
     );
-    ctx.with_workspace(&shared.opts.workspace)
+    let mut ctx = ctx.with_workspace(&shared.opts.workspace);
+    let mut env = IndexMap::new();
+    for (k, v) in shared.wf.env.iter().chain(&job.env) {
+        ctx.insert("env", env_value(&env));
+        // One that does not evaluate fails the job at its start, with its location.
+        if let Ok(value) = eval_string(v, &ctx, &shared.wf.file) {
+            env.insert(k.clone(), value);
+        }
+    }
+    ctx.insert("env", env_value(&env));
+    (ctx, env)
+}
+
+fn env_value(env: &IndexMap<String, String>) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+/// `ctx` with the step's own `env:` over `env`, as the step sees it.
+fn ctx_for(
+    ctx: &MapContext,
+    env: &IndexMap<String, String>,
+    step: &Step,
+    file: &SourceFile,
+) -> Option<MapContext> {
+    let mut ctx = ctx.clone();
+    let mut env = env.clone();
+    for (k, v) in &step.env {
+        ctx.insert("env", env_value(&env));
+        env.insert(k.clone(), eval_string(v, &ctx, file).ok()?);
+    }
+    ctx.insert("env", env_value(&env));
+    Some(ctx)
 }
 
 /// The image an unconditional `start-container` step with inputs known at the start uses.
@@ -298,7 +460,8 @@ fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<String>
     let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
         return None;
     };
-    if name != "start-container" || step.condition.is_some() || !static_inputs(step) {
+    // `env` may have changed by then: an image read from it is checked at its place.
+    if name != "start-container" || step.condition.is_some() || !static_inputs(step, false) {
         return None;
     }
     let inputs = builtin::inputs(name, step, ctx, &shared.wf.file).ok()?;
@@ -316,21 +479,36 @@ fn prepare(
     shared: &Shared,
     job: &Job,
     c: &Candidate,
-    ctx: &MapContext,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
     jref: &JobRef,
 ) -> Option<Ready> {
+    let wf = &shared.wf;
     let step = &job.steps[c.step];
     let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
         return None;
     };
-    let file = &shared.wf.file;
     // An input that does not evaluate fails the step at its place, with its location.
-    let inputs = builtin::inputs(name, step, ctx, file).ok()?;
+    let step_ctx = ctx_for(ctx, env, step, &wf.file)?;
+    let inputs = builtin::inputs(name, step, &step_ctx, &wf.file).ok()?;
     let container = match c.start {
         None => None,
-        Some(s) => {
-            let start = &job.steps[s];
-            let start_inputs = builtin::inputs("start-container", start, ctx, file).ok()?;
+        Some(at) => {
+            let call = &job.steps[at.step];
+            let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
+            let start_inputs = match at.inner {
+                None => builtin::inputs("start-container", call, &call_ctx, &wf.file).ok()?,
+                Some(j) => {
+                    let Some(Uses::Local(path)) = call.uses.as_ref().map(|u| &u.value) else {
+                        return None;
+                    };
+                    let action = wf.actions.get(path)?;
+                    let mut action_ctx = call_ctx.clone();
+                    action_ctx.insert("inputs", action_inputs(call, action, &call_ctx, &wf.file)?);
+                    let inner = &action.runs.steps[j];
+                    let inner_ctx = ctx_for(&action_ctx, env, inner, &action.file)?;
+                    builtin::inputs("start-container", inner, &inner_ctx, &action.file).ok()?
+                }
+            };
             let spec = throwaway(start_container_spec(&start_inputs, None).ok()?);
             let name = inputs.get("container")?.to_expr_string();
             Some((name, spec))
@@ -348,6 +526,25 @@ fn prepare(
         inputs,
         container,
     })
+}
+
+/// The `inputs` an action's steps see, as the engine gives them (`with:`, else the default).
+fn action_inputs(
+    call: &Step,
+    action: &Action,
+    ctx: &MapContext,
+    file: &SourceFile,
+) -> Option<Value> {
+    let mut inputs = IndexMap::new();
+    for (name, input) in &action.inputs {
+        let value = match (call.with.get(name), &input.default) {
+            (Some(v), _) => eval_value(v, ctx, file).ok()?.to_expr_string(),
+            (None, Some(d)) => eval_string(d, ctx, &action.file).ok()?,
+            (None, None) => String::new(),
+        };
+        inputs.insert(name.clone(), Value::String(value));
+    }
+    Some(Value::Object(inputs))
 }
 
 /// The server's spec made harmless: same image, environment, working directory and (read-only)
@@ -455,8 +652,12 @@ mod tests {
     use super::*;
     use crate::workflow::Loaded;
 
-    fn job(yaml: &str) -> Job {
+    fn workflow(yaml: &str) -> Workflow {
         let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        let action = dir.path().join("actions/client");
+        std::fs::create_dir_all(&action).unwrap();
+        std::fs::write(action.join("action.yml"), ACTION).unwrap();
         let path = dir.path().join("wf.yml");
         std::fs::write(&path, yaml).unwrap();
         let (loaded, diags) = crate::check::load_and_check(&path).unwrap();
@@ -464,15 +665,19 @@ mod tests {
         let Loaded::Workflow(Some(wf)) = loaded else {
             panic!("not a workflow")
         };
-        wf.jobs.values().next().unwrap().clone()
+        *wf
     }
+
+    /// Starts a container named by its input `name` (`client` by default).
+    const ACTION: &str = "name: client\ndescription: a client\ninputs:\n  name: { description: its name, default: client }\n  touch: { description: run in it, default: 'no' }\nruns:\n  using: composite\n  steps:\n    - uses: start-container\n      with: { name: \"${{ inputs.name }}\", image: gpuflow-python:test }\n";
 
     const HEAD: &str = "on: push\njobs:\n  bench:\n";
 
     fn steps(job: &str) -> Vec<(usize, Option<usize>)> {
-        candidates(&self::job(&format!("{HEAD}{job}")))
+        let wf = workflow(&format!("{HEAD}{job}"));
+        candidates(&wf, &wf.jobs[0])
             .into_iter()
-            .map(|c| (c.step, c.start))
+            .map(|c| (c.step, c.start.map(|s| s.step)))
             .collect()
     }
 
@@ -530,6 +735,64 @@ mod tests {
     fn a_job_with_a_condition_has_no_early_checks() {
         assert_eq!(
             steps(&format!("    if: false\n    steps:\n{START}{CHECK}")),
+            []
+        );
+    }
+
+    #[test]
+    fn env_is_known_until_a_script_could_change_it() {
+        let check = "      - uses: check-cli-interface\n        with: { container: server, command: \"python3 ${{ env.SCRIPT }}\" }\n";
+        let run = "      - run: echo SCRIPT=/b.py >> \"$GITHUB_ENV\"\n";
+        assert_eq!(
+            steps(&format!(
+                "    env: {{ SCRIPT: /tmp/b.py }}\n    steps:\n{START}{check}{run}{check}"
+            )),
+            [(1, Some(0))]
+        );
+    }
+
+    #[test]
+    fn a_container_started_inside_an_action_is_followed() {
+        let using = "      - uses: ./actions/client\n";
+        let named = "      - uses: ./actions/client\n        with: { name: bench }\n";
+        let check = |c: &str| {
+            format!(
+                "      - uses: check-cli-interface\n        with: {{ container: {c}, command: python3 }}\n"
+            )
+        };
+        let wf = workflow(&format!(
+            "{HEAD}    steps:\n{using}{named}{}{}{}",
+            check("client"),
+            check("bench"),
+            check("other")
+        ));
+        let found = candidates(&wf, &wf.jobs[0]);
+        assert_eq!(
+            found,
+            [
+                Candidate {
+                    step: 2,
+                    start: Some(StartAt {
+                        step: 0,
+                        inner: Some(0)
+                    })
+                },
+                Candidate {
+                    step: 3,
+                    start: Some(StartAt {
+                        step: 1,
+                        inner: Some(0)
+                    })
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_action_hides_what_came_before() {
+        let conditional = "      - if: github.ref == 'x'\n        uses: ./actions/client\n        with: { name: server }\n";
+        assert_eq!(
+            steps(&format!("    steps:\n{START}{conditional}{CHECK}")),
             []
         );
     }
