@@ -338,6 +338,43 @@ jobs:
     );
 }
 
+/// A host command (gpuflow's own clap CLI): checked on the host, before the job.
+#[tokio::test]
+async fn a_host_command_is_checked_on_the_host() {
+    let bin = env!("CARGO_BIN_EXE_gpuflow");
+    let yaml = format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: check-cli-interface
+        with:
+          command: {bin} run
+          args: w.yml --jsn --input a=b
+          required-flags: [--json, --preflight-only]
+          version-pattern: ^gpuflow-0
+"#
+    );
+    let Some(ran) = run(&yaml, |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    let messages = ran.preflight_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let m = &messages[0];
+    for expected in [
+        "on the host does not accept what it will be given:",
+        "`--jsn` is not a flag of this command; did you mean `--json`?",
+        "the version does not match `^gpuflow-0`",
+        "its usage (clap, from",
+        "Usage: gpuflow run [OPTIONS] <FILE>",
+    ] {
+        assert!(m.contains(expected), "missing {expected:?} in:\n{m}");
+    }
+    assert!(!m.contains("--preflight-only"), "{m}");
+}
+
 #[tokio::test]
 async fn a_missing_test_image_fails_preflight_with_the_make_target() {
     let yaml = r#"

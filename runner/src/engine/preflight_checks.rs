@@ -310,7 +310,8 @@ pub async fn run(shared: &Arc<Shared>, runs: &[PlannedJob], refs: &[JobRef]) -> 
     let mut report = PreflightReport::default();
     let mut seen = HashSet::new();
     let mut by_run: Vec<Vec<Ready>> = Vec::new();
-    let mut images: IndexMap<String, JobRef> = IndexMap::new();
+    // Image → whether it may be pulled, and the first job run using it.
+    let mut images: IndexMap<String, (bool, JobRef)> = IndexMap::new();
     for (planned, jref) in runs.iter().zip(refs) {
         let job = &shared.wf.jobs[&planned.job_id];
         let (ctx, env) = start_context(shared, planned, job);
@@ -320,8 +321,8 @@ pub async fn run(shared: &Arc<Shared>, runs: &[PlannedJob], refs: &[JobRef]) -> 
                 let Some(step_ctx) = ctx_for(&ctx, &env, step, &shared.wf.file) else {
                     continue;
                 };
-                if let Some(image) = start_image(shared, step, &step_ctx) {
-                    images.entry(image).or_insert_with(|| jref.clone());
+                if let Some((image, pull)) = start_image(shared, step, &step_ctx) {
+                    images.entry(image).or_insert_with(|| (pull, jref.clone()));
                 }
             }
         }
@@ -344,11 +345,14 @@ pub async fn run(shared: &Arc<Shared>, runs: &[PlannedJob], refs: &[JobRef]) -> 
     }
 
     if let Some(docker) = &shared.docker {
-        for (image, jref) in &images {
+        for (image, (pull, jref)) in &images {
             report.checks += 1;
             let t = Instant::now();
             let problem = match docker.has_image(image).await {
                 Ok(true) => None,
+                Ok(false) if !pull => Some(format!(
+                    "the image `{image}` is not on the engine and `pull: never` was asked"
+                )),
                 Ok(false) => docker.pull_image(image).await.err().map(|e| {
                     let mut m = format!(
                         "the image `{image}` is not on the engine and could not be pulled: {e}"
@@ -455,8 +459,9 @@ fn ctx_for(
     Some(ctx)
 }
 
-/// The image an unconditional `start-container` step with inputs known at the start uses.
-fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<String> {
+/// The image an unconditional `start-container` step with inputs known at the start uses, and
+/// whether it may be pulled.
+fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String, bool)> {
     let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
         return None;
     };
@@ -472,7 +477,10 @@ fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<String>
         // It is pulled at its place anyway.
         return None;
     }
-    inputs.get("image").map(Value::to_expr_string)
+    let pull = inputs
+        .get("pull")
+        .is_none_or(|p| p.to_expr_string() != "never");
+    inputs.get("image").map(|i| (i.to_expr_string(), pull))
 }
 
 fn prepare(
