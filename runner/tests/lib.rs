@@ -12,6 +12,7 @@ mod gc;
 mod generated;
 mod health;
 mod hosts;
+mod preflight;
 mod remote;
 mod signals;
 mod sim;

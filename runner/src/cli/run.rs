@@ -51,6 +51,11 @@ pub struct Args {
     /// Leave the run's containers and networks in place, to look at them after.
     #[arg(long)]
     pub keep_containers: bool,
+
+    /// Run only the preflight checks (flags, files, images; docs/running.md) and stop: no job
+    /// starts. Exit 0 when they pass, 1 when one fails.
+    #[arg(long)]
+    pub preflight_only: bool,
 }
 
 pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
@@ -118,6 +123,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     opts.secrets = secrets;
     opts.vars = vars;
     opts.keep_containers = args.keep_containers;
+    opts.preflight_only = args.preflight_only;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -44,6 +44,8 @@ pub struct RunReport {
     pub result: JobResult,
     pub jobs: Vec<JobSummary>,
     pub log_dir: PathBuf,
+    /// What ran before any job started.
+    pub preflight: super::PreflightReport,
 }
 
 impl RunReport {
@@ -120,6 +122,38 @@ pub async fn run(
         .collect();
     for r in &refs {
         shared.emit(EventKind::JobQueued { job: r.clone() });
+    }
+    // Before anything long starts: the checks whose answers cannot change by their step.
+    let preflight = super::preflight_checks::run(&shared, &runs, &refs, &cancel).await;
+    if !preflight.passed() || shared.opts.preflight_only {
+        let (result, reason) = if preflight.passed() {
+            (
+                JobResult::Success,
+                "only the preflight checks were asked for (--preflight-only)",
+            )
+        } else {
+            (
+                JobResult::Failure,
+                "a preflight check failed; nothing was started",
+            )
+        };
+        for r in &refs {
+            finish_unstarted(&shared, r, JobResult::Skipped, reason);
+        }
+        shared.emit(EventKind::RunFinished {
+            run_id: shared.opts.run_id.clone(),
+            result,
+        });
+        return Ok(RunReport {
+            run_id: shared.opts.run_id.clone(),
+            result,
+            jobs: refs
+                .iter()
+                .map(|r| summary(r, JobResult::Skipped, false))
+                .collect(),
+            log_dir: shared.opts.log_dir.clone(),
+            preflight,
+        });
     }
     let mut state = vec![State::Pending; runs.len()];
     let mut results: Vec<Option<JobSummary>> = vec![None; runs.len()];
@@ -325,6 +359,7 @@ pub async fn run(
         result,
         jobs,
         log_dir: shared.opts.log_dir.clone(),
+        preflight,
     })
 }
 

@@ -187,6 +187,25 @@ pub enum EventKind {
         job: Option<JobRef>,
         message: String,
     },
+    /// A check run before any job starts (docs/running.md, "Preflight").
+    PreflightCheck {
+        job: JobRef,
+        /// The step's position in the job; `None` for a check of the job's images.
+        step: Option<String>,
+        name: String,
+        outcome: StepOutcome,
+        /// Why it failed, with the fix.
+        message: Option<String>,
+        #[serde(serialize_with = "seconds")]
+        duration: Duration,
+    },
+    /// Every preflight check is done; none ran when `checks` is 0.
+    PreflightFinished {
+        checks: usize,
+        failed: usize,
+        #[serde(serialize_with = "seconds")]
+        duration: Duration,
+    },
 }
 
 /// Where events go. Called from the engine's tasks as things happen; an implementation must

@@ -27,6 +27,7 @@ pub mod mask;
 pub mod options;
 pub mod output_file;
 pub mod preflight;
+pub mod preflight_checks;
 pub mod script;
 pub mod script_runner;
 
@@ -36,4 +37,5 @@ pub use event::{
 };
 pub use log_store::LogStore;
 pub use options::{RunOptions, new_run_id};
+pub use preflight_checks::PreflightReport;
 pub use script_runner::ScriptRunner;

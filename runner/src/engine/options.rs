@@ -23,6 +23,8 @@ pub struct RunOptions {
     pub vars: IndexMap<String, String>,
     /// Leave containers and networks in place at job end (`--keep-containers`), to debug.
     pub keep_containers: bool,
+    /// Run the preflight checks and stop (`--preflight-only`): no job starts.
+    pub preflight_only: bool,
     /// Between SIGTERM and SIGKILL when a step is stopped.
     pub grace: Duration,
     /// Cancelled steps are still waited for; `always()` steps after a cancellation get this
@@ -44,6 +46,7 @@ impl RunOptions {
             secrets: IndexMap::new(),
             vars: IndexMap::new(),
             keep_containers: false,
+            preflight_only: false,
             grace: Duration::from_secs(10),
             cleanup_timeout: Duration::from_secs(300),
         }

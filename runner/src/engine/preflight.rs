@@ -10,6 +10,7 @@ pub const AVAILABLE_BUILTINS: &[&str] = &[
     "stop-container",
     "wait-for-health",
     "assert-file",
+    "check-cli-interface",
 ];
 
 /// Every step of the workflow (and of the local actions it uses) the engine cannot run.

@@ -1,46 +1,47 @@
 //! `check-cli-interface`: checks that a command accepts the flags a later step passes it,
-//! from its `--help`, before anything expensive starts.
+//! from its `--help`, before anything expensive starts. Declaration only; the executor is
+//! `engine::builtin::check_cli_interface`, and preflight usually runs it before any job.
 
 use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
 pub const SPEC: BuiltinSpec = BuiltinSpec {
     name: "check-cli-interface",
-    summary: "Check a command's real flags (from its help) against the arguments a later step will pass; suggest the closest real flag for each unknown one.",
+    summary: "Check a command's real flags (from its help: Python argparse or click, Rust clap, GNU getopt-style) against the arguments a later step will pass; on a mismatch, fail with the real usage and the closest real flag for each unknown one. Runs in preflight, before any server starts, when nothing earlier can change the answer (docs/running.md).",
     inputs: &[
         InputSpec {
             name: "command",
             ty: InputType::String,
             required: true,
             default: None,
-            doc: "The command whose interface is checked (`python3 /tmp/benchmark_eagle3.py`).",
+            doc: "The command whose interface is checked (`python3 /tmp/benchmark_eagle3.py`), split into words like a shell would (no shell runs it).",
         },
         InputSpec {
             name: "args",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "The arguments a later step passes (`--server-url http://localhost:30000 --max-tokens 256`): every flag must exist and take a value where one is given.",
+            doc: "The arguments a later step passes (`--server-url http://localhost:30000 --max-tokens 256`), read as the command's parser would: every flag must exist, take a value where one is given and none where none is; words left over fail when the command takes no positional arguments. A unique prefix (`--max` for `--max-tokens`) passes with a warning where argparse or getopt would accept it.",
         },
         InputSpec {
             name: "container",
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "Run the help inside this container; on the host when absent.",
+            doc: "Run the help inside this container (started by an earlier `start-container` step); on the host when absent. In preflight, a throw-away container of the same image.",
         },
         InputSpec {
             name: "help-flag",
             ty: InputType::String,
             required: false,
             default: Some("--help"),
-            doc: "The flag that prints the usage.",
+            doc: "The flag that prints the usage (words, like `command`).",
         },
         InputSpec {
             name: "required-flags",
             ty: InputType::List,
             required: false,
             default: None,
-            doc: "Flags the command must accept, whether or not `args` uses them.",
+            doc: "Flags the command must accept, whether or not `args` uses them (a list, or names separated by blanks or commas).",
         },
         InputSpec {
             name: "version-flag",
@@ -54,12 +55,12 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "A regular expression the version output must match.",
+            doc: "A regular expression the output of the command with `version-flag` must match (`^sglang 0\\.5`).",
         },
     ],
     outputs: &[OutputSpec {
         name: "flags",
-        doc: "The flags found in the usage, space-separated.",
+        doc: "The flags found in the usage (the long name of each), space-separated.",
     }],
     example: r"- uses: check-cli-interface
   with:

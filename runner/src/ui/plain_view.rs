@@ -112,6 +112,42 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             Some(j) => format!("{} warning: {message}", p(j)),
             None => format!("warning: {message}"),
         },
+        EventKind::PreflightCheck {
+            job,
+            step,
+            name,
+            outcome,
+            message,
+            duration,
+        } => {
+            let at = step
+                .as_ref()
+                .map_or(String::new(), |s| format!(" (step {s})"));
+            let mut s = format!(
+                "{} preflight: {name}{at}: {} in {}",
+                p(job),
+                outcome.as_str(),
+                duration_text(*duration)
+            );
+            for l in message.iter().flat_map(|m| m.lines()) {
+                let _ = write!(s, "\n{} preflight | {l}", p(job));
+            }
+            s
+        }
+        EventKind::PreflightFinished {
+            checks,
+            failed,
+            duration,
+        } => match failed {
+            0 => format!(
+                "preflight: {checks} checks passed in {}",
+                duration_text(*duration)
+            ),
+            n => format!(
+                "preflight: {n} of {checks} checks failed in {}; nothing was started",
+                duration_text(*duration)
+            ),
+        },
     })
 }
 

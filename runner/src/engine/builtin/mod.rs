@@ -5,6 +5,9 @@
 
 pub mod assert_file;
 pub mod causes;
+mod check_cli_interface;
+pub mod cli_usage;
+pub mod flag_check;
 pub mod wait_for_health;
 
 use std::sync::Arc;
@@ -148,6 +151,15 @@ pub async fn run(
             wait_for_health::run(inputs, call).await
         }
         "assert-file" => assert_file::run(inputs, Some(containers), &shared.opts.workspace).await,
+        "check-cli-interface" => {
+            let warn = |message: String| {
+                shared.emit(super::event::EventKind::Warning {
+                    job: Some(job.clone()),
+                    message,
+                });
+            };
+            check_cli_interface::run(inputs, containers, &shared.opts.workspace, &warn).await
+        }
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),

@@ -1,0 +1,294 @@
+//! Executing `check-cli-interface`: runs the command's help (and, when asked, its version) in
+//! one of the job's containers or on the host, reads the usage ([`Usage`]) and judges the
+//! arguments a later step will pass ([`check_args`]). A mismatch fails the step with the real
+//! usage and, per unknown flag, the closest real one.
+//!
+//! It does not decide when it runs: preflight calls it through the same dispatch as a step.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+
+use super::cli_usage::Usage;
+use super::flag_check::{Problem, check_args, closest_flag};
+use crate::backend::{DockerBackend, ExecSpec, LogLine};
+use crate::engine::container_inputs::split_words;
+use crate::engine::containers::JobContainers;
+use crate::expr::Value;
+
+/// A help that has not printed after this long is waiting for something (a GPU, stdin).
+const HELP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the command runs.
+enum Place<'a> {
+    Host {
+        workdir: &'a Path,
+    },
+    Container {
+        docker: &'a DockerBackend,
+        id: &'a str,
+        name: &'a str,
+    },
+}
+
+impl Place<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Self::Host { .. } => "on the host".into(),
+            Self::Container { name, .. } => format!("in container `{name}`"),
+        }
+    }
+}
+
+/// What a command printed (stdout, then stderr) and how it exited.
+struct Captured {
+    code: i64,
+    text: String,
+}
+
+/// Runs the check; returns the step's outputs (`flags`) or why it failed.
+pub async fn run(
+    inputs: &IndexMap<String, Value>,
+    containers: &JobContainers,
+    workspace: &Path,
+    warn: &(dyn Fn(String) + Send + Sync),
+) -> Result<IndexMap<String, String>, String> {
+    let text = |k: &str| {
+        inputs
+            .get(k)
+            .map(Value::to_expr_string)
+            .filter(|s| !s.trim().is_empty())
+    };
+    let command_text = text("command").ok_or("the input `command` is required")?;
+    let command = words(&command_text, "command")?;
+    let container = text("container");
+    let place = match &container {
+        None => Place::Host { workdir: workspace },
+        Some(name) => {
+            let started = containers.started.get(name).ok_or_else(|| {
+                format!(
+                    "no container `{name}` is running in this job (help: start it first with `uses: start-container` and `name: {name}`)"
+                )
+            })?;
+            Place::Container {
+                docker: &containers.docker,
+                id: &started.id,
+                name,
+            }
+        }
+    };
+    let help_flag = text("help-flag").unwrap_or_else(|| "--help".into());
+    let mut help_argv = command.clone();
+    help_argv.extend(words(&help_flag, "help-flag")?);
+    let shown = help_argv.join(" ");
+    let help = capture(&place, &help_argv).await?;
+    if matches!(help.code, 126 | 127) {
+        return Err(format!(
+            "`{command_text}` could not be run {} (exit code {}): {}",
+            place.describe(),
+            help.code,
+            last_lines(&help.text, 5)
+        ));
+    }
+    let usage = Usage::parse(&help.text);
+    if usage.flags.is_empty() {
+        return Err(format!(
+            "no flags found in what `{shown}` printed {} (exit code {}):\n{}\n(help: if the command prints its usage another way, set `help-flag`)",
+            place.describe(),
+            help.code,
+            indent(&last_lines(&help.text, 20))
+        ));
+    }
+
+    let args = match text("args") {
+        Some(a) => words(&a, "args")?,
+        None => Vec::new(),
+    };
+    let checked = check_args(&usage, &args);
+    let mut problems: Vec<String> = checked.problems.iter().map(Problem::message).collect();
+    for (given, full) in &checked.abbreviations {
+        warn(format!(
+            "`{given}` is accepted as an abbreviation of `{full}`; write the whole name, or it breaks when `{command_text}` gains another flag starting with `{given}`"
+        ));
+    }
+    for required in list(inputs.get("required-flags")) {
+        if usage.flag(&required).is_none() {
+            problems.push(match closest_flag(&usage, &required) {
+                Some(c) => format!(
+                    "the required flag `{required}` is not in the usage; did you mean `{}`?",
+                    c.display()
+                ),
+                None => format!("the required flag `{required}` is not in the usage"),
+            });
+        }
+    }
+    if let Some(pattern) = text("version-pattern") {
+        let re = regex::Regex::new(&pattern)
+            .map_err(|e| format!("`version-pattern` is not a regular expression: {e}"))?;
+        let mut version_argv = command.clone();
+        version_argv.extend(words(
+            &text("version-flag").unwrap_or_else(|| "--version".into()),
+            "version-flag",
+        )?);
+        let version = capture(&place, &version_argv).await?;
+        if !re.is_match(&version.text) {
+            problems.push(format!(
+                "the version does not match `{pattern}`: `{}` printed `{}`",
+                version_argv.join(" "),
+                last_lines(version.text.trim(), 3)
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(report(&command_text, &place, &shown, &usage, &problems));
+    }
+    let names: Vec<&str> = usage.flags.iter().map(|f| f.main_name()).collect();
+    Ok(IndexMap::from([("flags".to_string(), names.join(" "))]))
+}
+
+/// The failure: each problem with its fix, then the real usage.
+fn report(command: &str, place: &Place, shown: &str, usage: &Usage, problems: &[String]) -> String {
+    let mut out = format!(
+        "`{command}` {} does not accept what it will be given:\n",
+        place.describe()
+    );
+    for p in problems {
+        out.push_str(&format!("  - {p}\n"));
+    }
+    out.push_str(&format!(
+        "its usage ({}, from `{shown}`):\n",
+        usage.style.as_str()
+    ));
+    if usage.synopsis.is_empty() {
+        for f in &usage.flags {
+            out.push_str(&format!("  {}\n", f.display()));
+        }
+    } else {
+        out.push_str(&indent(&usage.synopsis));
+        out.push('\n');
+    }
+    out.trim_end().to_string()
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn words(text: &str, input: &str) -> Result<Vec<String>, String> {
+    match split_words(text) {
+        Some(w) if !w.is_empty() => Ok(w),
+        Some(_) => Err(format!("`{input}` is empty")),
+        None => Err(format!("`{input}` has a quote left open: `{text}`")),
+    }
+}
+
+/// A list input: a list, or a string of names separated by blanks or commas.
+fn list(value: Option<&Value>) -> Vec<String> {
+    match value {
+        Some(Value::Array(items)) => items.iter().map(Value::to_expr_string).collect(),
+        Some(other) => other
+            .to_expr_string()
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+async fn capture(place: &Place<'_>, argv: &[String]) -> Result<Captured, String> {
+    let shown = argv.join(" ");
+    let run = async {
+        match place {
+            Place::Host { workdir } => {
+                let output = tokio::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .current_dir(workdir)
+                    .stdin(Stdio::null())
+                    .kill_on_drop(true)
+                    .output()
+                    .await
+                    .map_err(|e| match e.kind() {
+                        std::io::ErrorKind::NotFound => format!(
+                            "`{}` was not found on the host (help: install it, or give `container:` to check it inside a container)",
+                            argv[0]
+                        ),
+                        _ => format!("could not run `{shown}` on the host: {e}"),
+                    })?;
+                let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&output.stderr));
+                Ok(Captured {
+                    code: output.status.code().map_or(-1, i64::from),
+                    text,
+                })
+            }
+            Place::Container { docker, id, name } => {
+                let mut lines = Vec::new();
+                let code = docker
+                    .exec(id, &ExecSpec::new(argv.iter().cloned()), |l: LogLine| {
+                        lines.push(l.text);
+                    })
+                    .await
+                    .map_err(|e| format!("could not run `{shown}` in container `{name}`: {e}"))?;
+                Ok(Captured {
+                    code,
+                    text: lines.join("\n"),
+                })
+            }
+        }
+    };
+    tokio::time::timeout(HELP_TIMEOUT, run).await.map_err(|_| {
+        format!(
+            "`{shown}` printed nothing to end on within {}s {}",
+            HELP_TIMEOUT.as_secs(),
+            place.describe()
+        )
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_come_as_lists_or_words() {
+        assert_eq!(
+            list(Some(&Value::String("--a, --b --c".into()))),
+            ["--a", "--b", "--c"]
+        );
+        assert_eq!(
+            list(Some(&Value::Array(vec![Value::String("--x".into())]))),
+            ["--x"]
+        );
+    }
+
+    #[test]
+    fn the_report_lists_problems_then_the_usage() {
+        let usage = Usage::parse(include_str!("help_texts/argparse_benchmark.txt"));
+        let r = report(
+            "python3 b.py",
+            &Place::Host {
+                workdir: Path::new("/"),
+            },
+            "python3 b.py --help",
+            &usage,
+            &["`--port` is bad".into()],
+        );
+        assert!(
+            r.starts_with("`python3 b.py` on the host does not accept"),
+            "{r}"
+        );
+        assert!(r.contains("  - `--port` is bad\n"), "{r}");
+        assert!(r.ends_with("[--warmup WARMUP]"), "{r}");
+    }
+}

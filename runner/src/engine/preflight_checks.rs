@@ -1,0 +1,837 @@
+//! Preflight: before any job starts, every check whose answer cannot change by the time its
+//! step runs is run now, so a wrong flag or a missing file costs seconds instead of a model
+//! load. `check-cli-interface` and `assert-file` steps on a container that a `start-container`
+//! step starts from an image are run in a throw-away container of that image (labelled with
+//! the run, removed after); the same steps on the host run on the host; the images of
+//! `start-container` steps must be on the engine (or pullable).
+//!
+//! A check qualifies only when nothing before it can change its answer ([`candidates`]): its
+//! job and step have no `if:`, the step has no `continue-on-error`, its inputs read only the
+//! contexts known at the start (`matrix`, `inputs`, `vars`, `github`, `secrets`, `strategy`),
+//! and no earlier step writes where it looks (a `run:` in its container or, for host checks, a
+//! `run:` or action at all, or a job it `needs`). The others run at their place.
+//!
+//! The checks run through the engine's built-in dispatch ([`builtin::run`]), exactly as the
+//! steps would; this module decides what runs early and where, not how a check works.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use indexmap::IndexMap;
+use tokio_util::sync::CancellationToken;
+
+use super::builtin;
+use super::container_inputs::start_container_spec;
+use super::containers::JobContainers;
+use super::evaluate::{eval_string, eval_value};
+use super::event::{EventKind, JobRef, StepOutcome};
+use super::executor::Shared;
+use crate::backend::{ContainerSpec, GpuRequest};
+use crate::diag::SourceFile;
+use crate::expr::{MapContext, Value, parse_template};
+use crate::plan::PlannedJob;
+use crate::workflow::model::{Action, Job, Step, Uses, Value as ModelValue, Workflow};
+
+/// The built-ins preflight may run early: they only read.
+pub const PREFLIGHT_BUILTINS: &[&str] = &["check-cli-interface", "assert-file"];
+
+/// Contexts whose values are known before the first step. `env` is too, until a step could
+/// have changed it through `$GITHUB_ENV`; `steps`, `needs`, `job` and `runner` are not.
+const KNOWN_AT_START: &[&str] = &[
+    "matrix", "inputs", "vars", "github", "gpuflow", "secrets", "strategy",
+];
+
+/// Where a container comes from: a `start-container` step of the job, or one inside the
+/// composite action a job step uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StartAt {
+    /// Index of the job's step.
+    pub step: usize,
+    /// Index of the `start-container` step inside that step's action.
+    pub inner: Option<usize>,
+}
+
+/// A step of a job that preflight runs early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Index of the check step in the job.
+    pub step: usize,
+    /// Where the container the check looks into is started; `None` on the host.
+    pub start: Option<StartAt>,
+}
+
+/// How preflight ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreflightReport {
+    pub checks: usize,
+    pub failed: usize,
+}
+
+impl PreflightReport {
+    pub fn passed(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+/// What the steps before a check may have changed.
+struct Walk {
+    /// Container name → where it was started, while nothing touched it since.
+    started: HashMap<String, StartAt>,
+    host_touched: bool,
+    /// No step could have written `$GITHUB_ENV` yet.
+    env_known: bool,
+}
+
+impl Walk {
+    /// After a step that may run anything anywhere (an unknown or conditional action).
+    fn opaque(&mut self) {
+        self.host_touched = true;
+        self.env_known = false;
+        self.started.clear();
+    }
+
+    /// After a `run:` step: it may write `$GITHUB_ENV` and whatever its place holds.
+    fn script(&mut self, container: Option<Option<String>>) {
+        self.env_known = false;
+        match container {
+            Some(Some(name)) => {
+                self.started.remove(&name);
+            }
+            // A container chosen by an expression could be any of them.
+            Some(None) => self.started.clear(),
+            None => self.host_touched = true,
+        }
+    }
+}
+
+/// The checks of `job` (of `wf`) preflight may run, in step order.
+pub fn candidates(wf: &Workflow, job: &Job) -> Vec<Candidate> {
+    if job.condition.is_some() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut walk = Walk {
+        started: HashMap::new(),
+        host_touched: !job.needs.is_empty(),
+        env_known: true,
+    };
+    for (i, step) in job.steps.iter().enumerate() {
+        match step.uses.as_ref().map(|u| &u.value) {
+            None => walk.script(step.container.as_ref().map(|c| literal(&c.value))),
+            Some(Uses::Builtin(name)) if name == "start-container" => {
+                let container = with_literal(step, "name")
+                    .or_else(|| step.id.as_ref().map(|i| i.value.clone()));
+                if let Some(c) = container {
+                    if step.condition.is_none() && static_inputs(step, walk.env_known) {
+                        walk.started.insert(
+                            c,
+                            StartAt {
+                                step: i,
+                                inner: None,
+                            },
+                        );
+                    } else {
+                        walk.started.remove(&c);
+                    }
+                }
+            }
+            Some(Uses::Builtin(name)) if name == "stop-container" => {
+                match with_literal(step, "container") {
+                    Some(c) => {
+                        walk.started.remove(&c);
+                    }
+                    None => walk.started.clear(),
+                }
+            }
+            Some(Uses::Builtin(name)) if PREFLIGHT_BUILTINS.contains(&name.as_str()) => {
+                let eligible = step.condition.is_none()
+                    && step.continue_on_error.is_none()
+                    && static_inputs(step, walk.env_known);
+                if !eligible {
+                    continue;
+                }
+                match step.with.get("container") {
+                    None if !walk.host_touched => out.push(Candidate {
+                        step: i,
+                        start: None,
+                    }),
+                    None => {}
+                    Some(_) => {
+                        if let Some(start) =
+                            with_literal(step, "container").and_then(|c| walk.started.get(&c))
+                        {
+                            out.push(Candidate {
+                                step: i,
+                                start: Some(*start),
+                            });
+                        }
+                    }
+                }
+            }
+            Some(Uses::Builtin(_)) => {}
+            Some(Uses::Local(path)) => match wf.actions.get(path) {
+                Some(action) if step.condition.is_none() && static_inputs(step, walk.env_known) => {
+                    follow_action(step, i, action, &mut walk);
+                }
+                _ => walk.opaque(),
+            },
+            Some(_) => walk.opaque(),
+        }
+    }
+    out
+}
+
+/// The steps of a composite action used by job step `i`: the containers it starts (by the
+/// names its inputs give them) and what its scripts may change. Actions inside it are opaque.
+fn follow_action(call: &Step, i: usize, action: &Action, walk: &mut Walk) {
+    let resolve = |v: &str| action_literal(call, action, v);
+    for (j, inner) in action.runs.steps.iter().enumerate() {
+        match inner.uses.as_ref().map(|u| &u.value) {
+            None => walk.script(inner.container.as_ref().map(|c| resolve(&c.value))),
+            Some(Uses::Builtin(name)) if name == "start-container" => {
+                let container = match inner.with.get("name").map(|v| &v.value) {
+                    Some(ModelValue::String(s)) => resolve(s.as_str()),
+                    Some(_) => None,
+                    None => inner.id.as_ref().map(|i| i.value.clone()),
+                };
+                if let Some(c) = container {
+                    if inner.condition.is_none() && static_inputs(inner, walk.env_known) {
+                        walk.started.insert(
+                            c,
+                            StartAt {
+                                step: i,
+                                inner: Some(j),
+                            },
+                        );
+                    } else {
+                        walk.started.remove(&c);
+                    }
+                }
+            }
+            Some(Uses::Builtin(name)) if name == "stop-container" => {
+                match inner.with.get("container").map(|v| &v.value) {
+                    Some(ModelValue::String(s)) if resolve(s).is_some() => {
+                        walk.started.remove(&resolve(s).unwrap_or_default());
+                    }
+                    _ => walk.started.clear(),
+                }
+            }
+            Some(Uses::Builtin(_)) => {}
+            Some(_) => walk.opaque(),
+        }
+    }
+}
+
+/// A value inside an action that is a literal, or exactly `${{ inputs.NAME }}` with `NAME`
+/// given literally by the calling step or by the input's default.
+fn action_literal(call: &Step, action: &Action, value: &str) -> Option<String> {
+    if let Some(l) = literal(value) {
+        return Some(l);
+    }
+    let name = value
+        .trim()
+        .strip_prefix("${{")?
+        .strip_suffix("}}")?
+        .trim()
+        .strip_prefix("inputs.")?;
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return None;
+    }
+    match call.with.get(name) {
+        Some(v) => match &v.value {
+            ModelValue::String(s) => literal(s),
+            _ => None,
+        },
+        None => literal(&action.inputs.get(name)?.default.as_ref()?.value),
+    }
+}
+
+/// The text of a `with:` input without expressions.
+fn with_literal(step: &Step, input: &str) -> Option<String> {
+    match &step.with.get(input)?.value {
+        ModelValue::String(s) => literal(s),
+        _ => None,
+    }
+}
+
+fn literal(s: &str) -> Option<String> {
+    (!s.contains("${{")).then(|| s.to_string())
+}
+
+/// Whether every `with:` and `env:` value of the step reads only contexts known at the start
+/// (`env` among them while `env_known`).
+fn static_inputs(step: &Step, env_known: bool) -> bool {
+    step.with
+        .values()
+        .all(|v| static_value(&v.value, env_known))
+        && step.env.values().all(|v| static_text(&v.value, env_known))
+}
+
+fn static_value(v: &ModelValue, env_known: bool) -> bool {
+    match v {
+        ModelValue::String(s) => static_text(s, env_known),
+        ModelValue::List(items) => items.iter().all(|i| static_value(&i.value, env_known)),
+        ModelValue::Map(m) => m.values().all(|i| static_value(&i.value, env_known)),
+        _ => true,
+    }
+}
+
+fn static_text(s: &str, env_known: bool) -> bool {
+    parse_template(s).is_ok_and(|t| {
+        t.expressions().all(|(e, _)| {
+            e.context_accesses().iter().all(|a| {
+                a.path.first().is_some_and(|root| {
+                    let root = root.to_ascii_lowercase();
+                    KNOWN_AT_START.contains(&root.as_str()) || env_known && root == "env"
+                })
+            })
+        })
+    })
+}
+
+/// One check ready to run: its inputs evaluated for one job run.
+struct Ready {
+    jref: JobRef,
+    step_key: String,
+    builtin: String,
+    label: String,
+    inputs: IndexMap<String, Value>,
+    /// The container's name and the throw-away spec of its image.
+    container: Option<(String, ContainerSpec)>,
+}
+
+/// Runs every preflight check of `runs`; says what it does through events. Checks with the
+/// same inputs in several matrix cells run once.
+pub async fn run(
+    shared: &Arc<Shared>,
+    runs: &[PlannedJob],
+    refs: &[JobRef],
+    cancel: &CancellationToken,
+) -> PreflightReport {
+    let started = Instant::now();
+    let mut report = PreflightReport::default();
+    let mut seen = HashSet::new();
+    let mut by_run: Vec<Vec<Ready>> = Vec::new();
+    // Image → whether it may be pulled, and the first job run using it.
+    let mut images: IndexMap<String, (bool, JobRef)> = IndexMap::new();
+    for (planned, jref) in runs.iter().zip(refs) {
+        let job = &shared.wf.jobs[&planned.job_id];
+        let (ctx, env) = start_context(shared, planned, job);
+        let mut ready = Vec::new();
+        if job.condition.is_none() {
+            for step in &job.steps {
+                let Some(step_ctx) = ctx_for(&ctx, &env, step, &shared.wf.file) else {
+                    continue;
+                };
+                if let Some((image, pull)) = start_image(shared, step, &step_ctx) {
+                    images.entry(image).or_insert_with(|| (pull, jref.clone()));
+                }
+            }
+        }
+        for c in candidates(&shared.wf, job) {
+            let Some(r) = prepare(shared, job, &c, (&ctx, &env), jref) else {
+                continue;
+            };
+            let key = format!(
+                "{}#{}#{:?}#{:?}",
+                planned.job_id, c.step, r.inputs, r.container
+            );
+            if seen.insert(key) {
+                ready.push(r);
+            }
+        }
+        by_run.push(ready);
+    }
+    if images.is_empty() && by_run.iter().all(Vec::is_empty) {
+        return report;
+    }
+
+    if let Some(docker) = &shared.docker {
+        for (image, (pull, jref)) in &images {
+            report.checks += 1;
+            let t = Instant::now();
+            let problem = match docker.has_image(image).await {
+                Ok(true) => None,
+                Ok(false) if !pull => Some(format!(
+                    "the image `{image}` is not on the engine and `pull: never` was asked"
+                )),
+                Ok(false) => docker.pull_image(image).await.err().map(|e| {
+                    let mut m = format!(
+                        "the image `{image}` is not on the engine and could not be pulled: {e}"
+                    );
+                    if let Some(h) = e.hint() {
+                        m.push_str(&format!(" (help: {h})"));
+                    }
+                    m
+                }),
+                Err(e) => Some(e.to_string()),
+            };
+            if problem.is_some() {
+                report.failed += 1;
+            }
+            shared.emit(EventKind::PreflightCheck {
+                job: jref.clone(),
+                step: None,
+                name: format!("image `{image}`"),
+                outcome: if problem.is_some() {
+                    StepOutcome::Failure
+                } else {
+                    StepOutcome::Success
+                },
+                message: problem,
+                duration: t.elapsed(),
+            });
+        }
+    }
+    for ready in by_run {
+        run_job_checks(shared, ready, &mut report, cancel).await;
+    }
+    shared.emit(EventKind::PreflightFinished {
+        checks: report.checks,
+        failed: report.failed,
+        duration: started.elapsed(),
+    });
+    report
+}
+
+/// The contexts a job run has before its first step, and its `env` (the workflow's, then the
+/// job's) as far as it evaluates.
+fn start_context(
+    shared: &Shared,
+    planned: &PlannedJob,
+    job: &Job,
+) -> (MapContext, IndexMap<String, String>) {
+    let mut ctx = MapContext::new();
+    for (k, v) in &shared.base {
+        ctx.insert(k.clone(), v.clone());
+    }
+    ctx.insert(
+        "matrix",
+        Value::Object(
+            planned
+                .matrix
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))
+                .collect(),
+        ),
+    );
+    ctx.insert(
+        "strategy",
+        super::evaluate::object([
+            ("fail-fast", Value::Bool(planned.fail_fast)),
+            ("job-index", Value::Number(planned.cell as f64)),
+            ("job-total", Value::Number(planned.cells as f64)),
+        ]),
+    );
+    let mut ctx = ctx.with_workspace(&shared.opts.workspace);
+    let mut env = IndexMap::new();
+    for (k, v) in shared.wf.env.iter().chain(&job.env) {
+        ctx.insert("env", env_value(&env));
+        // One that does not evaluate fails the job at its start, with its location.
+        if let Ok(value) = eval_string(v, &ctx, &shared.wf.file) {
+            env.insert(k.clone(), value);
+        }
+    }
+    ctx.insert("env", env_value(&env));
+    (ctx, env)
+}
+
+fn env_value(env: &IndexMap<String, String>) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+/// `ctx` with the step's own `env:` over `env`, as the step sees it.
+fn ctx_for(
+    ctx: &MapContext,
+    env: &IndexMap<String, String>,
+    step: &Step,
+    file: &SourceFile,
+) -> Option<MapContext> {
+    let mut ctx = ctx.clone();
+    let mut env = env.clone();
+    for (k, v) in &step.env {
+        ctx.insert("env", env_value(&env));
+        env.insert(k.clone(), eval_string(v, &ctx, file).ok()?);
+    }
+    ctx.insert("env", env_value(&env));
+    Some(ctx)
+}
+
+/// The image an unconditional `start-container` step with inputs known at the start uses, and
+/// whether it may be pulled.
+fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String, bool)> {
+    let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        return None;
+    };
+    // `env` may have changed by then: an image read from it is checked at its place.
+    if name != "start-container" || step.condition.is_some() || !static_inputs(step, false) {
+        return None;
+    }
+    let inputs = builtin::inputs(name, step, ctx, &shared.wf.file).ok()?;
+    if inputs
+        .get("pull")
+        .is_some_and(|p| p.to_expr_string() == "always")
+    {
+        // It is pulled at its place anyway.
+        return None;
+    }
+    let pull = inputs
+        .get("pull")
+        .is_none_or(|p| p.to_expr_string() != "never");
+    inputs.get("image").map(|i| (i.to_expr_string(), pull))
+}
+
+fn prepare(
+    shared: &Shared,
+    job: &Job,
+    c: &Candidate,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<Ready> {
+    let wf = &shared.wf;
+    let step = &job.steps[c.step];
+    let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        return None;
+    };
+    // An input that does not evaluate fails the step at its place, with its location.
+    let step_ctx = ctx_for(ctx, env, step, &wf.file)?;
+    let inputs = builtin::inputs(name, step, &step_ctx, &wf.file).ok()?;
+    let container = match c.start {
+        None => None,
+        Some(at) => {
+            let call = &job.steps[at.step];
+            let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
+            let start_inputs = match at.inner {
+                None => builtin::inputs("start-container", call, &call_ctx, &wf.file).ok()?,
+                Some(j) => {
+                    let Some(Uses::Local(path)) = call.uses.as_ref().map(|u| &u.value) else {
+                        return None;
+                    };
+                    let action = wf.actions.get(path)?;
+                    let mut action_ctx = call_ctx.clone();
+                    action_ctx.insert("inputs", action_inputs(call, action, &call_ctx, &wf.file)?);
+                    let inner = &action.runs.steps[j];
+                    let inner_ctx = ctx_for(&action_ctx, env, inner, &action.file)?;
+                    builtin::inputs("start-container", inner, &inner_ctx, &action.file).ok()?
+                }
+            };
+            let spec = throwaway(start_container_spec(&start_inputs, None).ok()?);
+            let name = inputs.get("container")?.to_expr_string();
+            Some((name, spec))
+        }
+    };
+    let label = step
+        .name
+        .as_ref()
+        .map_or_else(|| name.clone(), |n| n.value.clone());
+    Some(Ready {
+        jref: jref.clone(),
+        step_key: (c.step + 1).to_string(),
+        builtin: name.clone(),
+        label,
+        inputs,
+        container,
+    })
+}
+
+/// The `inputs` an action's steps see, as the engine gives them (`with:`, else the default).
+fn action_inputs(
+    call: &Step,
+    action: &Action,
+    ctx: &MapContext,
+    file: &SourceFile,
+) -> Option<Value> {
+    let mut inputs = IndexMap::new();
+    for (name, input) in &action.inputs {
+        let value = match (call.with.get(name), &input.default) {
+            (Some(v), _) => eval_value(v, ctx, file).ok()?.to_expr_string(),
+            (None, Some(d)) => eval_string(d, ctx, &action.file).ok()?,
+            (None, None) => String::new(),
+        };
+        inputs.insert(name.clone(), Value::String(value));
+    }
+    Some(Value::Object(inputs))
+}
+
+/// The server's spec made harmless: same image, environment, working directory and (read-only)
+/// volumes, so files and programs are where the step will look; no GPUs, ports or network,
+/// and it idles instead of loading a model.
+fn throwaway(mut spec: ContainerSpec) -> ContainerSpec {
+    spec.entrypoint = Some(vec!["tail".into()]);
+    spec.command = Some(vec!["-f".into(), "/dev/null".into()]);
+    spec.ports.clear();
+    spec.gpus = GpuRequest::None;
+    spec.network = Some("none".into());
+    spec.network_aliases.clear();
+    spec.ipc = None;
+    spec.ulimits.clear();
+    for v in &mut spec.volumes {
+        v.read_only = true;
+    }
+    spec
+}
+
+/// The checks of one job run, in one throw-away container per image (started on first use).
+async fn run_job_checks(
+    shared: &Arc<Shared>,
+    ready: Vec<Ready>,
+    report: &mut PreflightReport,
+    cancel: &CancellationToken,
+) {
+    let Some(first) = ready.first() else { return };
+    let pref = JobRef {
+        job: format!("preflight-{}", first.jref.job),
+        cell: first.jref.cell,
+        display: format!("{} (preflight)", first.jref.display),
+    };
+    let mut containers = shared
+        .docker
+        .clone()
+        .map(|d| JobContainers::new(d, &shared.opts.run_id, &pref));
+    // Throw-away name → the name the steps use for it.
+    let mut renamed: Vec<(String, String)> = Vec::new();
+    for check in ready {
+        let t = Instant::now();
+        let result = async {
+            let Some(containers) = containers.as_mut() else {
+                return Err("preflight needs a Docker engine, and the run has none".to_string());
+            };
+            if let Some((name, spec)) = &check.container
+                && !containers.started.contains_key(name)
+            {
+                let temp = format!("preflight-{name}");
+                containers
+                    .start(shared, &pref, &temp, spec.clone())
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "could not start a throw-away container of `{}`: {e}",
+                            spec.image
+                        )
+                    })?;
+                // The step names the container as the job will: `server`, not `preflight-server`.
+                if let Some(s) = containers.started.shift_remove(&temp) {
+                    containers.started.insert(name.clone(), s);
+                    renamed.push((temp, name.clone()));
+                }
+            }
+            builtin::run(
+                &check.builtin,
+                &check.inputs,
+                None,
+                &check.step_key,
+                cancel,
+                containers,
+                shared,
+                &check.jref,
+                None,
+            )
+            .await
+        }
+        .await;
+        report.checks += 1;
+        let outcome = if result.is_ok() {
+            StepOutcome::Success
+        } else {
+            report.failed += 1;
+            StepOutcome::Failure
+        };
+        shared.emit(EventKind::PreflightCheck {
+            job: check.jref.clone(),
+            step: Some(check.step_key.clone()),
+            name: check.label.clone(),
+            outcome,
+            message: result.err(),
+            duration: t.elapsed(),
+        });
+    }
+    if let Some(mut containers) = containers {
+        for (temp, name) in renamed {
+            if let Some(s) = containers.started.shift_remove(&name) {
+                containers.started.insert(temp, s);
+            }
+        }
+        for problem in containers.remove_all(shared, &pref).await {
+            shared.emit(EventKind::Warning {
+                job: Some(pref.clone()),
+                message: format!("could not remove {problem}"),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::Loaded;
+
+    fn workflow(yaml: &str) -> Workflow {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        let action = dir.path().join("actions/client");
+        std::fs::create_dir_all(&action).unwrap();
+        std::fs::write(action.join("action.yml"), ACTION).unwrap();
+        let path = dir.path().join("wf.yml");
+        std::fs::write(&path, yaml).unwrap();
+        let (loaded, diags) = crate::check::load_and_check(&path).unwrap();
+        assert!(!diags.has_errors(), "{diags:?}");
+        let Loaded::Workflow(Some(wf)) = loaded else {
+            panic!("not a workflow")
+        };
+        *wf
+    }
+
+    /// Starts a container named by its input `name` (`client` by default).
+    const ACTION: &str = "name: client\ndescription: a client\ninputs:\n  name: { description: its name, default: client }\n  touch: { description: run in it, default: 'no' }\nruns:\n  using: composite\n  steps:\n    - uses: start-container\n      with: { name: \"${{ inputs.name }}\", image: gpuflow-python:test }\n";
+
+    const HEAD: &str = "on: push\njobs:\n  bench:\n";
+
+    fn steps(job: &str) -> Vec<(usize, Option<usize>)> {
+        let wf = workflow(&format!("{HEAD}{job}"));
+        candidates(&wf, &wf.jobs[0])
+            .into_iter()
+            .map(|c| (c.step, c.start.map(|s| s.step)))
+            .collect()
+    }
+
+    const START: &str = "      - uses: start-container\n        with: { name: server, image: gpuflow-python:test }\n";
+    const CHECK: &str = "      - uses: check-cli-interface\n        with: { container: server, command: python3 /tmp/b.py, args: --port 1 }\n";
+
+    #[test]
+    fn a_check_in_a_started_image_runs_early() {
+        assert_eq!(
+            steps(&format!("    steps:\n{START}{CHECK}")),
+            [(1, Some(0))]
+        );
+    }
+
+    #[test]
+    fn a_run_in_the_container_before_the_check_keeps_it_in_place() {
+        let touch = "      - run: touch /tmp/x\n        container: server\n";
+        assert_eq!(steps(&format!("    steps:\n{START}{touch}{CHECK}")), []);
+    }
+
+    #[test]
+    fn a_check_reading_an_earlier_step_stays_in_place() {
+        let check = "      - uses: check-cli-interface\n        with: { container: server, command: python3, args: \"${{ steps.a.outputs.x }}\" }\n";
+        let by_matrix = "      - uses: check-cli-interface\n        with: { container: server, command: python3, args: \"${{ matrix.x }}\" }\n";
+        assert_eq!(
+            steps(&format!(
+                "    strategy: {{ matrix: {{ x: [a] }} }}\n    steps:\n{START}      - id: a\n        run: echo x=1\n{check}{by_matrix}"
+            )),
+            [(3, Some(0))]
+        );
+    }
+
+    #[test]
+    fn conditions_and_continue_on_error_keep_checks_in_place() {
+        let cond = "      - if: github.ref == 'x'\n        uses: assert-file\n        with: { path: /x }\n";
+        let coe = "      - uses: assert-file\n        continue-on-error: true\n        with: { path: /x }\n";
+        let plain = "      - uses: assert-file\n        with: { path: /x }\n";
+        assert_eq!(
+            steps(&format!("    steps:\n{cond}{coe}{plain}")),
+            [(2, None)]
+        );
+    }
+
+    #[test]
+    fn host_checks_after_a_host_script_stay_in_place() {
+        let host = "      - uses: assert-file\n        with: { path: /x }\n";
+        let run = "      - run: echo hi > /x\n";
+        assert_eq!(
+            steps(&format!("    steps:\n{host}{run}{host}")),
+            [(0, None)]
+        );
+    }
+
+    #[test]
+    fn a_job_with_a_condition_has_no_early_checks() {
+        assert_eq!(
+            steps(&format!("    if: false\n    steps:\n{START}{CHECK}")),
+            []
+        );
+    }
+
+    #[test]
+    fn env_is_known_until_a_script_could_change_it() {
+        let check = "      - uses: check-cli-interface\n        with: { container: server, command: \"python3 ${{ env.SCRIPT }}\" }\n";
+        let run = "      - run: echo SCRIPT=/b.py >> \"$GITHUB_ENV\"\n";
+        assert_eq!(
+            steps(&format!(
+                "    env: {{ SCRIPT: /tmp/b.py }}\n    steps:\n{START}{check}{run}{check}"
+            )),
+            [(1, Some(0))]
+        );
+    }
+
+    #[test]
+    fn a_container_started_inside_an_action_is_followed() {
+        let using = "      - uses: ./actions/client\n";
+        let named = "      - uses: ./actions/client\n        with: { name: bench }\n";
+        let check = |c: &str| {
+            format!(
+                "      - uses: check-cli-interface\n        with: {{ container: {c}, command: python3 }}\n"
+            )
+        };
+        let wf = workflow(&format!(
+            "{HEAD}    steps:\n{using}{named}{}{}{}",
+            check("client"),
+            check("bench"),
+            check("other")
+        ));
+        let found = candidates(&wf, &wf.jobs[0]);
+        assert_eq!(
+            found,
+            [
+                Candidate {
+                    step: 2,
+                    start: Some(StartAt {
+                        step: 0,
+                        inner: Some(0)
+                    })
+                },
+                Candidate {
+                    step: 3,
+                    start: Some(StartAt {
+                        step: 1,
+                        inner: Some(0)
+                    })
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_action_hides_what_came_before() {
+        let conditional = "      - if: github.ref == 'x'\n        uses: ./actions/client\n        with: { name: server }\n";
+        assert_eq!(
+            steps(&format!("    steps:\n{START}{conditional}{CHECK}")),
+            []
+        );
+    }
+
+    #[test]
+    fn throwaway_containers_are_harmless() {
+        let mut spec = ContainerSpec::new("img");
+        spec.gpus = GpuRequest::All;
+        spec.ports.push(crate::backend::PortMapping::tcp(30000));
+        spec.volumes.push(crate::backend::VolumeMount {
+            source: "/models".into(),
+            target: "/models".into(),
+            read_only: false,
+        });
+        let t = throwaway(spec);
+        assert_eq!(t.gpus, GpuRequest::None);
+        assert!(t.ports.is_empty());
+        assert!(t.volumes[0].read_only);
+        assert_eq!(t.network.as_deref(), Some("none"));
+    }
+}

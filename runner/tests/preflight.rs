@@ -1,0 +1,445 @@
+//! Preflight against the real Docker engine, reproducing the write-ups: a benchmark script given
+//! `--port --num-prompts --output-len` when its flags are `--server-url --max-tokens --num-runs
+//! --warmup`, next to a server that takes 60 s to load. The wrong flags must fail the run in
+//! seconds, before the server container exists, with the script's usage and the real flags;
+//! the right ones must pass and the benchmark must then run against the simulator.
+//!
+//! Images: `gpuflow-sim:test` and `gpuflow-python:test` (`make test-images`). These tests run
+//! `gpuflow run` (which sweeps orphans at start), so they are in nextest's `docker-sweep` group.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use gpuflow::backend::{DockerBackend, ManagedKind};
+use gpuflow::check::load_and_check;
+use gpuflow::engine::{CollectSink, Event, EventKind, JobResult, RunOptions, RunReport};
+use gpuflow::plan::{build, from_workflow};
+use gpuflow::workflow::Loaded;
+use tokio_util::sync::CancellationToken;
+
+use super::docker::connect_or_skip;
+
+const IMAGES: [&str; 2] = ["gpuflow-sim:test", "gpuflow-python:test"];
+
+/// The write-ups' job: a server with a 60 s model load, the benchmark script in its own
+/// container, its interface checked, then the benchmark itself.
+fn workflow(args: &str, startup_delay: &str) -> String {
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - name: start the server
+        uses: start-container
+        with:
+          name: server
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 --startup-delay {startup_delay} --tokens-per-second 400
+      - name: start the client
+        uses: start-container
+        with:
+          name: client
+          image: gpuflow-python:test
+          command: sleep 600
+      - name: check the benchmark's flags
+        uses: check-cli-interface
+        with:
+          container: client
+          command: python3 /tmp/benchmark_eagle3.py
+          args: {args}
+      - name: benchmark
+        container: client
+        run: |
+          for i in $(seq 100); do
+            python3 /tmp/benchmark_eagle3.py {args} && exit 0
+            sleep 0.1
+          done
+          exit 1
+"#
+    )
+}
+
+const WRONG: &str = "--port 30000 --num-prompts 5 --output-len 256";
+const RIGHT: &str = "--server-url http://server:30000 --max-tokens 32 --num-runs 2 --warmup 0";
+
+struct Ran {
+    report: RunReport,
+    events: Vec<Event>,
+    /// The jobs (by label) of every container of the run the engine listed while it ran.
+    seen_jobs: Vec<String>,
+    took: Duration,
+}
+
+impl Ran {
+    fn preflight_messages(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::PreflightCheck {
+                    message: Some(m), ..
+                } => Some(m.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn started(&self, name: &str) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name))
+    }
+
+    fn index(&self, f: impl Fn(&EventKind) -> bool) -> Option<usize> {
+        self.events.iter().position(|e| f(&e.kind))
+    }
+}
+
+async fn docker_with_images() -> Option<DockerBackend> {
+    let docker = connect_or_skip().await?;
+    for image in IMAGES {
+        assert!(
+            docker.has_image(image).await.unwrap(),
+            "the test image `{image}` is missing: run `make test-images`"
+        );
+    }
+    Some(docker)
+}
+
+/// Runs `yaml` through the engine's API, listing the run's containers every 20 ms meanwhile.
+async fn run(yaml: &str, tweak: impl FnOnce(&mut RunOptions)) -> Option<Ran> {
+    run_with(yaml, &[], tweak).await
+}
+
+/// Like [`run`], with more files (`path`, text) in the workspace.
+async fn run_with(
+    yaml: &str,
+    files: &[(&str, &str)],
+    tweak: impl FnOnce(&mut RunOptions),
+) -> Option<Ran> {
+    let docker = docker_with_images().await?;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
+    assert!(!diags.has_errors(), "{diags:#?}");
+    let Loaded::Workflow(Some(wf)) = loaded else {
+        panic!("not a workflow")
+    };
+    let plan = build(&from_workflow(&wf, "w").input).unwrap();
+    let run_id = format!("test-preflight-{}", gpuflow::engine::new_run_id());
+    let mut opts = RunOptions::new(&run_id, dir.path());
+    opts.grace = Duration::from_secs(1);
+    tweak(&mut opts);
+
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (docker, run_id, done) = (docker.clone(), run_id.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut jobs = Vec::new();
+            while !done.load(Ordering::SeqCst) {
+                for m in docker.all_managed().await.unwrap_or_default() {
+                    if m.kind == ManagedKind::Container
+                        && m.run_id() == Some(run_id.as_str())
+                        && let Some(job) = m.job()
+                        && !jobs.iter().any(|j| j == job)
+                    {
+                        jobs.push(job.to_string());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            jobs
+        })
+    };
+    let collect = CollectSink::new();
+    let started = Instant::now();
+    let result = gpuflow::engine::run(
+        Arc::new(*wf),
+        plan,
+        opts,
+        Arc::new(collect.clone()),
+        Some(docker.clone()),
+        CancellationToken::new(),
+    )
+    .await;
+    let took = started.elapsed();
+    done.store(true, Ordering::SeqCst);
+    let seen_jobs = watcher.await.unwrap();
+    let left = docker.run_containers(&run_id).await.unwrap();
+    docker.remove_run(&run_id).await.unwrap();
+    assert_eq!(left, Vec::<String>::new(), "containers of the run survived");
+    Some(Ran {
+        report: result.unwrap(),
+        events: collect.events(),
+        seen_jobs,
+        took,
+    })
+}
+
+#[tokio::test]
+async fn the_write_ups_wrong_flags_fail_in_preflight_before_the_server_is_created() {
+    let Some(ran) = run(&workflow(WRONG, "60s"), |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
+    // Seconds, not the 60 s load.
+    assert!(ran.took < Duration::from_secs(20), "took {:?}", ran.took);
+    // Events: no container of the job was started, and the job never started.
+    assert!(!ran.started("server"), "the server was started");
+    assert!(!ran.started("client"), "the client was started");
+    assert!(ran.started("preflight-client"), "{:#?}", ran.events);
+    assert!(
+        ran.index(|k| matches!(k, EventKind::JobStarted { .. }))
+            .is_none()
+    );
+    // The engine's API: the only containers of the run ever listed were preflight's.
+    assert!(
+        ran.seen_jobs.iter().all(|j| j == "preflight-bench"),
+        "{:?}",
+        ran.seen_jobs
+    );
+
+    let messages = ran.preflight_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let m = &messages[0];
+    for expected in [
+        "`python3 /tmp/benchmark_eagle3.py` in container `client` does not accept what it will be given:",
+        "`--port` is not a flag of this command; did you mean `--server-url SERVER_URL`?",
+        "`--num-prompts` is not a flag of this command; did you mean `--num-runs NUM_RUNS`?",
+        "`--output-len` is not a flag of this command; did you mean `--max-tokens MAX_TOKENS`?",
+        "its usage (argparse, from `python3 /tmp/benchmark_eagle3.py --help`):",
+        "usage: benchmark_eagle3.py [-h] [--server-url SERVER_URL]",
+        "[--warmup WARMUP]",
+    ] {
+        assert!(m.contains(expected), "missing {expected:?} in:\n{m}");
+    }
+}
+
+#[tokio::test]
+async fn with_the_right_flags_preflight_passes_and_the_benchmark_runs() {
+    let Some(ran) = run(&workflow(RIGHT, "1s"), |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    // Two images and the flags.
+    assert_eq!(ran.report.preflight.checks, 3);
+    assert_eq!(ran.report.preflight.failed, 0);
+    let finished = ran
+        .index(|k| matches!(k, EventKind::PreflightFinished { .. }))
+        .unwrap();
+    let server = ran
+        .index(|k| matches!(k, EventKind::ContainerStarted { name, .. } if name == "server"))
+        .unwrap();
+    assert!(finished < server);
+    let result = ran.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::LogLine { text, .. }
+            if text.ends_with(" tok/s") && !text.starts_with("run "))
+    });
+    assert!(result, "no `NN.N tok/s` line: {:#?}", ran.events);
+}
+
+#[tokio::test]
+async fn preflight_only_runs_no_job() {
+    let Some(ran) = run(&workflow(RIGHT, "60s"), |o| o.preflight_only = true).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success);
+    assert!(ran.report.preflight.passed());
+    assert!(!ran.started("server"));
+    assert!(
+        ran.report
+            .jobs
+            .iter()
+            .all(|j| j.result == JobResult::Skipped)
+    );
+}
+
+#[tokio::test]
+async fn a_check_reading_an_earlier_step_runs_at_its_place() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: start-container
+        with: { name: client, image: gpuflow-python:test, command: sleep 600 }
+      - id: args
+        run: echo "value=--port 30000" >> "$GITHUB_OUTPUT"
+      - name: check
+        uses: check-cli-interface
+        with:
+          container: client
+          command: python3 /tmp/benchmark_eagle3.py
+          args: ${{ steps.args.outputs.value }}
+"#;
+    let Some(ran) = run(yaml, |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    // Only the image was checked early.
+    assert_eq!(ran.report.preflight.checks, 1);
+    assert!(ran.started("client"));
+    let at_place = ran.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::LogLine { text, .. }
+            if text.contains("did you mean `--server-url SERVER_URL`?"))
+    });
+    assert!(at_place, "{:#?}", ran.events);
+}
+
+/// eagle3.yml's shape: the container comes from a composite action, the script's path from
+/// the workflow's `env`.
+#[tokio::test]
+async fn a_container_started_by_an_action_and_a_path_from_env_are_checked_early() {
+    let action = r#"
+name: client
+description: the benchmark client
+inputs:
+  name: { description: its name, default: client }
+runs:
+  using: composite
+  steps:
+    - uses: start-container
+      with: { name: "${{ inputs.name }}", image: gpuflow-python:test, command: sleep 600 }
+"#;
+    let yaml = r#"
+on: workflow_dispatch
+env:
+  BENCH_SCRIPT: /tmp/benchmark_eagle3.py
+jobs:
+  bench:
+    steps:
+      - uses: ./actions/client
+      - name: check
+        uses: check-cli-interface
+        with:
+          container: client
+          command: python3 ${{ env.BENCH_SCRIPT }}
+          args: --port 30000
+"#;
+    let Some(ran) = run_with(yaml, &[("actions/client/action.yml", action)], |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
+    assert!(!ran.started("client"));
+    let messages = ran.preflight_messages();
+    assert!(
+        messages[0].contains("did you mean `--server-url SERVER_URL`?"),
+        "{messages:#?}"
+    );
+}
+
+/// A host command (gpuflow's own clap CLI): checked on the host, before the job.
+#[tokio::test]
+async fn a_host_command_is_checked_on_the_host() {
+    let bin = env!("CARGO_BIN_EXE_gpuflow");
+    let yaml = format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: check-cli-interface
+        with:
+          command: {bin} run
+          args: w.yml --jsn --input a=b
+          required-flags: [--json, --preflight-only]
+          version-pattern: ^gpuflow-0
+"#
+    );
+    let Some(ran) = run(&yaml, |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    let messages = ran.preflight_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let m = &messages[0];
+    for expected in [
+        "on the host does not accept what it will be given:",
+        "`--jsn` is not a flag of this command; did you mean `--json`?",
+        "the version does not match `^gpuflow-0`",
+        "its usage (clap, from",
+        "Usage: gpuflow run [OPTIONS] <FILE>",
+    ] {
+        assert!(m.contains(expected), "missing {expected:?} in:\n{m}");
+    }
+    assert!(!m.contains("--preflight-only"), "{m}");
+}
+
+#[tokio::test]
+async fn a_missing_test_image_fails_preflight_with_the_make_target() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: start-container
+        with: { name: server, image: "gpuflow-missing:test" }
+"#;
+    let Some(ran) = run(yaml, |_| {}).await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    let messages = ran.preflight_messages();
+    assert!(
+        messages.iter().any(|m| m.contains("make test-images")),
+        "{messages:#?}"
+    );
+    assert!(!ran.started("server"));
+}
+
+fn gpuflow_in(dir: &std::path::Path) -> Command {
+    let mut c = Command::cargo_bin("gpuflow").unwrap();
+    c.current_dir(dir);
+    c
+}
+
+#[tokio::test]
+async fn gpuflow_run_prints_the_usage_and_suggestions_and_exits_1() {
+    if docker_with_images().await.is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join("w.yml"), workflow(WRONG, "60s")).unwrap();
+    let started = Instant::now();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(1);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    for expected in [
+        "[bench] preflight: check the benchmark's flags (step 3): failure",
+        "did you mean `--server-url SERVER_URL`?",
+        "usage: benchmark_eagle3.py [-h] [--server-url SERVER_URL]",
+        "preflight: 1 of 3 checks failed",
+        "nothing was started",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("container server started"), "{stdout}");
+
+    std::fs::write(dir.path().join("w.yml"), workflow(RIGHT, "60s")).unwrap();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml", "--preflight-only"])
+        .timeout(Duration::from_secs(60))
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(stdout.contains("preflight: 3 checks passed"), "{stdout}");
+    assert!(!stdout.contains("container server started"), "{stdout}");
+}
