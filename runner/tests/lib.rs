@@ -12,6 +12,7 @@ mod gc;
 mod generated;
 mod hosts;
 mod remote;
+mod run_docker;
 mod signals;
 mod sim;
 mod store;
