@@ -232,7 +232,7 @@ fn peak_memory_of_run(dir: &Path) -> (u64, std::process::ExitStatus) {
     let mut child = gpuflow_in(dir)
         .args(["run", "--plain", "w.yml"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
     let status_file = format!("/proc/{}/status", child.id());
@@ -254,14 +254,19 @@ fn peak_memory_of_run(dir: &Path) -> (u64, std::process::ExitStatus) {
 }
 
 /// 1 GiB in lines of 1 KiB (1023 digits and a newline).
-const GIB_OF_LINES: &str = r#"yes "$(printf '%01023d' 0)" | head -c 1073741824"#;
+/// `yes` ends by SIGPIPE when `head` has had enough, which `pipefail` would count as failure.
+const GIB_OF_LINES: &str = r#"{ yes "$(printf '%01023d' 0)" || true; } | head -c 1073741824"#;
 
 const MEMORY_LIMIT: u64 = 100 * 1024 * 1024;
 
 fn assert_memory_bounded(yaml: &str) {
     let dir = workspace(yaml);
     let (peak, status) = peak_memory_of_run(dir.path());
-    assert!(status.success(), "the run failed: {status}");
+    assert!(
+        status.success(),
+        "the run failed: {status}: {}",
+        std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap_or_default()
+    );
     // All of it went through the runner, into the step's log.
     let logs = walkdir::WalkDir::new(dir.path().join(".gpuflow"))
         .into_iter()
@@ -289,7 +294,7 @@ fn assert_memory_bounded(yaml: &str) {
 #[test]
 fn a_host_step_printing_a_gibibyte_leaves_the_runner_under_100_mb() {
     assert_memory_bounded(&format!(
-        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: {GIB_OF_LINES}\n"
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: |\n          {GIB_OF_LINES}\n"
     ));
 }
 
@@ -299,7 +304,7 @@ async fn a_container_step_printing_a_gibibyte_leaves_the_runner_under_100_mb() {
         return;
     }
     let yaml = format!(
-        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: gpuflow-base:test, command: sleep 600 }}\n      - run: {GIB_OF_LINES}\n        container: box\n"
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: gpuflow-base:test, command: sleep 600 }}\n      - container: box\n        run: |\n          {GIB_OF_LINES}\n"
     );
     tokio::task::spawn_blocking(move || assert_memory_bounded(&yaml))
         .await
