@@ -22,7 +22,7 @@ use crate::engine::{
 use crate::hosts::{Host, HostConfig};
 use crate::plan::{Plan, build_with_names, from_workflow};
 use crate::signal::{Escalation, SignalEvent, SignalHandlerKind, cancel_on_signals};
-use crate::ui::{JsonView, PlainView, summary};
+use crate::ui::{JsonView, LiveView, PlainView, summary};
 use crate::workflow::Loaded;
 use crate::workflow::model::Workflow;
 
@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "plain")]
     pub json: bool,
 
-    /// Plain lines even on a terminal.
+    /// Plain lines even on a terminal (instead of the live view of jobs and steps).
     #[arg(long)]
     pub plain: bool,
 
@@ -164,6 +164,8 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         };
         let view: Arc<dyn EventSink> = if args.json {
             Arc::new(JsonView::new(std::io::stdout()))
+        } else if live_view_wanted(args.plain) {
+            Arc::new(LiveView::stdout())
         } else {
             Arc::new(PlainView::new(std::io::stdout()))
         };
@@ -248,6 +250,13 @@ fn choose_hosts(
     } else {
         Err(errors)
     }
+}
+
+/// The live view on a terminal, unless `--plain` or a terminal that cannot redraw
+/// (`TERM=dumb`).
+fn live_view_wanted(plain: bool) -> bool {
+    use std::io::IsTerminal;
+    !plain && std::io::stdout().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb")
 }
 
 /// What each shutdown signal does, said on stderr as it happens.
