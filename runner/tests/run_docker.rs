@@ -122,7 +122,7 @@ async fn each_job_runs_on_the_host_its_runs_on_selects() {
 }
 
 /// A label no host has: refused before anything starts, pointing at `runs-on`, exit 3; an
-/// unknown `--host` likewise. Needs no engine.
+/// unknown `--host` is a bad argument, exit 2. Needs no engine.
 #[test]
 fn an_unknown_runs_on_or_host_is_refused_before_anything_starts() {
     let dir = workspace(
@@ -153,9 +153,35 @@ fn an_unknown_runs_on_or_host_is_refused_before_anything_starts() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no host named `alpah`"), "{stderr}");
     assert!(stderr.contains("did you mean `alpha`?"), "{stderr}");
+}
+
+/// `runs-on` with `matrix` values is chosen per cell: the cell asking for a label no host has
+/// is refused (exit 3), naming that value.
+#[test]
+fn runs_on_is_chosen_per_matrix_cell() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    strategy:\n      matrix:\n        node: [alpha-label, gamma]\n    runs-on: ${{ matrix.node }}\n    steps:\n      - run: touch ran\n",
+    );
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no host matches `runs-on: gamma`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("alpha-label`"), "{stderr}");
+    assert!(!dir.path().join("ran").exists());
 }
 
 /// A runner killed with SIGKILL cannot clean up: its container stays. The next run that

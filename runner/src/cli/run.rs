@@ -1,9 +1,10 @@
 //! `gpuflow run FILE`: validates the workflow (exit 3 on errors, nothing started), refuses
 //! steps that cannot run yet, chooses each job's host from `runs-on`, `--host` and
-//! `gpuflow.toml` (exit 3 when none fits, nothing started), then runs it, connecting to a
-//! host's Docker engine when a job there first needs it (exit 4 when it cannot). It shows a
-//! live view, plain lines or `--json` events, stores the logs under `.gpuflow/runs/<run-id>/`,
-//! and exits 0 (success), 1 (a job failed) or 130 (interrupted: signals, see `signal.rs`).
+//! `gpuflow.toml` (exit 3 when none fits `runs-on`, 2 for an unknown `--host`; nothing
+//! started), then runs it, connecting to a host's Docker engine when a job there first needs
+//! it (exit 4 when it cannot). It shows a live view, plain lines or `--json` events, stores
+//! the logs under `.gpuflow/runs/<run-id>/`, and exits 0 (success), 1 (a job failed) or 130
+//! (interrupted: signals, see `signal.rs`).
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -139,6 +140,14 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         Ok(hosts) => hosts,
         Err(diags) => return Ok(config_errors(&diags, render)),
     };
+    // An unknown `--host` is a bad argument (exit 2), not a problem of the workflow.
+    if let Some(Err(e)) = args.host.as_deref().map(|h| hosts.select(&[], Some(h))) {
+        eprint!(
+            "{}",
+            render_all(&Diagnostics::from(e.to_diagnostic()), render)
+        );
+        return Ok(ExitCode::Usage);
+    }
     let engines = match choose_hosts(&wf, &plan, &hosts, args.host.as_deref()) {
         Ok(engines) => engines,
         Err(diags) => {
