@@ -21,7 +21,8 @@ pub type Connect =
 
 struct HostEngine {
     name: String,
-    connect: Connect,
+    /// `None` for an engine given already connected.
+    connect: Option<Connect>,
     /// The connection, or why there is none (a rendered message, so every job failing for it
     /// says the same thing).
     cell: OnceCell<Result<DockerBackend, String>>,
@@ -46,9 +47,12 @@ impl Engines {
     /// Every job on one already connected engine, called `host`.
     pub fn single(host: &str, docker: DockerBackend) -> Self {
         let mut engines = Self::default();
-        let index = engines.add_host(host, Arc::new(|| unreachable_connect()));
-        let _ = engines.hosts[index].cell.set(Ok(docker));
-        engines.fallback = Some(index);
+        engines.hosts.push(HostEngine {
+            name: host.to_string(),
+            connect: None,
+            cell: OnceCell::new_with(Some(Ok(docker))),
+        });
+        engines.fallback = Some(0);
         engines
     }
 
@@ -60,7 +64,7 @@ impl Engines {
         }
         self.hosts.push(HostEngine {
             name: name.to_string(),
-            connect,
+            connect: Some(connect),
             cell: OnceCell::new(),
         });
         self.hosts.len() - 1
@@ -94,7 +98,10 @@ impl Engines {
         let host = &self.hosts[index];
         host.cell
             .get_or_init(|| async {
-                (host.connect)().await.map_err(|e| match e.hint() {
+                let Some(connect) = &host.connect else {
+                    return Err(format!("host `{}`: no way to connect to it", host.name));
+                };
+                connect().await.map_err(|e| match e.hint() {
                     Some(hint) => format!("host `{}`: {e} (hint: {hint})", host.name),
                     None => format!("host `{}`: {e}", host.name),
                 })
@@ -127,17 +134,6 @@ impl From<Option<DockerBackend>> for Engines {
     fn from(docker: Option<DockerBackend>) -> Self {
         docker.map_or_else(Self::none, |d| Self::single(crate::hosts::LOCAL, d))
     }
-}
-
-fn unreachable_connect() -> BoxFuture<'static, Result<DockerBackend, BackendError>> {
-    // `single` fills the cell before anything can ask, so this never runs.
-    Box::pin(async {
-        Err(BackendError::Unreachable {
-            endpoint: String::new(),
-            reason: "already connected".into(),
-            hint: String::new(),
-        })
-    })
 }
 
 #[cfg(test)]
