@@ -205,3 +205,43 @@ fn vars_are_read_from_the_command_line() {
         .assert()
         .code(2);
 }
+
+/// The first Ctrl-C starts the `always()` step; a second forces: that step is stopped rather
+/// than waited for, and the run still exits 130.
+#[test]
+fn a_second_ctrl_c_stops_the_always_steps_and_exits_130() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch step.started; sleep 60\n      - if: always()\n        run: touch cleanup.started; sleep 60; touch cleanup.finished\n",
+    );
+    let bin = assert_cmd::cargo::cargo_bin("gpuflow");
+    let child = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let wait_for = |name: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !dir.path().join(name).exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "`{name}` never appeared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let runner = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    wait_for("step.started");
+    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
+    wait_for("cleanup.started");
+    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("received SIGINT (#2): forcing"), "{stderr}");
+    assert!(
+        !dir.path().join("cleanup.finished").exists(),
+        "the always() step was waited for after the second Ctrl-C"
+    );
+}

@@ -14,6 +14,7 @@ mod health;
 mod hosts;
 mod preflight;
 mod remote;
+mod run_docker;
 mod signals;
 mod sim;
 mod store;

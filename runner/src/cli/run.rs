@@ -1,22 +1,31 @@
 //! `gpuflow run FILE`: validates the workflow (exit 3 on errors, nothing started), refuses
-//! steps that cannot run yet, connects to Docker when the workflow needs it (exit 4 when it
-//! cannot), then runs it, showing plain lines or `--json` events, storing the logs under
-//! `.gpuflow/runs/<run-id>/`, and exits 0 (success), 1 (a job failed) or 130 (interrupted).
+//! steps that cannot run yet, chooses each job's host from `runs-on`, `--host` and
+//! `gpuflow.toml` (exit 3 when none fits `runs-on`, 2 for an unknown `--host`; nothing
+//! started), then runs it, connecting to a host's Docker engine when a job there first needs
+//! it (exit 4 when it cannot). It shows a live view, plain lines or `--json` events, stores
+//! the logs under `.gpuflow/runs/<run-id>/`, and exits 0 (success), 1 (a job failed) or 130
+//! (interrupted: signals, see `signal.rs`).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::DockerBackend;
 use crate::check::load_and_check;
-use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, render_all};
+use crate::cli::hosts::{ConfigArg, config_errors};
+use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, Span, render_all};
 use crate::engine::dispatcher::RunError;
-use crate::engine::{EventSink, LogStore, RunOptions, Tee, new_run_id, preflight};
-use crate::plan::{build_with_names, from_workflow};
-use crate::ui::{JsonView, PlainView, summary};
+use crate::engine::{
+    Connect, Engines, EventSink, LogStore, RunOptions, Tee, new_run_id, preflight,
+};
+use crate::hosts::{Host, HostConfig};
+use crate::plan::{Plan, build_with_names, from_workflow};
+use crate::signal::{Escalation, SignalEvent, SignalHandlerKind, cancel_on_signals};
+use crate::ui::{JsonView, LiveView, PlainView, summary};
 use crate::workflow::Loaded;
+use crate::workflow::model::Workflow;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -44,7 +53,7 @@ pub struct Args {
     #[arg(long, conflicts_with = "plain")]
     pub json: bool,
 
-    /// Plain lines even on a terminal.
+    /// Plain lines even on a terminal (instead of the live view of jobs and steps).
     #[arg(long)]
     pub plain: bool,
 
@@ -56,6 +65,14 @@ pub struct Args {
     /// starts. Exit 0 when they pass, 1 when one fails.
     #[arg(long)]
     pub preflight_only: bool,
+
+    /// Run every job on this host (a name from `gpuflow.toml`, or `local`), whatever its
+    /// `runs-on` says.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
@@ -125,29 +142,31 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     opts.keep_containers = args.keep_containers;
     opts.preflight_only = args.preflight_only;
 
+    let hosts = match args.config.load() {
+        Ok(hosts) => hosts,
+        Err(diags) => return Ok(config_errors(&diags, render)),
+    };
+    // An unknown `--host` is a bad argument (exit 2), not a problem of the workflow.
+    if let Some(Err(e)) = args.host.as_deref().map(|h| hosts.select(&[], Some(h))) {
+        eprint!(
+            "{}",
+            render_all(&Diagnostics::from(e.to_diagnostic()), render)
+        );
+        return Ok(ExitCode::Usage);
+    }
+    let engines = match choose_hosts(&wf, &plan, &hosts, args.host.as_deref()) {
+        Ok(engines) => engines,
+        Err(diags) => {
+            eprint!("{}", render_all(&diags, render));
+            eprintln!("not run: nothing was started");
+            return Ok(ExitCode::InvalidWorkflow);
+        }
+    };
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let docker = if preflight::needs_docker(&wf) {
-            match DockerBackend::connect_local().await {
-                Ok(d) => {
-                    // Containers of runners that died are not this run's problem to keep.
-                    let _ = d.sweep_orphans().await;
-                    Some(d)
-                }
-                Err(e) => {
-                    eprint!(
-                        "{}",
-                        render_all(&Diagnostics::from(e.to_diagnostic()), render)
-                    );
-                    eprintln!("not run: this workflow needs a Docker engine");
-                    return Ok(ExitCode::Infrastructure);
-                }
-            }
-        } else {
-            None
-        };
         let store = match LogStore::create(&opts.log_dir) {
             Ok(s) => Arc::new(s),
             Err(e) => {
@@ -160,15 +179,23 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         };
         let view: Arc<dyn EventSink> = if args.json {
             Arc::new(JsonView::new(std::io::stdout()))
+        } else if live_view_wanted(args.plain) {
+            Arc::new(LiveView::stdout())
         } else {
             Arc::new(PlainView::new(std::io::stdout()))
         };
         let sink: Arc<dyn EventSink> = Arc::new(Tee(vec![store.clone(), view]));
         let cancel = CancellationToken::new();
-        let on_ctrl_c = tokio::spawn(cancel_on_signals(cancel.clone()));
+        let shutdown = match cancel_on_signals(SignalHandlerKind::Standard, cancel.clone(), say) {
+            Ok(shutdown) => shutdown,
+            Err(e) => {
+                eprintln!("error: could not install the signal handlers: {e}");
+                return Ok(ExitCode::Infrastructure);
+            }
+        };
+        opts.force = shutdown.force.clone();
         let wf = Arc::new(*wf);
-        let result = crate::engine::run(wf, plan, opts, sink, docker, cancel).await;
-        on_ctrl_c.abort();
+        let result = crate::engine::run(wf, plan, opts, sink, engines, cancel).await;
         if let Some(problem) = store.write_error() {
             eprintln!("warning: the run's logs are incomplete: {problem}");
         }
@@ -176,6 +203,9 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
             Ok(report) => {
                 if !args.json {
                     print!("{}", summary(&report.jobs));
+                }
+                for problem in &report.unreachable {
+                    eprintln!("error: could not reach the Docker engine of {problem}");
                 }
                 Ok(report.exit_code())
             }
@@ -195,30 +225,84 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The first Ctrl-C or SIGTERM cancels the run (steps stopped, `always()` steps run,
-/// containers removed); a second one exits at once. A stop-gap until `signal.rs` owns this.
-async fn cancel_on_signals(cancel: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+/// The host of every job run, from its `runs-on` (with `matrix` values filled in) or
+/// `--host`; an [`Engines`] that connects to each chosen host the first time a job there needs
+/// Docker, sweeping there what runners that are gone left behind. Errors point at `runs-on`.
+fn choose_hosts(
+    wf: &Workflow,
+    plan: &Plan,
+    hosts: &HostConfig,
+    host_override: Option<&str>,
+) -> Result<Engines, Diagnostics> {
+    let mut engines = Engines::none();
+    let mut errors = Diagnostics::new();
+    let mut reported = HashSet::new();
+    for run in &plan.jobs {
+        let Some(job) = wf.jobs.get(run.job_id.as_str()) else {
+            continue;
+        };
+        let runs_on: Vec<String> = job
+            .runs_on
+            .iter()
+            .map(|r| crate::cli::plan::evaluate_name(&r.value, &run.matrix))
+            .collect();
+        match hosts.select(&runs_on, host_override) {
+            Ok(host) => {
+                let index = engines.add_host(&host.name, connect_and_sweep(host.clone()));
+                engines.assign(&run.job_id, run.cell, index);
+            }
+            Err(e) if !reported.insert(e.to_string()) => {}
+            Err(e) => errors.push(match (job.runs_on.first(), job.runs_on.last()) {
+                (Some(first), Some(last)) if host_override.is_none() => {
+                    e.located(&wf.file, Span::new(first.span.start, last.span.end))
+                }
+                _ => e.to_diagnostic(),
+            }),
+        }
     }
-    eprintln!(
-        "cancelling: stopping steps, running `always()` steps, removing containers (again to force)"
-    );
-    cancel.cancel();
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    if errors.is_empty() {
+        Ok(engines)
+    } else {
+        Err(errors)
     }
-    eprintln!("forced: containers of this run may be left; `gpuflow gc` removes them");
-    std::process::exit(i32::from(ExitCode::Interrupted.code()));
+}
+
+/// The live view on a terminal, unless `--plain` or a terminal that cannot redraw
+/// (`TERM=dumb`).
+fn live_view_wanted(plain: bool) -> bool {
+    use std::io::IsTerminal;
+    !plain && std::io::stdout().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb")
+}
+
+/// What each shutdown signal does, said on stderr as it happens.
+fn say(SignalEvent::Shutdown { signal, count }: SignalEvent, escalation: Escalation) {
+    match escalation {
+        Escalation::Cancel => eprintln!(
+            "received {signal}: cancelling: stopping steps, running `always()` steps, removing \
+             containers (again to force)"
+        ),
+        Escalation::Force => eprintln!(
+            "received {signal} (#{count}): forcing: `always()` steps stopped, only removing \
+             containers (again to exit at once)"
+        ),
+        Escalation::Exit => eprintln!(
+            "received {signal} (#{count}): exiting; containers of this run may be left: the \
+             next `gpuflow run` or `gpuflow gc` removes them"
+        ),
+    }
+}
+
+fn connect_and_sweep(host: Host) -> Connect {
+    Arc::new(move || {
+        let host = host.clone();
+        Box::pin(async move {
+            let docker = host.connect().await?;
+            // Containers of runners that died are not this run's problem to keep; a failed
+            // sweep leaves them for `gpuflow gc` and must not stop the run.
+            let _ = docker.sweep_orphans().await;
+            Ok(docker)
+        })
+    })
 }
 
 fn usage(message: &str, render: RenderOptions) -> ExitCode {

@@ -138,6 +138,8 @@ impl JobContainers {
             name: name.to_string(),
             id: container.id.clone(),
             image: spec.image.clone(),
+            host: shared.engines.host_of(job).unwrap_or_default().to_string(),
+            endpoint: self.docker.endpoint().to_string(),
         });
         self.started.insert(
             name.to_string(),

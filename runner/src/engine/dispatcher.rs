@@ -16,12 +16,12 @@ use indexmap::IndexMap;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::engines::Engines;
 use super::evaluate::object;
 use super::event::{EventKind, EventSink, JobRef, JobResult};
 use super::executor::{JobOutcome, Shared, run_job};
 use super::mask::Masker;
 use super::options::RunOptions;
-use crate::backend::DockerBackend;
 use crate::diag::{Diagnostics, ExitCode};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
 use crate::plan::Plan;
@@ -46,11 +46,17 @@ pub struct RunReport {
     pub log_dir: PathBuf,
     /// What ran before any job started.
     pub preflight: super::PreflightReport,
+    /// Hosts whose engine could not be reached when a job needed it, each with why.
+    pub unreachable: Vec<String>,
 }
 
 impl RunReport {
-    /// The documented exit code: 0, 1 (a job failed), 130 (cancelled).
+    /// The documented exit code: 0, 1 (a job failed), 4 (a host's engine could not be
+    /// reached), 130 (cancelled).
     pub fn exit_code(&self) -> ExitCode {
+        if self.result == JobResult::Failure && !self.unreachable.is_empty() {
+            return ExitCode::Infrastructure;
+        }
         match self.result {
             JobResult::Success | JobResult::Skipped => ExitCode::Success,
             JobResult::Failure => ExitCode::Failure,
@@ -85,7 +91,7 @@ pub async fn run(
     plan: Plan,
     opts: RunOptions,
     sink: Arc<dyn EventSink>,
-    docker: Option<DockerBackend>,
+    engines: impl Into<Engines>,
     cancel: CancellationToken,
 ) -> Result<RunReport, RunError> {
     let refused = super::preflight::check(&wf);
@@ -99,7 +105,7 @@ pub async fn run(
         wf: wf.clone(),
         sink,
         masker,
-        docker,
+        engines: engines.into(),
         started: Instant::now(),
         base,
         opts,
@@ -153,6 +159,7 @@ pub async fn run(
                 .collect(),
             log_dir: shared.opts.log_dir.clone(),
             preflight,
+            unreachable: shared.engines.failures(),
         });
     }
     let mut state = vec![State::Pending; runs.len()];
@@ -339,15 +346,15 @@ pub async fn run(
     } else {
         JobResult::Success
     };
-    if let Some(docker) = &shared.docker
-        && !shared.opts.keep_containers
-    {
+    if !shared.opts.keep_containers {
         // Each job removed its own; this catches what a failed removal or a crash left.
-        if let Err(e) = docker.remove_run(&shared.opts.run_id).await {
-            shared.emit(EventKind::Warning {
-                job: None,
-                message: format!("could not remove the run's containers: {e}"),
-            });
+        for (host, docker) in shared.engines.connected() {
+            if let Err(e) = docker.remove_run(&shared.opts.run_id).await {
+                shared.emit(EventKind::Warning {
+                    job: None,
+                    message: format!("could not remove the run's containers on `{host}`: {e}"),
+                });
+            }
         }
     }
     shared.emit(EventKind::RunFinished {
@@ -360,6 +367,7 @@ pub async fn run(
         jobs,
         log_dir: shared.opts.log_dir.clone(),
         preflight,
+        unreachable: shared.engines.failures(),
     })
 }
 

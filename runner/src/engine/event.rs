@@ -178,6 +178,10 @@ pub enum EventKind {
         name: String,
         id: String,
         image: String,
+        /// The host (`runs-on`, `--host`) whose engine runs it.
+        host: String,
+        /// That engine's endpoint (`unix:///var/run/docker.sock`, `ssh://me@node`).
+        endpoint: String,
     },
     ContainerRemoved {
         job: JobRef,

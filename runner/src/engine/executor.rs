@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::container_runner::ContainerRunner;
 use super::containers::JobContainers;
+use super::engines::Engines;
 use super::evaluate::{eval_string, expr_message, number, object};
 use super::event::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
 use super::host::HostRunner;
@@ -25,7 +26,7 @@ use super::mask::Masker;
 use super::options::RunOptions;
 use super::script_runner::{LineFn, ScriptRun, ScriptRunner, Shell};
 use super::{builtin, output_file, script};
-use crate::backend::{DockerBackend, GpuRequest};
+use crate::backend::GpuRequest;
 use crate::diag::{SourceFile, Spanned};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
 use crate::plan::PlannedJob;
@@ -40,7 +41,8 @@ pub struct Shared {
     pub opts: RunOptions,
     pub sink: Arc<dyn EventSink>,
     pub masker: Arc<Masker>,
-    pub docker: Option<DockerBackend>,
+    /// The Docker engine of each job run's host.
+    pub engines: Engines,
     pub started: Instant,
     /// `github`, `gpuflow`, `inputs`, `secrets`, `vars`.
     pub base: IndexMap<String, Value>,
@@ -289,14 +291,6 @@ impl JobRun {
             let v = eval_string(value, &ctx, &file)?;
             self.env.insert(name.clone(), v);
         }
-        if !job.runs_on.is_empty() {
-            shared.emit(EventKind::Warning {
-                job: Some(self.jref.clone()),
-                message:
-                    "`runs-on` is not used yet: the job runs on this machine and its Docker engine"
-                        .into(),
-            });
-        }
         let minutes = match &job.timeout_minutes {
             None => DEFAULT_JOB_MINUTES,
             Some(n) => number(n, &self.ctx_with_env(None), &file)?,
@@ -341,15 +335,10 @@ impl JobRun {
         c
     }
 
-    fn docker(&self) -> Result<DockerBackend, String> {
-        self.shared.docker.clone().ok_or_else(|| {
-            "this needs a Docker engine, and the run has none (is `DOCKER_HOST` reachable?)".into()
-        })
-    }
-
-    fn containers(&mut self) -> Result<&mut JobContainers, String> {
+    /// The job's containers on its host's engine, connecting to it the first time.
+    async fn containers(&mut self) -> Result<&mut JobContainers, String> {
         if self.containers.is_none() {
-            let docker = self.docker()?;
+            let docker = self.shared.engines.for_job(&self.jref).await?;
             self.containers = Some(JobContainers::new(
                 docker,
                 &self.shared.opts.run_id,
@@ -370,7 +359,7 @@ impl JobRun {
         for (name, service) in &job.services {
             let spec = self.container_spec(service, &file)?;
             let jref = self.jref.clone();
-            let containers = self.containers()?;
+            let containers = self.containers().await?;
             let started = containers
                 .start(&shared, &jref, name, spec)
                 .await
@@ -397,7 +386,7 @@ impl JobRun {
             spec.workdir = Some(workspace);
             let jref = self.jref.clone();
             let grace = shared.opts.grace;
-            let containers = self.containers()?;
+            let containers = self.containers().await?;
             let started = containers
                 .start(&shared, &jref, "job-container", spec)
                 .await
@@ -540,8 +529,12 @@ impl JobRun {
         let token = if self.cancel.is_cancelled() {
             let t = CancellationToken::new();
             let (t2, limit) = (t.clone(), self.shared.opts.cleanup_timeout);
+            let force = self.shared.opts.force.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(limit).await;
+                tokio::select! {
+                    () = tokio::time::sleep(limit) => {}
+                    () = force.cancelled() => {}
+                }
                 t2.cancel();
             });
             t
@@ -714,7 +707,7 @@ impl JobRun {
                 let jref = self.jref.clone();
                 let job_gpus = self.job_gpus();
                 let step_id = step.id.as_ref().map(|i| i.value.clone());
-                let containers = self.containers()?;
+                let containers = self.containers().await?;
                 let outputs = builtin::run(
                     name,
                     &inputs,
@@ -841,17 +834,17 @@ impl JobRun {
         let runner: &dyn ScriptRunner = if let Some(c) = &step.container {
             let name = eval_string(c, &ctx, &file)?;
             let grace = self.shared.opts.grace;
-            let Some(started) = self
+            let Some((docker, started)) = self
                 .containers
                 .as_ref()
-                .and_then(|cs| cs.started.get(&name))
+                .and_then(|cs| Some((cs.docker.clone(), cs.started.get(&name)?)))
             else {
                 return Err(format!(
                     "{}: no container `{name}` is running in this job",
                     file.location(c.span)
                 ));
             };
-            named = ContainerRunner::new(self.docker()?, started.id.clone(), name.clone(), grace);
+            named = ContainerRunner::new(docker, started.id.clone(), name.clone(), grace);
             &named
         } else if let Some(jc) = &self.job_container {
             jc

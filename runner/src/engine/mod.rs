@@ -8,8 +8,9 @@
 //!
 //! It talks to the rest only through [`Event`]s given to an [`EventSink`]; it never prints.
 //! Cancellation comes in as a `CancellationToken` (the signal module drives it), and the
-//! Docker engine as an already connected [`DockerBackend`](crate::backend::DockerBackend):
-//! the engine chooses neither hosts nor how to render anything.
+//! Docker engines as [`Engines`]: the host of each job run and how to connect to it, which
+//! the engine does the first time a job there needs Docker; the engine chooses neither hosts
+//! nor how to render anything.
 
 pub mod builtin;
 mod composite;
@@ -17,6 +18,7 @@ pub mod container_inputs;
 pub mod container_runner;
 pub mod containers;
 pub mod dispatcher;
+pub mod engines;
 pub mod evaluate;
 pub mod event;
 pub mod executor;
@@ -32,6 +34,7 @@ pub mod script;
 pub mod script_runner;
 
 pub use dispatcher::{RunReport, run};
+pub use engines::{Connect, Engines};
 pub use event::{
     CollectSink, Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream, Tee,
 };

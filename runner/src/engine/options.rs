@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indexmap::IndexMap;
+use tokio_util::sync::CancellationToken;
 
 /// Settings of one run.
 #[derive(Clone, Debug)]
@@ -30,6 +31,9 @@ pub struct RunOptions {
     /// Cancelled steps are still waited for; `always()` steps after a cancellation get this
     /// long at most.
     pub cleanup_timeout: Duration,
+    /// Fired by a second Ctrl-C: `always()` steps after a cancellation are stopped at once,
+    /// so only the removal of containers is still waited for.
+    pub force: CancellationToken,
 }
 
 impl RunOptions {
@@ -49,6 +53,7 @@ impl RunOptions {
             preflight_only: false,
             grace: Duration::from_secs(10),
             cleanup_timeout: Duration::from_secs(300),
+            force: CancellationToken::new(),
         }
     }
 }

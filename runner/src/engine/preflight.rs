@@ -64,20 +64,3 @@ fn check_steps(
         diags.push(d);
     }
 }
-
-/// Whether running the workflow needs a Docker engine (a job container, services, a
-/// `start-container` step, or a step running in a container).
-pub fn needs_docker(wf: &Workflow) -> bool {
-    let steps_need = |steps: &[Step]| {
-        steps.iter().any(|s| {
-            s.container.is_some()
-                || s.uses
-                    .as_ref()
-                    .is_some_and(|u| matches!(&u.value, Uses::Builtin(_)))
-        })
-    };
-    wf.jobs
-        .values()
-        .any(|j| j.container.is_some() || !j.services.is_empty() || steps_need(&j.steps))
-        || wf.actions.values().any(|a| steps_need(&a.runs.steps))
-}

@@ -350,11 +350,13 @@ pub async fn run(
         return report;
     }
 
-    if let Some(docker) = &shared.docker {
-        for (image, (pull, jref)) in &images {
-            report.checks += 1;
-            let t = Instant::now();
-            let problem = match docker.has_image(image).await {
+    for (image, (pull, jref)) in &images {
+        report.checks += 1;
+        let t = Instant::now();
+        // Each image is looked for on the engine of the host its job runs on.
+        let problem = match shared.engines.for_job(jref).await {
+            Err(e) => Some(e),
+            Ok(docker) => match docker.has_image(image).await {
                 Ok(true) => None,
                 Ok(false) if !pull => Some(format!(
                     "the image `{image}` is not on the engine and `pull: never` was asked"
@@ -369,23 +371,23 @@ pub async fn run(
                     m
                 }),
                 Err(e) => Some(e.to_string()),
-            };
-            if problem.is_some() {
-                report.failed += 1;
-            }
-            shared.emit(EventKind::PreflightCheck {
-                job: jref.clone(),
-                step: None,
-                name: format!("image `{image}`"),
-                outcome: if problem.is_some() {
-                    StepOutcome::Failure
-                } else {
-                    StepOutcome::Success
-                },
-                message: problem,
-                duration: t.elapsed(),
-            });
+            },
+        };
+        if problem.is_some() {
+            report.failed += 1;
         }
+        shared.emit(EventKind::PreflightCheck {
+            job: jref.clone(),
+            step: None,
+            name: format!("image `{image}`"),
+            outcome: if problem.is_some() {
+                StepOutcome::Failure
+            } else {
+                StepOutcome::Success
+            },
+            message: problem,
+            duration: t.elapsed(),
+        });
     }
     for ready in by_run {
         run_job_checks(shared, ready, &mut report, cancel).await;
@@ -593,8 +595,10 @@ async fn run_job_checks(
         display: format!("{} (preflight)", first.jref.display),
     };
     let mut containers = shared
-        .docker
-        .clone()
+        .engines
+        .for_job(&first.jref)
+        .await
+        .ok()
         .map(|d| JobContainers::new(d, &shared.opts.run_id, &pref));
     // Throw-away name → the name the steps use for it.
     let mut renamed: Vec<(String, String)> = Vec::new();

@@ -101,9 +101,18 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             }
         }
         EventKind::ContainerStarted {
-            job, name, image, ..
+            job,
+            name,
+            image,
+            host,
+            ..
         } => {
-            format!("{} container {name} started ({image})", p(job))
+            // The local engine is the usual case; only another host is worth a word.
+            if host.is_empty() || host == crate::hosts::LOCAL {
+                format!("{} container {name} started ({image})", p(job))
+            } else {
+                format!("{} container {name} started ({image}) on {host}", p(job))
+            }
         }
         EventKind::ContainerRemoved { job, name } => {
             format!("{} container {name} removed", p(job))

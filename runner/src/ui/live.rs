@@ -1,0 +1,494 @@
+//! The live view on a terminal: one board of the run's jobs, redrawn in place (indicatif),
+//! each with its state and duration; the steps of running jobs (and the step that failed a
+//! job) under it, a running step with the latest line it printed.
+//!
+//! Split in two so the picture can be tested without a terminal or a clock: [`Board`] folds
+//! events into state and renders a frame as a string for a given "now"; [`LiveView`] feeds it
+//! and draws the frames, also between events so running durations move. Fed only by engine
+//! events; knows nothing of backends, logs or exit codes.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indexmap::IndexMap;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::plain_view::duration_text;
+use crate::engine::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
+
+/// How often running durations are redrawn between events.
+const TICK: Duration = Duration::from_millis(200);
+/// A log line longer than this is cut (the board is one line per thing).
+const LINE_CHARS: usize = 100;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Queued,
+    Running { since: Duration },
+    Done { word: &'static str, took: Duration },
+    Skipped { reason: String },
+}
+
+#[derive(Clone, Debug)]
+struct StepRow {
+    name: String,
+    state: State,
+    failed: bool,
+    last_line: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct JobRow {
+    display: String,
+    state: State,
+    failed: bool,
+    steps: IndexMap<String, StepRow>,
+}
+
+/// The run as the events so far tell it.
+#[derive(Clone, Debug, Default)]
+pub struct Board {
+    header: Option<String>,
+    jobs: IndexMap<(String, usize), JobRow>,
+    /// The latest event's time: "now" when no clock is at hand.
+    last: Duration,
+}
+
+impl Board {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one event in.
+    pub fn apply(&mut self, event: &Event) {
+        self.last = self.last.max(event.elapsed);
+        let at = event.elapsed;
+        match &event.kind {
+            EventKind::RunStarted {
+                run_id, workflow, ..
+            } => self.header = Some(format!("run {run_id} of `{workflow}`")),
+            EventKind::JobQueued { job } => {
+                self.job(job);
+            }
+            EventKind::JobStarted { job } => self.job(job).state = State::Running { since: at },
+            EventKind::JobSkipped { job, reason } => {
+                self.job(job).state = State::Skipped {
+                    reason: reason.clone(),
+                }
+            }
+            EventKind::JobFinished {
+                job,
+                result,
+                duration,
+            } => {
+                let row = self.job(job);
+                if *result != JobResult::Skipped {
+                    row.state = State::Done {
+                        word: result.as_str(),
+                        took: *duration,
+                    };
+                }
+                row.failed = *result == JobResult::Failure;
+            }
+            EventKind::StepStarted { job, step, name } => {
+                self.job(job).steps.insert(
+                    step.clone(),
+                    StepRow {
+                        name: name.clone(),
+                        state: State::Running { since: at },
+                        failed: false,
+                        last_line: None,
+                    },
+                );
+            }
+            EventKind::StepFinished {
+                job,
+                step,
+                outcome,
+                duration,
+                ..
+            } => {
+                if let Some(row) = self.job(job).steps.get_mut(step) {
+                    row.state = State::Done {
+                        word: outcome.as_str(),
+                        took: *duration,
+                    };
+                    row.failed = *outcome == StepOutcome::Failure;
+                }
+            }
+            EventKind::LogLine {
+                job,
+                step: Some(step),
+                stream,
+                text,
+                ..
+            } if *stream != Stream::Runner => {
+                if let Some(row) = self.job(job).steps.get_mut(step) {
+                    row.last_line = Some(cut(text));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn job(&mut self, job: &JobRef) -> &mut JobRow {
+        self.jobs
+            .entry((job.job.clone(), job.cell))
+            .or_insert_with(|| JobRow {
+                display: job.display.clone(),
+                state: State::Queued,
+                failed: false,
+                steps: IndexMap::new(),
+            })
+    }
+
+    /// The board at `now` (time since the run started): one line per job; under a running
+    /// job its steps, under a failed one the step that failed.
+    pub fn render(&self, now: Duration) -> String {
+        let mut out = String::new();
+        if let Some(header) = &self.header {
+            let _ = writeln!(out, "{header}");
+        }
+        for job in self.jobs.values() {
+            let _ = writeln!(
+                out,
+                "{} {}  {}",
+                mark(&job.state, job.failed),
+                job.display,
+                state_text(&job.state, now)
+            );
+            let show_all = matches!(job.state, State::Running { .. });
+            for step in job.steps.values() {
+                if !show_all && !step.failed {
+                    continue;
+                }
+                let _ = writeln!(
+                    out,
+                    "    {} {}  {}",
+                    mark(&step.state, step.failed),
+                    step.name,
+                    state_text(&step.state, now)
+                );
+                if let (State::Running { .. }, Some(line)) = (&step.state, &step.last_line) {
+                    let _ = writeln!(out, "        │ {line}");
+                }
+            }
+        }
+        out
+    }
+}
+
+fn mark(state: &State, failed: bool) -> &'static str {
+    match state {
+        State::Queued => "○",
+        State::Running { .. } => "●",
+        State::Done { .. } if failed => "✗",
+        State::Done {
+            word: "success", ..
+        } => "✓",
+        State::Done { .. } => "−",
+        State::Skipped { .. } => "−",
+    }
+}
+
+fn state_text(state: &State, now: Duration) -> String {
+    match state {
+        State::Queued => "queued".into(),
+        State::Running { since } => duration_text(now.saturating_sub(*since)),
+        State::Done {
+            word: "success",
+            took,
+        } => duration_text(*took),
+        State::Done { word, took } => format!("{word} after {}", duration_text(*took)),
+        State::Skipped { reason } => format!("skipped: {reason}"),
+    }
+}
+
+/// At most [`LINE_CHARS`] characters, tabs as spaces, with `…` when cut.
+fn cut(text: &str) -> String {
+    let text = text.replace('\t', "    ");
+    if text.chars().count() <= LINE_CHARS {
+        text
+    } else {
+        let mut cut: String = text.chars().take(LINE_CHARS - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// Draws the [`Board`] in place on the terminal as events arrive and every [`TICK`].
+pub struct LiveView {
+    board: Arc<Mutex<Board>>,
+    bar: ProgressBar,
+    started: Instant,
+    stop: Arc<AtomicBool>,
+}
+
+impl LiveView {
+    /// A live view on stdout (`target` lets tests draw nowhere).
+    pub fn new(target: ProgressDrawTarget) -> Self {
+        let bar = ProgressBar::with_draw_target(None, target);
+        bar.set_style(ProgressStyle::with_template("{msg}").expect("a valid template"));
+        let view = Self {
+            board: Arc::default(),
+            bar,
+            started: Instant::now(),
+            stop: Arc::default(),
+        };
+        let (board, bar, stop, started) = (
+            view.board.clone(),
+            view.bar.clone(),
+            view.stop.clone(),
+            view.started,
+        );
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(TICK);
+                let frame = board
+                    .lock()
+                    .expect("not poisoned")
+                    .render(started.elapsed());
+                if !stop.load(Ordering::Relaxed) {
+                    bar.set_message(frame.trim_end().to_string());
+                }
+            }
+        });
+        view
+    }
+
+    /// A live view drawing on stdout.
+    pub fn stdout() -> Self {
+        Self::new(ProgressDrawTarget::stdout())
+    }
+
+    /// The board as it is now.
+    pub fn frame(&self) -> String {
+        self.board
+            .lock()
+            .expect("not poisoned")
+            .render(self.started.elapsed())
+    }
+}
+
+impl Drop for LiveView {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl EventSink for LiveView {
+    fn emit(&self, event: Event) {
+        let mut board = self.board.lock().expect("not poisoned");
+        board.apply(&event);
+        match &event.kind {
+            // Said once, above the board, so they are not lost when it is redrawn.
+            EventKind::Warning { job, message } => {
+                let line = match job {
+                    Some(j) => format!("[{}] warning: {message}", j.display),
+                    None => format!("warning: {message}"),
+                };
+                self.bar.println(line);
+            }
+            EventKind::RunFinished { .. } => {
+                self.stop.store(true, Ordering::Relaxed);
+                self.bar
+                    .set_message(board.render(event.elapsed).trim_end().to_string());
+                self.bar.finish();
+                return;
+            }
+            _ => {}
+        }
+        self.bar
+            .set_message(board.render(self.started.elapsed()).trim_end().to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Stream;
+
+    fn job(name: &str) -> JobRef {
+        JobRef {
+            job: name.into(),
+            cell: 0,
+            display: name.into(),
+        }
+    }
+
+    fn at(secs: f64, kind: EventKind) -> Event {
+        Event {
+            elapsed: Duration::from_secs_f64(secs),
+            kind,
+        }
+    }
+
+    fn step_started(secs: f64, j: &str, step: &str, name: &str) -> Event {
+        at(
+            secs,
+            EventKind::StepStarted {
+                job: job(j),
+                step: step.into(),
+                name: name.into(),
+            },
+        )
+    }
+
+    fn step_finished(secs: f64, j: &str, step: &str, outcome: StepOutcome, took: f64) -> Event {
+        at(
+            secs,
+            EventKind::StepFinished {
+                job: job(j),
+                step: step.into(),
+                name: String::new(),
+                outcome,
+                conclusion: outcome,
+                duration: Duration::from_secs_f64(took),
+            },
+        )
+    }
+
+    fn log(secs: f64, j: &str, step: &str, text: &str) -> Event {
+        at(
+            secs,
+            EventKind::LogLine {
+                job: job(j),
+                step: Some(step.into()),
+                container: None,
+                stream: Stream::Stdout,
+                text: text.into(),
+            },
+        )
+    }
+
+    fn events() -> Vec<Event> {
+        vec![
+            at(
+                0.0,
+                EventKind::RunStarted {
+                    run_id: "20261130-090000-ab12".into(),
+                    workflow: "demo".into(),
+                    log_dir: ".gpuflow/runs/x".into(),
+                    jobs: 4,
+                },
+            ),
+            at(0.0, EventKind::JobQueued { job: job("build") }),
+            at(0.0, EventKind::JobQueued { job: job("bench") }),
+            at(0.0, EventKind::JobQueued { job: job("report") }),
+            at(0.0, EventKind::JobQueued { job: job("lint") }),
+            at(0.0, EventKind::JobStarted { job: job("build") }),
+            step_started(0.1, "build", "1", "compile"),
+            log(0.5, "build", "1", "compiling"),
+            step_finished(1.1, "build", "1", StepOutcome::Success, 1.0),
+            at(
+                1.2,
+                EventKind::JobFinished {
+                    job: job("build"),
+                    result: JobResult::Success,
+                    duration: Duration::from_secs_f64(1.2),
+                },
+            ),
+            at(
+                1.2,
+                EventKind::JobSkipped {
+                    job: job("lint"),
+                    reason: "`if` is false".into(),
+                },
+            ),
+            at(1.3, EventKind::JobStarted { job: job("bench") }),
+            step_started(1.3, "bench", "1", "start the server"),
+            step_finished(2.3, "bench", "1", StepOutcome::Success, 1.0),
+            step_started(2.3, "bench", "2", "run the client"),
+            log(2.5, "bench", "2", "warming up"),
+            log(3.0, "bench", "2", "89.5 tok/s\twith a\ttab"),
+        ]
+    }
+
+    fn board(events: &[Event]) -> Board {
+        let mut board = Board::new();
+        for e in events {
+            board.apply(e);
+        }
+        board
+    }
+
+    #[test]
+    fn a_running_job_shows_its_steps_and_the_latest_line() {
+        insta::assert_snapshot!(board(&events()).render(Duration::from_secs(5)), @r"
+        run 20261130-090000-ab12 of `demo`
+        ✓ build  1.2s
+        ● bench  3.7s
+            ✓ start the server  1.0s
+            ● run the client  2.7s
+                │ 89.5 tok/s    with a    tab
+        ○ report  queued
+        − lint  skipped: `if` is false
+        ");
+    }
+
+    #[test]
+    fn a_failed_job_keeps_the_step_that_failed() {
+        let mut events = events();
+        events.push(step_finished(4.0, "bench", "2", StepOutcome::Failure, 1.7));
+        events.push(at(
+            4.1,
+            EventKind::JobFinished {
+                job: job("bench"),
+                result: JobResult::Failure,
+                duration: Duration::from_secs_f64(2.8),
+            },
+        ));
+        insta::assert_snapshot!(board(&events).render(Duration::from_secs(9)), @r"
+        run 20261130-090000-ab12 of `demo`
+        ✓ build  1.2s
+        ✗ bench  failure after 2.8s
+            ✗ run the client  failure after 1.7s
+        ○ report  queued
+        − lint  skipped: `if` is false
+        ");
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_a_character_boundary() {
+        let long = "é".repeat(300);
+        let c = cut(&long);
+        assert_eq!(c.chars().count(), LINE_CHARS);
+        assert!(c.ends_with('…'));
+    }
+
+    #[test]
+    fn the_view_takes_every_event_without_a_terminal() {
+        let view = LiveView::new(ProgressDrawTarget::hidden());
+        for e in events() {
+            view.emit(e);
+        }
+        assert!(
+            view.frame().contains("● run the client"),
+            "{}",
+            view.frame()
+        );
+        view.emit(at(
+            6.0,
+            EventKind::RunFinished {
+                run_id: "x".into(),
+                result: JobResult::Success,
+            },
+        ));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Events in any order, even nonsensical, never panic the board.
+        #[test]
+        fn any_event_order_renders(order in proptest::collection::vec(0usize..17, 0..40)) {
+            let all = events();
+            let mut board = Board::new();
+            for i in order {
+                board.apply(&all[i]);
+            }
+            let _ = board.render(Duration::from_secs(1));
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! `gpuflow run` as a user runs it, against the real Docker engine: jobs going to the host
+//! their `runs-on` selects, a runner killed with SIGKILL and the sweep of the next run, and
+//! the runner's memory while a step prints a gigabyte. Outcomes are asserted through the
+//! engine's API and the run's events, never through timings.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::docker::connect_or_skip;
+
+fn gpuflow_in(dir: &Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"));
+    cmd.current_dir(dir).env("NO_COLOR", "1");
+    cmd
+}
+
+/// A workspace (it has `.git`, so it is the root) holding `w.yml`.
+fn workspace(yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    dir
+}
+
+fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+const TWO_HOSTS: &str = r#"
+on: workflow_dispatch
+jobs:
+  first:
+    runs-on: alpha-label
+    steps:
+      - uses: start-container
+        with: { name: box, image: gpuflow-base:test, command: sleep 300 }
+      - run: echo hi
+        container: box
+  second:
+    runs-on: [beta-label]
+    steps:
+      - uses: start-container
+        with: { name: box, image: gpuflow-base:test, command: sleep 300 }
+  on-host:
+    runs-on: beta-label
+    steps:
+      - run: echo no engine needed
+"#;
+
+/// Two configured hosts, both the local engine under different names and labels: each job's
+/// container is started on the host its `runs-on` chose (as the events say), and `--host`
+/// overrides the choice for every job.
+#[tokio::test]
+async fn each_job_runs_on_the_host_its_runs_on_selects() {
+    let Some(docker) = connect_or_skip().await else {
+        return;
+    };
+    let endpoint = docker.endpoint().to_string();
+    let dir = workspace(TWO_HOSTS);
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        format!(
+            "[hosts.alpha]\nendpoint = \"{endpoint}\"\nlabels = [\"alpha-label\"]\n\n\
+             [hosts.beta]\nendpoint = \"{endpoint}\"\nlabels = [\"beta-label\"]\n"
+        ),
+    )
+    .unwrap();
+
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--json", "w.yml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("runs-on"), "no warning left: {stderr}");
+    let events = events(&out.stdout);
+    let started: Vec<(String, String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "container_started")
+        .map(|e| {
+            (
+                e["job"]["job"].as_str().unwrap().to_string(),
+                e["host"].as_str().unwrap().to_string(),
+                e["endpoint"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut started = started;
+    started.sort();
+    assert_eq!(
+        started,
+        vec![
+            ("first".into(), "alpha".into(), endpoint.clone()),
+            ("second".into(), "beta".into(), endpoint.clone()),
+        ]
+    );
+    let run_id = events[0]["run_id"].as_str().unwrap().to_string();
+    assert_eq!(docker.run_containers(&run_id).await.unwrap().len(), 0);
+
+    // `--host` wins over every job's `runs-on`.
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--json", "--host", "beta", "w.yml"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hosts: Vec<String> = self::events(&out.stdout)
+        .iter()
+        .filter(|e| e["type"] == "container_started")
+        .map(|e| e["host"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(hosts, ["beta", "beta"]);
+}
+
+/// A label no host has: refused before anything starts, pointing at `runs-on`, exit 3; an
+/// unknown `--host` is a bad argument, exit 2. Needs no engine.
+#[test]
+fn an_unknown_runs_on_or_host_is_refused_before_anything_starts() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    runs-on: gamma\n    steps:\n      - run: touch ran\n",
+    );
+    std::fs::write(
+        dir.path().join("hosts.toml"),
+        "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--config", "hosts.toml", "w.yml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no host matches `runs-on: gamma`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("w.yml:4:14"), "{stderr}");
+    assert!(stderr.contains("`alpha` (alpha-label)"), "{stderr}");
+    assert!(!dir.path().join("ran").exists());
+    assert!(!dir.path().join(".gpuflow").exists(), "no run was started");
+
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--config", "hosts.toml", "--host", "alpah", "w.yml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no host named `alpah`"), "{stderr}");
+    assert!(stderr.contains("did you mean `alpha`?"), "{stderr}");
+}
+
+/// `runs-on` with `matrix` values is chosen per cell: the cell asking for a label no host has
+/// is refused (exit 3), naming that value.
+#[test]
+fn runs_on_is_chosen_per_matrix_cell() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    strategy:\n      matrix:\n        node: [alpha-label, gamma]\n    runs-on: ${{ matrix.node }}\n    steps:\n      - run: touch ran\n",
+    );
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "w.yml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("no host matches `runs-on: gamma`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("alpha-label`"), "{stderr}");
+    assert!(!dir.path().join("ran").exists());
+}
+
+/// A runner killed with SIGKILL cannot clean up: its container stays. The next run that
+/// connects to the engine sweeps it (its owner process is gone), asked through the API.
+#[tokio::test]
+async fn the_next_run_sweeps_the_containers_of_a_runner_killed_with_sigkill() {
+    let Some(docker) = connect_or_skip().await else {
+        return;
+    };
+    let dir = workspace(
+        r#"
+on: workflow_dispatch
+jobs:
+  j:
+    steps:
+      - uses: start-container
+        with: { name: box, image: gpuflow-base:test, command: sleep 300 }
+      - run: touch ready; sleep 30
+"#,
+    );
+    let mut child = gpuflow_in(dir.path())
+        .args(["run", "--json", "w.yml"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let killed_run: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let killed_run = killed_run["run_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !dir.path().join("ready").exists() {
+        assert!(Instant::now() < deadline, "the step never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = docker.run_containers(&killed_run).await.unwrap();
+    assert_eq!(
+        left.len(),
+        1,
+        "the killed runner's container is still there"
+    );
+
+    std::fs::write(
+        dir.path().join("next.yml"),
+        "on: workflow_dispatch\njobs:\n  k:\n    steps:\n      - uses: start-container\n        with: { name: b, image: gpuflow-base:test, command: 'true' }\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "next.yml"])
+        .output()
+        .unwrap();
+    let survivors = docker.run_containers(&killed_run).await.unwrap();
+    docker.remove_run(&killed_run).await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        survivors,
+        Vec::<String>::new(),
+        "the next run did not sweep the killed run's container"
+    );
+}
+
+/// The peak resident memory (`VmHWM`) of `gpuflow run` while a step prints 1 GiB, read from
+/// `/proc` until the process exits (VmHWM only grows, so the last reading is the peak up to
+/// a few milliseconds before the end).
+fn peak_memory_of_run(dir: &Path) -> (u64, std::process::ExitStatus) {
+    let mut child = gpuflow_in(dir)
+        .args(["run", "--plain", "w.yml"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap())
+        .spawn()
+        .unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_file)
+            && let Some(kib) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            return (peak_kib * 1024, status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// 1 GiB in lines of 1 KiB (1023 digits and a newline).
+/// `yes` ends by SIGPIPE when `head` has had enough, which `pipefail` would count as failure.
+const GIB_OF_LINES: &str = r#"{ yes "$(printf '%01023d' 0)" || true; } | head -c 1073741824"#;
+
+const MEMORY_LIMIT: u64 = 100 * 1024 * 1024;
+
+fn assert_memory_bounded(yaml: &str) {
+    let dir = workspace(yaml);
+    let (peak, status) = peak_memory_of_run(dir.path());
+    assert!(
+        status.success(),
+        "the run failed: {status}: {}",
+        std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap_or_default()
+    );
+    // All of it went through the runner, into the step's log.
+    let logs = walkdir::WalkDir::new(dir.path().join(".gpuflow"))
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| e.metadata().unwrap().len())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        logs >= 1 << 30,
+        "the step's log holds {logs} bytes, not 1 GiB"
+    );
+    eprintln!(
+        "peak memory of `gpuflow run` while a step printed 1 GiB: {} MiB",
+        peak >> 20
+    );
+    assert!(
+        peak > 0 && peak < MEMORY_LIMIT,
+        "peak memory {} MiB (limit {} MiB)",
+        peak >> 20,
+        MEMORY_LIMIT >> 20
+    );
+}
+
+#[test]
+fn a_host_step_printing_a_gibibyte_leaves_the_runner_under_100_mb() {
+    assert_memory_bounded(&format!(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: |\n          {GIB_OF_LINES}\n"
+    ));
+}
+
+#[tokio::test]
+async fn a_container_step_printing_a_gibibyte_leaves_the_runner_under_100_mb() {
+    if connect_or_skip().await.is_none() {
+        return;
+    }
+    let yaml = format!(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: gpuflow-base:test, command: sleep 600 }}\n      - container: box\n        run: |\n          {GIB_OF_LINES}\n"
+    );
+    tokio::task::spawn_blocking(move || assert_memory_bounded(&yaml))
+        .await
+        .unwrap();
+}
