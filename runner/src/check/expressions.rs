@@ -34,8 +34,21 @@ impl StepFacts {
             .filter_map(|s| {
                 let id = s.id.as_ref()?.value.clone();
                 let outputs = s.uses.as_ref().and_then(|u| match &u.value {
-                    Uses::Builtin(name) => steps::builtin(name)
-                        .map(|b| b.outputs.iter().map(|o| o.name.to_owned()).collect()),
+                    Uses::Builtin(name) => steps::builtin(name).and_then(|b| {
+                        let mut names: Vec<String> =
+                            b.outputs.iter().map(|o| o.name.to_owned()).collect();
+                        // A scripted benchmark's outputs are its metrics: known when
+                        // `metrics:` is written out, anything when it is an expression.
+                        if name == "benchmark" && s.with.contains_key("command") {
+                            match s.with.get("metrics").map(|m| &m.value) {
+                                Some(Value::Map(m)) => {
+                                    names.extend(m.keys().cloned());
+                                }
+                                _ => return None,
+                            }
+                        }
+                        Some(names)
+                    }),
                     Uses::Local(path) => actions
                         .get(path)
                         .map(|a| a.outputs.keys().cloned().collect()),

@@ -48,6 +48,9 @@ pub struct Args {
     #[arg(long)]
     pub plain: bool,
 
+    #[command(flatten)]
+    pub store: super::store_path::StoreArgs,
+
     /// Leave the run's containers and networks in place, to look at them after.
     #[arg(long)]
     pub keep_containers: bool,
@@ -118,6 +121,9 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     opts.secrets = secrets;
     opts.vars = vars;
     opts.keep_containers = args.keep_containers;
+    if let Some(path) = &args.store.path {
+        opts.store = path.clone();
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -102,6 +102,8 @@ pub(super) struct JobRun {
     containers: Option<JobContainers>,
     job_container: Option<ContainerRunner>,
     temp: PathBuf,
+    /// Benchmark results this job run recorded, for `compare-to-baseline`.
+    recorded: Vec<builtin::Recorded>,
 }
 
 /// Runs one job run to its end; never fails (a problem is a failed step or job, said through
@@ -134,6 +136,7 @@ pub async fn run_job(
         containers: None,
         job_container: None,
         temp: temp.clone(),
+        recorded: Vec::new(),
     };
     let setup = run.setup(&planned, &job, needs);
     let timed_out = Arc::new(AtomicBool::new(false));
@@ -714,17 +717,33 @@ impl JobRun {
                 let jref = self.jref.clone();
                 let job_gpus = self.job_gpus();
                 let step_id = step.id.as_ref().map(|i| i.value.clone());
+                let label = self.step_label(step, scope);
+                let matrix = self.matrix_text();
+                let job_id = self.job_id.clone();
+                let mut recorded = std::mem::take(&mut self.recorded);
                 let containers = self.containers()?;
+                let mut context = builtin::StepContext {
+                    key,
+                    step_id: step_id.as_deref(),
+                    label: &label,
+                    job_id: &job_id,
+                    matrix,
+                    env: &env,
+                    recorded: &mut recorded,
+                    cancel,
+                };
                 let outputs = builtin::run(
                     name,
                     &inputs,
-                    step_id.as_deref(),
                     containers,
                     &shared,
                     &jref,
                     job_gpus,
+                    &mut context,
                 )
-                .await?;
+                .await;
+                self.recorded = recorded;
+                let outputs = outputs?;
                 Ok(StepResult {
                     outcome: StepOutcome::Success,
                     outputs,
@@ -734,6 +753,17 @@ impl JobRun {
             other => Err(format!(
                 "`{other}` steps cannot run (refused before the run)"
             )),
+        }
+    }
+
+    /// The matrix cell's values as text, for results (`tokens-per-chunk: 4`).
+    fn matrix_text(&self) -> std::collections::BTreeMap<String, String> {
+        match self.contexts.get("matrix") {
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_expr_string()))
+                .collect(),
+            _ => std::collections::BTreeMap::new(),
         }
     }
 

@@ -1,6 +1,14 @@
-//! Executing the built-in steps the engine runs today: `start-container` and
-//! `stop-container`. Their inputs come from the declarations in [`crate::steps`] (defaults
-//! included), so what runs is what `gpuflow docs` describes.
+//! Executing the built-in steps the engine runs today. Their inputs come from the
+//! declarations in [`crate::steps`] (defaults included), so what runs is what `gpuflow docs`
+//! describes. Each built-in beyond the container pair lives in its own file here.
+
+mod benchmark;
+mod compare_to_baseline;
+mod recording;
+mod script_metrics;
+mod step_context;
+
+pub use step_context::{Recorded, StepContext};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,12 +54,13 @@ pub fn inputs(
 pub async fn run(
     name: &str,
     inputs: &IndexMap<String, Value>,
-    step_id: Option<&str>,
     containers: &mut JobContainers,
     shared: &Arc<Shared>,
     job: &JobRef,
     job_gpus: Option<GpuRequest>,
+    step: &mut StepContext<'_>,
 ) -> Result<IndexMap<String, String>, String> {
+    let step_id = step.step_id;
     let text = |k: &str| {
         inputs
             .get(k)
@@ -127,6 +136,8 @@ pub async fn run(
                 code.to_string(),
             )]))
         }
+        "benchmark" => benchmark::run(inputs, containers, shared, job, step).await,
+        "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),
