@@ -328,3 +328,71 @@ jobs:
         "{out}"
     );
 }
+
+/// `workflows/demo.yml` up to `compare-to-baseline`, as shipped except for what other parts
+/// provide: `wait-for-health` becomes a `wget` loop in the server's container, the `report`
+/// job is left out, and the port is a free one so parallel tests cannot collide.
+fn demo_without_report(port: u16) -> String {
+    let demo = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../workflows/demo.yml"
+    ))
+    .unwrap();
+    let (before_wait, rest) = demo
+        .split_once("      - name: wait until it answers")
+        .unwrap();
+    let (_, after_wait) = rest.split_once("\n\n").unwrap();
+    let (jobs, _report) = after_wait.split_once("\n  report:").unwrap();
+    let wait = r#"      - name: wait until it answers
+        container: server
+        run: |
+          for i in $(seq 1 100); do
+            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
+            sleep 0.1
+          done
+          exit 1
+"#;
+    format!("{before_wait}{wait}\n{jobs}\n")
+        .replace("127.0.0.1:30000:30000", &format!("127.0.0.1:{port}:30000"))
+        .replace(
+            "target: http://127.0.0.1:30000",
+            &format!("target: http://127.0.0.1:{port}"),
+        )
+}
+
+#[tokio::test]
+async fn the_demo_runs_up_to_its_comparison_and_a_second_run_is_unchanged() {
+    let yaml = demo_without_report(free_port());
+    assert!(
+        !yaml.contains("wait-for-health") && !yaml.contains("uses: report"),
+        "{yaml}"
+    );
+    let Some(dir) = repository(&yaml).await else {
+        return;
+    };
+    let run = || {
+        let out = gpuflow_in(dir.path())
+            .args(["run", "--plain", "w.yml", "--input", "output-tokens=16"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, out) = run();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out.matches("output_tok_s: no-baseline —").count(),
+        2,
+        "{out}"
+    );
+    let (code, out) = run();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out.matches("output_tok_s: unchanged —").count(),
+        2,
+        "one per matrix cell: {out}"
+    );
+    let store = ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
+    assert_eq!(store.count().unwrap(), 4);
+}
