@@ -136,6 +136,10 @@ async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regres
     let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 120, true));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("output_tok_s: regression"), "{out}");
+    assert!(
+        out.contains("verdict=regression"),
+        "a failed step keeps its outputs: {out}"
+    );
     assert!(out.contains("failed `fail-on: regression`"), "{out}");
     assert!(out.contains("server-command"), "the changed field: {out}");
 

@@ -731,6 +731,7 @@ impl JobRun {
                     env: &env,
                     recorded: &mut recorded,
                     cancel,
+                    outputs_on_failure: IndexMap::new(),
                 };
                 let outputs = builtin::run(
                     name,
@@ -742,8 +743,20 @@ impl JobRun {
                     &mut context,
                 )
                 .await;
+                let outputs_on_failure = std::mem::take(&mut context.outputs_on_failure);
+                drop(context);
                 self.recorded = recorded;
-                let outputs = outputs?;
+                let outputs = match outputs {
+                    Ok(o) => o,
+                    Err(message) if !outputs_on_failure.is_empty() => {
+                        self.say(Some(key), &self.in_caller(scope, &message));
+                        return Ok(StepResult {
+                            outcome: StepOutcome::Failure,
+                            outputs: outputs_on_failure,
+                        });
+                    }
+                    Err(message) => return Err(message),
+                };
                 Ok(StepResult {
                     outcome: StepOutcome::Success,
                     outputs,

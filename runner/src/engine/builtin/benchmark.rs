@@ -85,7 +85,10 @@ pub async fn run(
         shared.opts.store.display()
     ));
     match failure {
-        Some(message) => Err(message),
+        Some(message) => {
+            step.outputs_on_failure = outputs;
+            Err(message)
+        }
         None => Ok(outputs),
     }
 }

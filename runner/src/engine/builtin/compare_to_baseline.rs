@@ -96,9 +96,15 @@ pub fn run(
             outputs.extend(numbers(c, &format!("{}-", c.metric)));
         }
     }
+    shared.emit(EventKind::StepSummary {
+        job: job.clone(),
+        step: step.key.to_string(),
+        markdown: summary_table(&report.comparisons),
+    });
     if report.outcome.passed {
         Ok(outputs)
     } else {
+        step.outputs_on_failure = outputs;
         Err(report.outcome.summary)
     }
 }
@@ -123,6 +129,33 @@ fn explain(c: &Comparison) -> String {
     }
     line.push_str(&format!("): {}", c.explanation));
     line
+}
+
+/// The comparisons as a Markdown table, the step's summary (`$GITHUB_STEP_SUMMARY`'s place).
+fn summary_table(comparisons: &[Comparison]) -> String {
+    let mut md = String::from(
+        "| metric | verdict | current | baseline | change | ratio | threshold | p |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for c in comparisons {
+        let value =
+            |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format_value(v, &c.unit));
+        let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "–".to_string(), f);
+        md.push_str(&format!(
+            "| `{}` | **{}** | {} | {} | {} | {} | {:.1}% | {} |\n",
+            c.metric,
+            c.verdict,
+            value(c.current),
+            value(c.baseline_value),
+            num(c.change_pct, &|p| format!("{p:+.1}%")),
+            num(c.ratio, &|r| format!("{r:.3}")),
+            c.threshold_pct,
+            num(c.p_value, &|p| format!("{p:.3}")),
+        ));
+    }
+    if let Some(c) = comparisons.first() {
+        md.push_str(&format!("\nBaseline: {}.\n", c.baseline));
+    }
+    md
 }
 
 /// `ratio`, `change-pct`, `p-value`, `threshold`, `baseline`, prefixed for one of several
@@ -266,6 +299,39 @@ mod tests {
         assert_eq!(s.metrics, ["output_tok_s", "ttft_ms", "itl_ms"]);
         assert_eq!(s.fail_on, FailOn::Never);
         assert_eq!(s.baseline, "window");
+    }
+
+    #[test]
+    fn the_summary_is_a_table_with_a_row_per_metric() {
+        let c = Comparison {
+            metric: "output_tok_s".into(),
+            unit: "tok/s".into(),
+            direction: Direction::Higher,
+            verdict: crate::compare::Verdict::Regression,
+            current: Some(38.0),
+            baseline_value: Some(89.5),
+            ratio: Some(0.4246),
+            change_pct: Some(-57.54),
+            p_value: Some(0.0004),
+            test: None,
+            threshold_pct: 5.0,
+            baseline: "the pinned baseline `nccl`".into(),
+            differences: Vec::new(),
+            explanation: String::new(),
+        };
+        let md = summary_table(std::slice::from_ref(&c));
+        let row = md.lines().nth(2).unwrap();
+        assert!(
+            row.starts_with("| `output_tok_s` | **regression** |"),
+            "{md}"
+        );
+        assert!(row.contains("| -57.5% | 0.425 | 5.0% | 0.000 |"), "{md}");
+        assert!(md.contains("Baseline: the pinned baseline `nccl`."), "{md}");
+        assert!(
+            explain(&c).starts_with("output_tok_s: regression — "),
+            "{}",
+            explain(&c)
+        );
     }
 
     #[test]

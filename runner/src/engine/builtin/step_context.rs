@@ -34,4 +34,7 @@ pub struct StepContext<'a> {
     /// Results earlier steps of this job run recorded, oldest first.
     pub recorded: &'a mut Vec<Recorded>,
     pub cancel: CancellationToken,
+    /// Outputs a step sets before it fails (a `compare-to-baseline` that found a regression
+    /// still says `verdict`), so `if: always()` steps and job outputs can read them.
+    pub outputs_on_failure: indexmap::IndexMap<String, String>,
 }
