@@ -400,3 +400,44 @@ async fn the_demo_runs_up_to_its_comparison_and_a_second_run_is_unchanged() {
     let store = ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
     assert_eq!(store.count().unwrap(), 4);
 }
+
+#[tokio::test]
+async fn a_target_naming_a_container_of_the_job_is_measured_on_its_network() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  inside:
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 --ttft 10ms --tokens-per-second 400
+      - container: server
+        run: |
+          for i in $(seq 1 100); do
+            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
+            sleep 0.1
+          done
+          exit 1
+      - id: bench
+        uses: benchmark
+        with:
+          target: http://server:30000
+          concurrency: 2
+          requests: 6
+          output-tokens: 8
+          warmup: 0
+      - run: echo "errors=${{ steps.bench.outputs.errors }} throughput=${{ steps.bench.outputs.output_tok_s }}"
+"#;
+    let Some(dir) = repository(yaml).await else {
+        return;
+    };
+    let (code, out) = run_workflow(dir.path(), yaml);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("`server` is a container of this job: measuring it at `http://"),
+        "{out}"
+    );
+    assert!(out.contains("errors=0 throughput="), "{out}");
+}

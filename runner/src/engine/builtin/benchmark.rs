@@ -63,6 +63,15 @@ pub async fn run(
         )
         .await?
     } else {
+        let mut texts = texts.clone();
+        if let Some(target) = texts.get("target")
+            && let Some((address, container)) = container_address(target, containers).await
+        {
+            say.line(&format!(
+                "`{container}` is a container of this job: measuring it at `{address}` on its network"
+            ));
+            texts.insert("target".into(), address);
+        }
         generator(&texts, step, &say, &result_path).await?
     };
     let id = record(
@@ -108,6 +117,42 @@ fn as_text(inputs: &IndexMap<String, Value>) -> IndexMap<String, String> {
             (!text.is_empty()).then(|| (k.clone(), text))
         })
         .collect()
+}
+
+/// A target whose host is the name of a container this job started (`http://server:30000`)
+/// as that container's address on its network (`http://172.18.0.2:30000`), with the name:
+/// the generator runs in gpuflow's process, where Docker's names do not resolve but the
+/// local engine's networks are routed. `None` for any other target, and on a remote engine,
+/// whose networks this machine cannot reach (publish the port there instead).
+async fn container_address(target: &str, containers: &JobContainers) -> Option<(String, String)> {
+    if !matches!(
+        containers.docker.endpoint(),
+        crate::backend::Endpoint::Unix(_)
+    ) {
+        return None;
+    }
+    let (scheme, rest) = target.split_once("://")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    let started = containers.started.get(host)?;
+    let info = containers
+        .docker
+        .client()
+        .inspect_container(&started.id, None)
+        .await
+        .ok()?;
+    let ip = info
+        .network_settings?
+        .networks?
+        .into_values()
+        .filter_map(|n| n.ip_address)
+        .find(|ip| !ip.is_empty())?;
+    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+    Some((format!("{scheme}://{ip}{port}{path}"), host.to_string()))
 }
 
 /// `<log dir>/<job>/<step>-<name>.result.json`, beside the step's log.
