@@ -441,3 +441,42 @@ jobs:
     );
     assert!(out.contains("errors=0 throughput="), "{out}");
 }
+
+#[tokio::test]
+async fn the_store_flag_and_variable_choose_where_results_go() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  script:
+    steps:
+      - uses: benchmark
+        with:
+          command: echo "ops 3"
+          warmup: 0
+          metrics:
+            ops: { regex: 'ops (?P<value>[0-9]+)', unit: ops/s }
+"#;
+    let Some(dir) = repository(yaml).await else {
+        return;
+    };
+    let flag = dir.path().join("elsewhere/flag.db");
+    gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml", "--store"])
+        .arg(&flag)
+        .assert()
+        .code(0);
+    let variable = dir.path().join("variable.db");
+    gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .env("GPUFLOW_STORE", &variable)
+        .assert()
+        .code(0);
+    for path in [&flag, &variable] {
+        assert_eq!(
+            ResultStore::open(path).unwrap().count().unwrap(),
+            1,
+            "{path:?}"
+        );
+    }
+    assert!(!dir.path().join(".gpuflow/results.db").exists());
+}
