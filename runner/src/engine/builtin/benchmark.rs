@@ -481,23 +481,47 @@ async fn run_once(
             (code, stdout)
         }
         None => {
-            let out = tokio::process::Command::new("sh")
+            use tokio::io::{AsyncBufReadExt, BufReader};
+            let mut child = tokio::process::Command::new("sh")
                 .arg("-c")
                 .arg(command)
                 .envs(step.env)
                 .current_dir(&say.shared.opts.workspace)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
                 .kill_on_drop(true)
-                .output()
-                .await
+                .spawn()
                 .map_err(|e| format!("could not run `sh`: {e}"))?;
-            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-            for line in stdout.lines() {
-                say.emit(Stream::Stdout, line);
+            let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+                return Err("the benchmark command's output could not be read".into());
+            };
+            // Both streams are read as they come, so a long script shows its progress live.
+            let mut out = BufReader::new(out).lines();
+            let mut err = BufReader::new(err).lines();
+            let mut stdout = String::new();
+            let (mut out_open, mut err_open) = (true, true);
+            while out_open || err_open {
+                tokio::select! {
+                    line = out.next_line(), if out_open => match line {
+                        Ok(Some(line)) => {
+                            say.emit(Stream::Stdout, &line);
+                            stdout.push_str(&line);
+                            stdout.push('\n');
+                        }
+                        _ => out_open = false,
+                    },
+                    line = err.next_line(), if err_open => match line {
+                        Ok(Some(line)) => say.emit(Stream::Stderr, &line),
+                        _ => err_open = false,
+                    },
+                }
             }
-            for line in String::from_utf8_lossy(&out.stderr).lines() {
-                say.emit(Stream::Stderr, line);
-            }
-            (i64::from(out.status.code().unwrap_or(-1)), stdout)
+            let status = child
+                .wait()
+                .await
+                .map_err(|e| format!("could not wait for the benchmark command: {e}"))?;
+            (i64::from(status.code().unwrap_or(-1)), stdout)
         }
     };
     if code != 0 {
