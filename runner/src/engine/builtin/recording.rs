@@ -51,7 +51,7 @@ pub fn record(
     let gpus = GpuFacts::probe();
     let fingerprint = Fingerprint {
         identity: Identity {
-            host_label: "local".into(),
+            host_label: server.host_label.clone(),
             gpu_model: gpus.model,
             gpu_count: gpus.count,
             driver: gpus.driver,
@@ -96,6 +96,9 @@ pub fn record(
 /// What the job's containers run: the identity of the server being measured.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServerFacts {
+    /// `local` for the local engine, else the engine's address (`ssh://gpu-node`): the
+    /// machine the server ran on.
+    pub host_label: String,
     /// The image id (`sha256:…`) of each started container, `name=id` when there are several.
     pub image_digest: Option<String>,
     /// Entrypoint and command of each started container; several are prefixed with
@@ -138,7 +141,12 @@ impl ServerFacts {
             }
             command.extend(argv);
         }
+        let host_label = match containers.docker.endpoint() {
+            crate::backend::Endpoint::Unix(_) => "local".to_string(),
+            other => other.to_string(),
+        };
         Self {
+            host_label,
             image_digest: (!images.is_empty()).then(|| images.join(" ")),
             command,
         }
