@@ -205,7 +205,7 @@ async fn generator(
             return;
         }
         *last = Some(Instant::now());
-        say.line(&progress_line(&p));
+        say.shared.emit(progress_event(say, &p));
     };
     let outcome = tokio::select! {
         r = crate::bench::run(&config, &progress) => r,
@@ -230,25 +230,27 @@ async fn generator(
     Ok((outputs, generator_metrics(&result), failure))
 }
 
-fn progress_line(p: &Progress) -> String {
+fn progress_event(say: &Sayer<'_>, p: &Progress) -> EventKind {
     let phase = if p.warmup {
         "warm-up".to_string()
     } else {
         format!("run {}/{}", p.run, p.runs)
     };
     let level = if p.levels > 1 {
-        format!("{} ({}/{}) ", p.level, p.level_index + 1, p.levels)
+        format!("{} ({}/{})", p.level, p.level_index + 1, p.levels)
     } else {
-        format!("{} ", p.level)
+        p.level.clone()
     };
-    let done = match p.total {
-        Some(t) => format!("{}/{t}", p.done),
-        None => p.done.to_string(),
-    };
-    format!(
-        "{level}{phase}: {done} requests, {:.1} tok/s, {} errors",
-        p.output_tok_s, p.errors
-    )
+    EventKind::BenchmarkProgress {
+        job: say.job.clone(),
+        step: say.key.to_string(),
+        level,
+        phase,
+        done: p.done,
+        total: p.total,
+        errors: p.errors,
+        output_tok_s: p.output_tok_s,
+    }
 }
 
 fn write_result(
@@ -535,27 +537,6 @@ async fn run_once(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_progress_line_says_requests_speed_and_errors() {
-        let p = Progress {
-            level: "single-stream".into(),
-            level_index: 0,
-            levels: 1,
-            run: 2,
-            runs: 3,
-            warmup: false,
-            done: 4,
-            total: Some(10),
-            errors: 1,
-            elapsed: Duration::from_secs(3),
-            output_tok_s: 88.04,
-        };
-        assert_eq!(
-            progress_line(&p),
-            "single-stream run 2/3: 4/10 requests, 88.0 tok/s, 1 errors"
-        );
-    }
 
     #[test]
     fn mappings_and_lists_reach_the_generator_as_json() {
