@@ -691,15 +691,13 @@ jobs:
   j:
     steps:
       - run: touch started
-      - uses: benchmark
-        with:
-          target: http://127.0.0.1:1
+      - uses: report
 "#;
     let Err((RunError::Refused(diags), dir)) = try_run(dir, yaml, |_| {}).await else {
         panic!("not refused");
     };
     let text = format!("{diags:?}");
-    assert!(text.contains("`benchmark` is not available yet"), "{text}");
+    assert!(text.contains("`report` is not available yet"), "{text}");
     assert!(!dir.path().join("started").exists());
 }
 

@@ -1,6 +1,7 @@
 //! All integration tests build into one binary (one link step); one module per feature.
 
 mod bench;
+mod bench_steps;
 mod cli;
 mod cli_run;
 mod diagnostics;

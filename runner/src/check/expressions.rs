@@ -34,8 +34,39 @@ impl StepFacts {
             .filter_map(|s| {
                 let id = s.id.as_ref()?.value.clone();
                 let outputs = s.uses.as_ref().and_then(|u| match &u.value {
-                    Uses::Builtin(name) => steps::builtin(name)
-                        .map(|b| b.outputs.iter().map(|o| o.name.to_owned()).collect()),
+                    Uses::Builtin(name) => steps::builtin(name).and_then(|b| {
+                        let mut names: Vec<String> =
+                            b.outputs.iter().map(|o| o.name.to_owned()).collect();
+                        // A scripted benchmark's outputs are its metrics: known when
+                        // `metrics:` is written out, anything when it is an expression.
+                        if name == "benchmark" && s.with.contains_key("command") {
+                            match s.with.get("metrics").map(|m| &m.value) {
+                                Some(Value::Map(m)) => {
+                                    names.extend(m.keys().cloned());
+                                }
+                                _ => return None,
+                            }
+                        }
+                        // Several metrics compared: each has its own outputs too.
+                        if name == "compare-to-baseline"
+                            && let Some(Value::List(metrics)) =
+                                s.with.get("metrics").map(|m| &m.value)
+                        {
+                            for m in metrics.iter().filter_map(|m| m.value.as_str()) {
+                                for o in [
+                                    "verdict",
+                                    "ratio",
+                                    "change-pct",
+                                    "p-value",
+                                    "threshold",
+                                    "baseline",
+                                ] {
+                                    names.push(format!("{m}-{o}"));
+                                }
+                            }
+                        }
+                        Some(names)
+                    }),
                     Uses::Local(path) => actions
                         .get(path)
                         .map(|a| a.outputs.keys().cloned().collect()),
@@ -435,5 +466,30 @@ mod tests {
         let d = diags.iter().next().unwrap();
         assert_eq!(d.message, "input `x` is not declared");
         assert_eq!(d.notes, ["no inputs are declared"]);
+    }
+
+    #[test]
+    fn scripted_benchmark_metrics_and_compared_metrics_are_outputs() {
+        let text = r#"on: workflow_dispatch
+jobs:
+  a:
+    steps:
+      - id: b
+        uses: benchmark
+        with:
+          command: ./bench.sh
+          metrics: {speed: {regex: 'x(?P<value>1)'}}
+      - id: c
+        uses: compare-to-baseline
+        with:
+          metrics: [speed, other]
+      - run: echo ${{ steps.b.outputs.speed }} ${{ steps.c.outputs.other-verdict }} ${{ steps.b.outputs.nope }}
+"#;
+        let file = SourceFile::new("w.yml", text);
+        let (wf, _) =
+            crate::workflow::load_workflow_in(&file, std::path::Path::new("/nonexistent"));
+        let diags = super::super::check_workflow(&wf.unwrap(), &file);
+        let messages: Vec<&str> = diags.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(messages, ["step `b` has no output `nope`"]);
     }
 }

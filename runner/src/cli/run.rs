@@ -57,6 +57,9 @@ pub struct Args {
     #[arg(long)]
     pub plain: bool,
 
+    #[command(flatten)]
+    pub store: super::store_path::StoreArgs,
+
     /// Leave the run's containers and networks in place, to look at them after.
     #[arg(long)]
     pub keep_containers: bool,
@@ -162,6 +165,10 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::InvalidWorkflow);
         }
     };
+
+    if let Some(path) = &args.store.path {
+        opts.store = path.clone();
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

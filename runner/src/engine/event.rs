@@ -173,6 +173,23 @@ pub enum EventKind {
         step: String,
         markdown: String,
     },
+    /// Where a running `benchmark` step is, a few times a second at most (for a live view;
+    /// plain output shows one every couple of seconds and at the end of each run).
+    BenchmarkProgress {
+        job: JobRef,
+        step: String,
+        /// The load level (`single-stream`, `concurrency 8`, `10 req/s`).
+        level: String,
+        /// `warm-up` or `run 2/3`.
+        phase: String,
+        /// Requests finished in this run.
+        done: u64,
+        /// Requests this run sends, when known in advance.
+        total: Option<u64>,
+        errors: u64,
+        /// Output tokens per second in this run so far.
+        output_tok_s: f64,
+    },
     ContainerStarted {
         job: JobRef,
         name: String,

@@ -104,6 +104,8 @@ pub(super) struct JobRun {
     containers: Option<JobContainers>,
     job_container: Option<ContainerRunner>,
     temp: PathBuf,
+    /// Benchmark results this job run recorded, for `compare-to-baseline`.
+    recorded: Vec<builtin::Recorded>,
 }
 
 /// Runs one job run to its end; never fails (a problem is a failed step or job, said through
@@ -136,6 +138,7 @@ pub async fn run_job(
         containers: None,
         job_container: None,
         temp: temp.clone(),
+        recorded: Vec::new(),
     };
     let setup = run.setup(&planned, &job, needs);
     let timed_out = Arc::new(AtomicBool::new(false));
@@ -707,19 +710,35 @@ impl JobRun {
                 let jref = self.jref.clone();
                 let job_gpus = self.job_gpus();
                 let step_id = step.id.as_ref().map(|i| i.value.clone());
+                let label = self.step_label(step, scope);
+                let matrix = self.matrix_text();
+                let job_id = self.job_id.clone();
+                let mut recorded = std::mem::take(&mut self.recorded);
                 let containers = self.containers().await?;
+                let mut context = builtin::StepContext {
+                    key,
+                    step_id: step_id.as_deref(),
+                    label: &label,
+                    job_id: &job_id,
+                    matrix,
+                    env: &env,
+                    recorded: &mut recorded,
+                    cancel: cancel.clone(),
+                    outputs_on_failure: IndexMap::new(),
+                };
                 let outputs = builtin::run(
                     name,
                     &inputs,
-                    step_id.as_deref(),
-                    key,
-                    &cancel,
                     containers,
                     &shared,
                     &jref,
                     job_gpus,
+                    &mut context,
                 )
                 .await;
+                let outputs_on_failure = std::mem::take(&mut context.outputs_on_failure);
+                drop(context);
+                self.recorded = recorded;
                 match outputs {
                     Ok(outputs) => Ok(StepResult {
                         outcome: StepOutcome::Success,
@@ -734,6 +753,15 @@ impl JobRun {
                             outputs: IndexMap::new(),
                         })
                     }
+                    // A step that says something before failing (a regression's `verdict`)
+                    // keeps those outputs for `if: always()` steps and job outputs.
+                    Err(message) if !outputs_on_failure.is_empty() => {
+                        self.say(Some(key), &self.in_caller(scope, &message));
+                        Ok(StepResult {
+                            outcome: StepOutcome::Failure,
+                            outputs: outputs_on_failure,
+                        })
+                    }
                     Err(message) => Err(message),
                 }
             }
@@ -741,6 +769,17 @@ impl JobRun {
             other => Err(format!(
                 "`{other}` steps cannot run (refused before the run)"
             )),
+        }
+    }
+
+    /// The matrix cell's values as text, for results (`tokens-per-chunk: 4`).
+    fn matrix_text(&self) -> std::collections::BTreeMap<String, String> {
+        match self.contexts.get("matrix") {
+            Some(Value::Object(m)) => m
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_expr_string()))
+                .collect(),
+            _ => std::collections::BTreeMap::new(),
         }
     }
 

@@ -16,6 +16,9 @@ pub struct RunOptions {
     pub workspace: PathBuf,
     /// Where this run's logs go (`.gpuflow/runs/<run-id>/`).
     pub log_dir: PathBuf,
+    /// The results store benchmark steps write to (`.gpuflow/results.db` at the top of the
+    /// repository; `--store` / `GPUFLOW_STORE`).
+    pub store: PathBuf,
     /// `--input name=value`, as given; checked against the workflow's `workflow_dispatch`.
     pub inputs: IndexMap<String, String>,
     /// Secret name → value (`secrets.NAME`); every value is masked in logs.
@@ -44,6 +47,7 @@ impl RunOptions {
         let workspace = workspace.into();
         Self {
             log_dir: workspace.join(".gpuflow").join("runs").join(&run_id),
+            store: crate::store::default_path(&workspace),
             run_id,
             workspace,
             inputs: IndexMap::new(),

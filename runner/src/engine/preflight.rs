@@ -11,6 +11,8 @@ pub const AVAILABLE_BUILTINS: &[&str] = &[
     "wait-for-health",
     "assert-file",
     "check-cli-interface",
+    "benchmark",
+    "compare-to-baseline",
 ];
 
 /// Every step of the workflow (and of the local actions it uses) the engine cannot run.

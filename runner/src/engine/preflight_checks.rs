@@ -627,16 +627,28 @@ async fn run_job_checks(
                     renamed.push((temp, name.clone()));
                 }
             }
+            // Preflight checks record nothing and read no earlier results: a bare context.
+            let env = IndexMap::new();
+            let mut recorded = Vec::new();
+            let mut step = builtin::StepContext {
+                key: &check.step_key,
+                step_id: None,
+                label: &check.label,
+                job_id: &check.jref.job,
+                matrix: std::collections::BTreeMap::new(),
+                env: &env,
+                recorded: &mut recorded,
+                cancel: cancel.clone(),
+                outputs_on_failure: IndexMap::new(),
+            };
             builtin::run(
                 &check.builtin,
                 &check.inputs,
-                None,
-                &check.step_key,
-                cancel,
                 containers,
                 shared,
                 &check.jref,
                 None,
+                &mut step,
             )
             .await
         }

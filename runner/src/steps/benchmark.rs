@@ -20,7 +20,7 @@ const fn input(
 
 pub const SPEC: BuiltinSpec = BuiltinSpec {
     name: "benchmark",
-    summary: "Measure an OpenAI-compatible server with the built-in load generator (single-stream, closed or open loop), or run a benchmark script and read its metrics. Metric definitions and the result format: docs/benchmark.md.",
+    summary: "Measure an OpenAI-compatible server with the built-in load generator (single-stream, closed or open loop), or run a benchmark script and read its metrics. The result is recorded in the results store (`.gpuflow/results.db`) with the environment fingerprint, for `compare-to-baseline` and `gpuflow history`. Metric definitions and the result format: docs/benchmark.md.",
     inputs: &[
         input(
             "target",
@@ -164,13 +164,13 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             "container",
             InputType::String,
             None,
-            "Run `command` inside this container; on the host when absent.",
+            "Run `command` inside this container (the `name` a `start-container` step of the job gave it); on the host, in the workspace, when absent.",
         ),
         input(
             "metrics",
             InputType::Object,
             None,
-            "For `command`: metric name → where to read it: `{json: path}` or `{regex: '…(?P<value>[0-9.]+)'}`, with `unit` and `direction` (`higher` or `lower` is better).",
+            "For `command`: metric name → where to read it in the script's standard output: `{json: path}` (a dotted path, `results.runs.0.tok_s`, into the JSON object the script printed as its output or its last such line) or `{regex: '…(?P<value>[0-9.]+)'}` (the capture `value` of the last match), with `unit` and `direction` (`higher` or `lower` is better; defaulted from the unit). Each metric becomes an output of the step (its median over `runs`) and is recorded with one sample per run.",
         ),
     ],
     outputs: &[
@@ -224,7 +224,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         },
         OutputSpec {
             name: "result-file",
-            doc: "Path of the JSON result (keys as `vllm bench serve --save-result`).",
+            doc: "Path of the JSON result beside the step's log (`.gpuflow/runs/<run>/<job>/<step>.result.json`; keys as `vllm bench serve --save-result`), with the per-request lines in `….result.requests.jsonl`.",
         },
     ],
     example: r"- id: bench

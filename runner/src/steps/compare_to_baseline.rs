@@ -5,7 +5,7 @@ use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
 pub const SPEC: BuiltinSpec = BuiltinSpec {
     name: "compare-to-baseline",
-    summary: "Compare benchmark metrics with a baseline (pinned, previous run, a rolling window or a fixed number) and give a verdict; fail on a regression.",
+    summary: "Compare the metrics an earlier `benchmark` step of the job recorded with a baseline from the results store (pinned, previous run, a rolling window or a fixed number) and give a verdict, explained in the log; fail on a regression.",
     inputs: &[
         InputSpec {
             name: "metric",
@@ -26,7 +26,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "The id of the `benchmark` step whose results are compared. Defaults to the last one before this step.",
+            doc: "The id of the `benchmark` step of this job whose recorded result is compared. Defaults to the last `benchmark` step before this one.",
         },
         InputSpec {
             name: "baseline",
@@ -61,7 +61,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::Enum(&["regression", "inconclusive", "never"]),
             required: false,
             default: Some("regression"),
-            doc: "Which verdict fails the step: `regression`, `inconclusive` (also fails on regression), or `never`.",
+            doc: "Which verdicts fail the step: `regression`; `inconclusive` (a regression, an inconclusive or an incomparable result: anything that is not a clear pass); or `never` (report only). `no-baseline` never fails: a series has to start somewhere.",
         },
         InputSpec {
             name: "allow-incomparable",
@@ -74,11 +74,11 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
     outputs: &[
         OutputSpec {
             name: "verdict",
-            doc: "`regression`, `improvement`, `unchanged`, `inconclusive`, `no-baseline` or `incomparable`.",
+            doc: "`regression`, `improvement`, `unchanged`, `inconclusive`, `no-baseline` or `incomparable`; with several metrics, the most alarming one. Each metric of several also gets `<metric>-verdict`, `<metric>-ratio`, `<metric>-change-pct`, `<metric>-p-value`, `<metric>-threshold` and `<metric>-baseline`.",
         },
         OutputSpec {
             name: "ratio",
-            doc: "Current over baseline.",
+            doc: "Current over baseline (of the first metric when there are several).",
         },
         OutputSpec {
             name: "change-pct",

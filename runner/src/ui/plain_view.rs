@@ -100,6 +100,29 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
                 _ => format!("{} {source} | {text}", p(job)),
             }
         }
+        EventKind::BenchmarkProgress {
+            job,
+            step,
+            level,
+            phase,
+            done,
+            total,
+            errors,
+            output_tok_s,
+        } => {
+            let name = names
+                .get(&(job.job.clone(), job.cell, step.clone()))
+                .cloned()
+                .unwrap_or_else(|| format!("step {step}"));
+            let done = match total {
+                Some(t) => format!("{done}/{t}"),
+                None => done.to_string(),
+            };
+            format!(
+                "{} {name} | {level} {phase}: {done} requests, {output_tok_s:.1} tok/s, {errors} errors",
+                p(job)
+            )
+        }
         EventKind::ContainerStarted {
             job,
             name,
@@ -254,6 +277,31 @@ mod tests {
         [bench (1)] say hi: started
         [bench (1)] say hi | hi
         [bench (1)] say hi: failure (continue-on-error) in 1.5s
+        ");
+    }
+
+    #[test]
+    fn benchmark_progress_says_requests_speed_and_errors() {
+        let out = render(vec![
+            EventKind::StepStarted {
+                job: job(),
+                step: "3".into(),
+                name: "bench".into(),
+            },
+            EventKind::BenchmarkProgress {
+                job: job(),
+                step: "3".into(),
+                level: "single-stream".into(),
+                phase: "run 2/3".into(),
+                done: 4,
+                total: Some(10),
+                errors: 1,
+                output_tok_s: 88.04,
+            },
+        ]);
+        insta::assert_snapshot!(out, @r"
+        [bench (1)] bench: started
+        [bench (1)] bench | single-stream run 2/3: 4/10 requests, 88.0 tok/s, 1 errors
         ");
     }
 

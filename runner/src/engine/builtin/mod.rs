@@ -1,20 +1,25 @@
-//! Executing the built-in steps the engine runs today: `start-container` and
-//! `stop-container` here, the others in files of their own. Their inputs come from the
-//! declarations in [`crate::steps`] (defaults included), so what runs is what `gpuflow docs`
-//! describes.
+//! Executing the built-in steps the engine runs: `start-container` and `stop-container` here,
+//! the others in files of their own. Their inputs come from the declarations in
+//! [`crate::steps`] (defaults included), so what runs is what `gpuflow docs` describes.
 
 pub mod assert_file;
+mod benchmark;
 pub mod causes;
 mod check_cli_interface;
 pub mod cli_usage;
+mod compare_to_baseline;
 pub mod flag_check;
+mod recording;
+mod script_metrics;
+mod step_context;
 pub mod wait_for_health;
+
+pub use step_context::{Recorded, StepContext};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use tokio_util::sync::CancellationToken;
 
 use super::container_inputs::start_container_spec;
 use super::containers::JobContainers;
@@ -57,14 +62,13 @@ pub fn inputs(
 pub async fn run(
     name: &str,
     inputs: &IndexMap<String, Value>,
-    step_id: Option<&str>,
-    step_key: &str,
-    cancel: &CancellationToken,
     containers: &mut JobContainers,
     shared: &Arc<Shared>,
     job: &JobRef,
     job_gpus: Option<GpuRequest>,
+    step: &mut StepContext<'_>,
 ) -> Result<IndexMap<String, String>, String> {
+    let step_id = step.step_id;
     let text = |k: &str| {
         inputs
             .get(k)
@@ -145,8 +149,8 @@ pub async fn run(
                 containers,
                 shared,
                 job,
-                step: step_key,
-                cancel,
+                step: step.key,
+                cancel: &step.cancel,
             };
             wait_for_health::run(inputs, call).await
         }
@@ -160,6 +164,8 @@ pub async fn run(
             };
             check_cli_interface::run(inputs, containers, &shared.opts.workspace, &warn).await
         }
+        "benchmark" => benchmark::run(inputs, containers, shared, job, step).await,
+        "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),

@@ -1,0 +1,555 @@
+//! Executing `benchmark`: the built-in load generator ([`crate::bench`]) against a server's
+//! URL, or the user's script (`command:`) on the host or in one of the job's containers with
+//! its metrics read from the output. Either way the result is written beside the step's log
+//! (`.gpuflow/runs/<id>/<job>/<step>.result.json`), returned as outputs, and recorded in the
+//! results store with the environment fingerprint as the step finishes.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use indexmap::IndexMap;
+
+use super::recording::{Measured, ServerFacts, record};
+use super::script_metrics::{self, MetricSpec};
+use super::step_context::StepContext;
+use crate::backend::{ExecSpec, LogLine, OutputStream};
+use crate::bench::{BenchConfig, BenchError, BenchResult, Mode, Progress};
+use crate::engine::containers::JobContainers;
+use crate::engine::event::{EventKind, JobRef, Stream};
+use crate::engine::executor::Shared;
+use crate::engine::log_store::slug;
+use crate::expr::Value;
+use crate::store::{Direction, NewMetric, RunStatus};
+
+/// How often the live progress line is repeated while a run goes on.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// Runs the step; returns its outputs. A benchmark that measured something is recorded even
+/// when it then fails the step (too many errors), so the failure can be looked at later.
+pub async fn run(
+    inputs: &IndexMap<String, Value>,
+    containers: &mut JobContainers,
+    shared: &Arc<Shared>,
+    job: &JobRef,
+    step: &mut StepContext<'_>,
+) -> Result<IndexMap<String, String>, String> {
+    let texts = as_text(inputs);
+    let started_at_ms = crate::store::now_ms();
+    let server = ServerFacts::of(containers).await;
+    // The address is where the server listens today, not what it is: a port published
+    // elsewhere next time is the same experiment.
+    let definition: BTreeMap<String, String> = texts
+        .iter()
+        .filter(|(k, _)| k.as_str() != "target")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let say = Sayer {
+        shared,
+        job,
+        key: step.key,
+    };
+    let result_path = result_path(shared, job, step);
+    let (outputs, metrics, failure) = if let Some(command) = texts.get("command") {
+        scripted(
+            command,
+            inputs,
+            &texts,
+            containers,
+            step,
+            &say,
+            &result_path,
+        )
+        .await?
+    } else {
+        let mut texts = texts.clone();
+        if let Some(target) = texts.get("target")
+            && let Some((address, container)) = container_address(target, containers).await
+        {
+            say.line(&format!(
+                "`{container}` is a container of this job: measuring it at `{address}` on its network"
+            ));
+            texts.insert("target".into(), address);
+        }
+        generator(&texts, step, &say, &result_path).await?
+    };
+    let id = record(
+        shared,
+        step,
+        &server,
+        Measured {
+            definition,
+            metrics,
+            status: if failure.is_some() {
+                RunStatus::Failure
+            } else {
+                RunStatus::Success
+            },
+            started_at_ms,
+        },
+    )?;
+    say.line(&format!(
+        "recorded as result {id} in `{}`",
+        shared.opts.store.display()
+    ));
+    match failure {
+        Some(message) => {
+            step.outputs_on_failure = outputs;
+            Err(message)
+        }
+        None => Ok(outputs),
+    }
+}
+
+type Finished = (IndexMap<String, String>, Vec<NewMetric>, Option<String>);
+
+/// Inputs as the text [`BenchConfig::from_inputs`] reads; mappings and lists as JSON.
+fn as_text(inputs: &IndexMap<String, Value>) -> IndexMap<String, String> {
+    inputs
+        .iter()
+        .filter_map(|(k, v)| {
+            let text = match v {
+                Value::Null => return None,
+                Value::Object(_) | Value::Array(_) => v.to_json().to_string(),
+                other => other.to_expr_string(),
+            };
+            (!text.is_empty()).then(|| (k.clone(), text))
+        })
+        .collect()
+}
+
+/// A target whose host is the name of a container this job started (`http://server:30000`)
+/// as that container's address on its network (`http://172.18.0.2:30000`), with the name:
+/// the generator runs in gpuflow's process, where Docker's names do not resolve but the
+/// local engine's networks are routed. `None` for any other target, and on a remote engine,
+/// whose networks this machine cannot reach (publish the port there instead).
+async fn container_address(target: &str, containers: &JobContainers) -> Option<(String, String)> {
+    if !matches!(
+        containers.docker.endpoint(),
+        crate::backend::Endpoint::Unix(_)
+    ) {
+        return None;
+    }
+    let (scheme, rest) = target.split_once("://")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    let started = containers.started.get(host)?;
+    let info = containers
+        .docker
+        .client()
+        .inspect_container(&started.id, None)
+        .await
+        .ok()?;
+    let ip = info
+        .network_settings?
+        .networks?
+        .into_values()
+        .filter_map(|n| n.ip_address)
+        .find(|ip| !ip.is_empty())?;
+    let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+    Some((format!("{scheme}://{ip}{port}{path}"), host.to_string()))
+}
+
+/// `<log dir>/<job>/<step>-<name>.result.json`, beside the step's log.
+fn result_path(shared: &Shared, job: &JobRef, step: &StepContext<'_>) -> PathBuf {
+    shared.opts.log_dir.join(slug(&job.display)).join(format!(
+        "{}-{}.result.json",
+        step.key.replace('.', "-"),
+        slug(step.label)
+    ))
+}
+
+/// Says lines about the step, as gpuflow (not as the step's own output).
+struct Sayer<'a> {
+    shared: &'a Arc<Shared>,
+    job: &'a JobRef,
+    key: &'a str,
+}
+
+impl Sayer<'_> {
+    fn line(&self, text: &str) {
+        self.emit(Stream::Runner, text);
+    }
+
+    fn emit(&self, stream: Stream, text: &str) {
+        self.shared.emit(EventKind::LogLine {
+            job: self.job.clone(),
+            step: Some(self.key.to_string()),
+            container: None,
+            stream,
+            text: self.shared.masker.mask(text),
+        });
+    }
+}
+
+async fn generator(
+    texts: &IndexMap<String, String>,
+    step: &StepContext<'_>,
+    say: &Sayer<'_>,
+    result_path: &std::path::Path,
+) -> Result<Finished, String> {
+    let config = BenchConfig::from_inputs(texts).map_err(|e| match &e.hint {
+        Some(h) => format!("{} (help: {h})", e.message),
+        None => e.message.clone(),
+    })?;
+    let last = Mutex::new(None::<Instant>);
+    let progress = |p: Progress| {
+        let end_of_run = p.total == Some(p.done);
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+        if !end_of_run && last.is_some_and(|t| t.elapsed() < PROGRESS_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        say.shared.emit(progress_event(say, &p));
+    };
+    let outcome = tokio::select! {
+        r = crate::bench::run(&config, &progress) => r,
+        () = step.cancel.cancelled() => return Err("the benchmark was stopped".into()),
+    };
+    let (result, failure) = match outcome {
+        Ok(r) => (r, None),
+        Err(BenchError::TooManyErrors { message, result }) => (*result, Some(message)),
+        Err(e) => {
+            return Err(match e.hint() {
+                Some(h) => format!("{e} (help: {h})"),
+                None => e.to_string(),
+            });
+        }
+    };
+    for line in crate::bench::report::render_table(&result).lines() {
+        say.line(line);
+    }
+    let mut outputs = result.outputs();
+    write_result(result_path, |p| result.write_files(p).map(|_| ()))?;
+    outputs.insert("result-file".into(), result_path.display().to_string());
+    Ok((outputs, generator_metrics(&result), failure))
+}
+
+fn progress_event(say: &Sayer<'_>, p: &Progress) -> EventKind {
+    let phase = if p.warmup {
+        "warm-up".to_string()
+    } else {
+        format!("run {}/{}", p.run, p.runs)
+    };
+    let level = if p.levels > 1 {
+        format!("{} ({}/{})", p.level, p.level_index + 1, p.levels)
+    } else {
+        p.level.clone()
+    };
+    EventKind::BenchmarkProgress {
+        job: say.job.clone(),
+        step: say.key.to_string(),
+        level,
+        phase,
+        done: p.done,
+        total: p.total,
+        errors: p.errors,
+        output_tok_s: p.output_tok_s,
+    }
+}
+
+fn write_result(
+    path: &std::path::Path,
+    write: impl FnOnce(&std::path::Path) -> std::io::Result<()>,
+) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("could not create `{}`: {e}", dir.display()))?;
+    }
+    write(path).map_err(|e| format!("could not write `{}`: {e}", path.display()))
+}
+
+/// The samples stored per metric: per request where a request has its own value (so the
+/// comparison has many samples), per run for rates over a whole run. First level only, like
+/// the outputs.
+fn generator_metrics(result: &BenchResult) -> Vec<NewMetric> {
+    let Some(level) = result.levels.first() else {
+        return Vec::new();
+    };
+    let ok: Vec<_> = level
+        .runs
+        .iter()
+        .flat_map(|r| r.records.iter().filter(|x| x.ok()))
+        .collect();
+    let per_request = |f: fn(&crate::bench::request::RequestRecord) -> Option<f64>| -> Vec<f64> {
+        ok.iter().filter_map(|r| f(r)).collect()
+    };
+    let per_run = |name: &str| -> Vec<f64> {
+        level
+            .across_runs
+            .get(name)
+            .map(|a| a.values.clone())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    let mut push = |name: &str, unit: &str, direction: Direction, samples: Vec<f64>| {
+        if !samples.is_empty() {
+            out.push(NewMetric {
+                name: name.into(),
+                unit: unit.into(),
+                direction: Some(direction),
+                samples,
+            });
+        }
+    };
+    use Direction::{Higher, Lower};
+    let single = matches!(result.config.mode, Mode::SingleStream);
+    let headline = if single {
+        per_request(|r| r.decode_tok_s())
+    } else {
+        per_run("output_throughput")
+    };
+    push("output_tok_s", "tok/s", Higher, headline);
+    push(
+        "output_throughput",
+        "tok/s",
+        Higher,
+        per_run("output_throughput"),
+    );
+    push(
+        "request_throughput",
+        "req/s",
+        Higher,
+        per_run("request_throughput"),
+    );
+    push(
+        "total_token_throughput",
+        "tok/s",
+        Higher,
+        per_run("total_token_throughput"),
+    );
+    push("ttft_ms", "ms", Lower, per_request(|r| r.ttft_ms()));
+    push("tpot_ms", "ms", Lower, per_request(|r| r.tpot_ms()));
+    push("itl_ms", "ms", Lower, per_run("itl_ms"));
+    push("e2el_ms", "ms", Lower, per_request(|r| r.e2el_ms()));
+    if single {
+        push(
+            "decode_tok_s",
+            "tok/s",
+            Higher,
+            per_request(|r| r.decode_tok_s()),
+        );
+        push("e2e_tok_s", "tok/s", Higher, per_request(|r| r.e2e_tok_s()));
+    }
+    push(
+        "tokens_per_chunk",
+        "tok/chunk",
+        Higher,
+        per_request(|r| r.tokens_per_chunk()),
+    );
+    out
+}
+
+/// The user's script: `warmup` runs forgotten, then `runs` runs, each read for every metric.
+async fn scripted(
+    command: &str,
+    inputs: &IndexMap<String, Value>,
+    texts: &IndexMap<String, String>,
+    containers: &mut JobContainers,
+    step: &StepContext<'_>,
+    say: &Sayer<'_>,
+    result_path: &std::path::Path,
+) -> Result<Finished, String> {
+    let specs = match inputs.get("metrics") {
+        Some(m) if !matches!(m, Value::Null) => script_metrics::parse(m)?,
+        _ => {
+            return Err(
+                "a scripted benchmark needs `metrics`: where to read each number in the script's output (help: `metrics: {tok_s: {regex: 'tok/s: (?P<value>[0-9.]+)', unit: tok/s}}`)"
+                    .into(),
+            );
+        }
+    };
+    let count = |name: &str, default: u64| -> Result<u64, String> {
+        match texts.get(name) {
+            None => Ok(default),
+            Some(t) => t
+                .parse::<u64>()
+                .map_err(|_| format!("input `{name}` is `{t}`, not a whole number")),
+        }
+    };
+    let runs = count("runs", 1)?.max(1);
+    let warmup = count("warmup", 0)?;
+    let target = match texts.get("container") {
+        None => None,
+        Some(name) => Some(
+            containers
+                .started
+                .get(name)
+                .map(|s| s.id.clone())
+                .ok_or_else(|| {
+                    let known: Vec<&str> = containers.started.keys().map(String::as_str).collect();
+                    let hint = crate::diag::did_you_mean(name, &known).unwrap_or_else(|| {
+                        "name a container a `start-container` step of this job started".into()
+                    });
+                    format!("no container named `{name}` was started in this job (help: {hint})")
+                })?,
+        ),
+    };
+    let mut samples: IndexMap<String, Vec<f64>> = IndexMap::new();
+    for i in 0..warmup + runs {
+        let measuring = i >= warmup;
+        say.line(&if measuring {
+            format!("run {}/{runs}: {command}", i - warmup + 1)
+        } else {
+            format!("warm-up {}/{warmup}: {command}", i + 1)
+        });
+        let output = tokio::select! {
+            r = run_once(command, target.as_deref(), containers, step, say) => r?,
+            () = step.cancel.cancelled() => return Err("the benchmark was stopped".into()),
+        };
+        if !measuring {
+            continue;
+        }
+        for (name, value) in script_metrics::extract(&specs, &output)? {
+            samples.entry(name).or_default().push(value);
+        }
+    }
+    let metrics: Vec<NewMetric> = specs
+        .iter()
+        .map(|s: &MetricSpec| NewMetric {
+            name: s.name.clone(),
+            unit: s.unit.clone(),
+            direction: s.direction,
+            samples: samples.get(&s.name).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let mut outputs = IndexMap::new();
+    let mut json = serde_json::Map::new();
+    for m in &metrics {
+        let median = crate::compare::center(&m.samples).unwrap_or(f64::NAN);
+        outputs.insert(m.name.clone(), crate::expr::format_number(median));
+        say.line(&format!(
+            "{}: {} {} (median of {})",
+            m.name,
+            crate::expr::format_number(median),
+            m.unit,
+            m.samples.len()
+        ));
+        json.insert(
+            m.name.clone(),
+            serde_json::json!({
+                "unit": m.unit,
+                "direction": m.direction.map(Direction::as_str),
+                "median": median,
+                "samples": m.samples,
+            }),
+        );
+    }
+    let doc =
+        serde_json::json!({"command": command, "runs": runs, "warmup": warmup, "metrics": json});
+    write_result(result_path, |p| {
+        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
+    })?;
+    outputs.insert("errors".into(), "0".into());
+    outputs.insert("result-file".into(), result_path.display().to_string());
+    Ok((outputs, metrics, None))
+}
+
+/// One run of the script; its standard output (what metrics are read from). Every line is
+/// also the step's log.
+async fn run_once(
+    command: &str,
+    container: Option<&str>,
+    containers: &JobContainers,
+    step: &StepContext<'_>,
+    say: &Sayer<'_>,
+) -> Result<String, String> {
+    let (code, stdout) = match container {
+        Some(id) => {
+            let mut exec = ExecSpec::new(["sh", "-c", command]);
+            exec.env = step.env.clone();
+            let mut stdout = String::new();
+            let sink = |line: LogLine| {
+                let stream = match line.stream {
+                    OutputStream::Stdout => {
+                        stdout.push_str(&line.text);
+                        stdout.push('\n');
+                        Stream::Stdout
+                    }
+                    OutputStream::Stderr => Stream::Stderr,
+                };
+                say.emit(stream, &line.text);
+            };
+            let code = containers
+                .docker
+                .exec(id, &exec, sink)
+                .await
+                .map_err(|e| format!("could not run the benchmark command: {e}"))?;
+            (code, stdout)
+        }
+        None => {
+            use tokio::io::{AsyncBufReadExt, BufReader};
+            let mut child = tokio::process::Command::new("sh")
+                .arg("-c")
+                .arg(command)
+                .envs(step.env)
+                .current_dir(&say.shared.opts.workspace)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| format!("could not run `sh`: {e}"))?;
+            let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
+                return Err("the benchmark command's output could not be read".into());
+            };
+            // Both streams are read as they come, so a long script shows its progress live.
+            let mut out = BufReader::new(out).lines();
+            let mut err = BufReader::new(err).lines();
+            let mut stdout = String::new();
+            let (mut out_open, mut err_open) = (true, true);
+            while out_open || err_open {
+                tokio::select! {
+                    line = out.next_line(), if out_open => match line {
+                        Ok(Some(line)) => {
+                            say.emit(Stream::Stdout, &line);
+                            stdout.push_str(&line);
+                            stdout.push('\n');
+                        }
+                        _ => out_open = false,
+                    },
+                    line = err.next_line(), if err_open => match line {
+                        Ok(Some(line)) => say.emit(Stream::Stderr, &line),
+                        _ => err_open = false,
+                    },
+                }
+            }
+            let status = child
+                .wait()
+                .await
+                .map_err(|e| format!("could not wait for the benchmark command: {e}"))?;
+            (i64::from(status.code().unwrap_or(-1)), stdout)
+        }
+    };
+    if code != 0 {
+        return Err(format!(
+            "the benchmark command exited with code {code}; no metrics were read"
+        ));
+    }
+    Ok(stdout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_and_lists_reach_the_generator_as_json() {
+        let inputs = IndexMap::from([
+            (
+                "concurrency".to_string(),
+                Value::from_json(serde_json::json!([1, 8])),
+            ),
+            ("target".to_string(), Value::String("http://h:1".into())),
+            ("model".to_string(), Value::String(String::new())),
+        ]);
+        let t = as_text(&inputs);
+        assert_eq!(t["concurrency"], "[1,8]");
+        assert!(!t.contains_key("model"), "empty inputs are not given");
+    }
+}

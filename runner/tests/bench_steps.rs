@@ -1,0 +1,482 @@
+//! `benchmark` and `compare-to-baseline` as steps of `gpuflow run`, on the local engine with
+//! the simulator image and a real SQLite store in a real git repository: the same server twice
+//! is `unchanged`, a slowed one a `regression` that fails the run, scripted benchmarks read
+//! regex and JSON metrics, every result is stored with its fingerprint and `gpuflow history`
+//! shows the series. These run `gpuflow run`, which sweeps orphans: nextest's `docker-sweep`
+//! group.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use gpuflow::store::{ResultStore, RunStatus};
+
+use super::docker::connect_or_skip;
+
+fn gpuflow_in(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("gpuflow").unwrap();
+    c.current_dir(dir).env_remove("GPUFLOW_STORE");
+    c
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// A git repository holding `w.yml`, committed; `None` only when Docker tests are skipped.
+async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
+    let docker = connect_or_skip().await?;
+    for image in ["gpuflow-base:test", "gpuflow-sim:test"] {
+        assert!(
+            docker.has_image(image).await.unwrap(),
+            "the test image `{image}` is missing: run `make test-images`"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    git(dir.path(), &["add", "w.yml"]);
+    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
+    Some(dir)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The simulator published on `port`, waited for with busybox `wget` inside it, benchmarked
+/// single-stream and compared with the previous run.
+fn simulator_workflow(port: u16, tokens_per_second: u32, allow_incomparable: bool) -> String {
+    format!(
+        r#"
+name: sim-bench
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 --ttft 20ms --tokens-per-second {tokens_per_second}
+          ports: ["127.0.0.1:{port}:30000"]
+      - name: wait until it answers
+        container: server
+        run: |
+          for i in $(seq 1 100); do
+            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
+            sleep 0.1
+          done
+          exit 1
+      - id: bench
+        name: single-stream
+        uses: benchmark
+        with:
+          target: http://127.0.0.1:{port}
+          mode: single-stream
+          output-tokens: 24
+          requests: 4
+          runs: 3
+          warmup: 1
+      - id: compare
+        uses: compare-to-baseline
+        with:
+          metric: output_tok_s
+          baseline: previous
+          allow-incomparable: {allow_incomparable}
+      - if: always()
+        run: echo "verdict=${{{{ steps.compare.outputs.verdict }}}} tok/s=${{{{ steps.bench.outputs.output_tok_s }}}}"
+"#
+    )
+}
+
+fn run_workflow(dir: &Path, yaml: &str) -> (i32, String) {
+    std::fs::write(dir.join("w.yml"), yaml).unwrap();
+    let out = gpuflow_in(dir)
+        .args(["run", "--plain", "w.yml"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regression() {
+    let Some(dir) = repository("").await else {
+        return;
+    };
+    let port = free_port();
+    let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 200, false));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("verdict=no-baseline"), "{out}");
+    assert!(out.contains("requests,"), "the live progress line: {out}");
+
+    let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 200, false));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("verdict=unchanged"), "{out}");
+    assert!(out.contains("output_tok_s: unchanged"), "explained: {out}");
+
+    // Slower server flags are another environment: compared only when allowed, and then the
+    // difference is named.
+    let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 120, true));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("output_tok_s: regression"), "{out}");
+    assert!(
+        out.contains("verdict=regression"),
+        "a failed step keeps its outputs: {out}"
+    );
+    assert!(out.contains("failed `fail-on: regression`"), "{out}");
+    assert!(out.contains("server-command"), "the changed field: {out}");
+
+    let store = ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
+    assert_eq!(store.count().unwrap(), 3);
+    let all = store
+        .find(&gpuflow::store::ResultFilter {
+            metric: "output_tok_s".into(),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(all.len(), 3);
+    let newest = &all[0];
+    assert_eq!(newest.status, RunStatus::Success);
+    assert_eq!(newest.workflow, "sim-bench");
+    assert_eq!(newest.job, "bench");
+    assert_eq!(newest.step, "single-stream");
+    assert_eq!(newest.git.ref_name.as_deref(), Some("main"));
+    assert_eq!(newest.git.commit.as_ref().map(String::len), Some(40));
+    let id = &newest.fingerprint.identity;
+    assert_eq!(id.host_label, "local");
+    assert!(
+        id.image_digest
+            .as_deref()
+            .is_some_and(|d| d.starts_with("sha256:")),
+        "{id:?}"
+    );
+    assert!(
+        id.server_command
+            .windows(2)
+            .any(|w| w == ["--tokens-per-second", "120"]),
+        "{id:?}"
+    );
+    assert_eq!(
+        id.benchmark.get("mode").map(String::as_str),
+        Some("single-stream")
+    );
+    assert!(
+        !id.benchmark.contains_key("target"),
+        "the port is not the experiment"
+    );
+    let samples = &newest.metric("output_tok_s").unwrap().samples;
+    assert_eq!(samples.len(), 12, "one per measured request: {samples:?}");
+    let slowed = gpuflow::compare::center(samples).unwrap();
+    let before = gpuflow::compare::center(&all[1].metric("output_tok_s").unwrap().samples).unwrap();
+    assert!(slowed < before * 0.75, "{slowed} vs {before}");
+    assert_eq!(
+        all[1].fingerprint.identity.series_key(),
+        all[2].fingerprint.identity.series_key()
+    );
+    assert_ne!(id.series_key(), all[1].fingerprint.identity.series_key());
+
+    let runs = std::fs::read_dir(dir.path().join(".gpuflow/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 3);
+
+    let history = gpuflow_in(dir.path())
+        .args(["history", "output_tok_s", "--json"])
+        .output()
+        .unwrap();
+    assert!(history.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
+    let points: usize = json["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["points"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(points, 3, "{json}");
+    let table = gpuflow_in(dir.path())
+        .args(["history", "output_tok_s"])
+        .output()
+        .unwrap();
+    assert!(table.status.success());
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains(&all[0].run_id),
+        "{}",
+        String::from_utf8_lossy(&table.stdout)
+    );
+}
+
+const SCRIPTED: &str = r#"
+name: scripted
+on: workflow_dispatch
+jobs:
+  script:
+    steps:
+      - id: host
+        uses: benchmark
+        with:
+          command: |
+            echo "warming the cache"
+            echo "decode speed: 41.5 tok/s"
+            echo '{"latency": {"p50": 3.25, "runs": [1, 7.5]}}'
+          runs: 3
+          warmup: 1
+          metrics:
+            speed: { regex: 'decode speed: (?P<value>[0-9.]+) tok/s', unit: tok/s }
+            p50: { json: latency.p50, unit: ms }
+            second: { json: latency.runs.1, unit: ms, direction: lower }
+      - uses: start-container
+        with:
+          name: box
+          image: gpuflow-base:test
+          command: sleep 300
+      - id: inside
+        uses: benchmark
+        with:
+          container: box
+          command: echo "took 12 ms" && test -f /.dockerenv
+          runs: 2
+          warmup: 0
+          metrics:
+            took: { regex: 'took (?P<value>[0-9]+) ms', unit: ms }
+      - id: compare
+        uses: compare-to-baseline
+        with:
+          from: host
+          metrics: [speed, p50]
+      - run: |
+          echo "speed=${{ steps.host.outputs.speed }} p50=${{ steps.host.outputs.p50 }} second=${{ steps.host.outputs.second }}"
+          echo "took=${{ steps.inside.outputs.took }} verdict=${{ steps.compare.outputs.verdict }}"
+          test -f "${{ steps.host.outputs.result-file }}" && echo "result file present"
+"#;
+
+#[tokio::test]
+async fn scripted_benchmarks_read_regex_and_json_metrics_on_the_host_and_in_a_container() {
+    let Some(dir) = repository(SCRIPTED).await else {
+        return;
+    };
+    let (code, out) = run_workflow(dir.path(), SCRIPTED);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("speed=41.5 p50=3.25 second=7.5"), "{out}");
+    assert!(out.contains("took=12 verdict=no-baseline"), "{out}");
+    assert!(out.contains("result file present"), "{out}");
+    assert!(out.contains("warm-up 1/1"), "{out}");
+
+    let store = ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
+    let results = store
+        .find(&gpuflow::store::ResultFilter {
+            metric: "speed".into(),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(results.len(), 1);
+    let r = &results[0];
+    let speed = r.metric("speed").unwrap();
+    assert_eq!(speed.samples, [41.5, 41.5, 41.5], "runs, not the warm-up");
+    assert_eq!(speed.direction.as_str(), "higher", "from the unit");
+    assert_eq!(r.metric("second").unwrap().direction.as_str(), "lower");
+    assert!(r.fingerprint.identity.benchmark.contains_key("command"));
+    assert_eq!(
+        store
+            .find(&gpuflow::store::ResultFilter {
+                metric: "took".into(),
+                limit: 10,
+                ..Default::default()
+            })
+            .unwrap()[0]
+            .metric("took")
+            .unwrap()
+            .samples,
+        [12.0, 12.0]
+    );
+}
+
+#[tokio::test]
+async fn a_scripted_benchmark_without_its_metric_in_the_output_fails_the_step_saying_which() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  script:
+    steps:
+      - uses: benchmark
+        with:
+          command: echo "nothing useful"
+          metrics:
+            speed: { regex: 'speed: (?P<value>[0-9.]+)' }
+"#;
+    let Some(dir) = repository(yaml).await else {
+        return;
+    };
+    let (code, out) = run_workflow(dir.path(), yaml);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("metric `speed`: no line of the output matches"),
+        "{out}"
+    );
+}
+
+/// `workflows/demo.yml` up to `compare-to-baseline`, as shipped except for what other parts
+/// provide: `wait-for-health` becomes a `wget` loop in the server's container, the `report`
+/// job is left out, and the port is a free one so parallel tests cannot collide.
+fn demo_without_report(port: u16) -> String {
+    let demo = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../workflows/demo.yml"
+    ))
+    .unwrap();
+    let (before_wait, rest) = demo
+        .split_once("      - name: wait until it answers")
+        .unwrap();
+    let (_, after_wait) = rest.split_once("\n\n").unwrap();
+    let (jobs, _report) = after_wait.split_once("\n  report:").unwrap();
+    let wait = r#"      - name: wait until it answers
+        container: server
+        run: |
+          for i in $(seq 1 100); do
+            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
+            sleep 0.1
+          done
+          exit 1
+"#;
+    format!("{before_wait}{wait}\n{jobs}\n")
+        .replace("127.0.0.1:30000:30000", &format!("127.0.0.1:{port}:30000"))
+        .replace(
+            "target: http://127.0.0.1:30000",
+            &format!("target: http://127.0.0.1:{port}"),
+        )
+}
+
+#[tokio::test]
+async fn the_demo_runs_up_to_its_comparison_and_a_second_run_is_unchanged() {
+    let yaml = demo_without_report(free_port());
+    assert!(
+        !yaml.contains("wait-for-health") && !yaml.contains("uses: report"),
+        "{yaml}"
+    );
+    let Some(dir) = repository(&yaml).await else {
+        return;
+    };
+    let run = || {
+        let out = gpuflow_in(dir.path())
+            .args(["run", "--plain", "w.yml", "--input", "output-tokens=16"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, out) = run();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out.matches("output_tok_s: no-baseline —").count(),
+        2,
+        "{out}"
+    );
+    let (code, out) = run();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out.matches("output_tok_s: unchanged —").count(),
+        2,
+        "one per matrix cell: {out}"
+    );
+    let store = ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
+    assert_eq!(store.count().unwrap(), 4);
+}
+
+#[tokio::test]
+async fn a_target_naming_a_container_of_the_job_is_measured_on_its_network() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  inside:
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 --ttft 10ms --tokens-per-second 400
+      - container: server
+        run: |
+          for i in $(seq 1 100); do
+            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
+            sleep 0.1
+          done
+          exit 1
+      - id: bench
+        uses: benchmark
+        with:
+          target: http://server:30000
+          concurrency: 2
+          requests: 6
+          output-tokens: 8
+          warmup: 0
+      - run: echo "errors=${{ steps.bench.outputs.errors }} throughput=${{ steps.bench.outputs.output_tok_s }}"
+"#;
+    let Some(dir) = repository(yaml).await else {
+        return;
+    };
+    let (code, out) = run_workflow(dir.path(), yaml);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("`server` is a container of this job: measuring it at `http://"),
+        "{out}"
+    );
+    assert!(out.contains("errors=0 throughput="), "{out}");
+}
+
+#[tokio::test]
+async fn the_store_flag_and_variable_choose_where_results_go() {
+    let yaml = r#"
+on: workflow_dispatch
+jobs:
+  script:
+    steps:
+      - uses: benchmark
+        with:
+          command: echo "ops 3"
+          warmup: 0
+          metrics:
+            ops: { regex: 'ops (?P<value>[0-9]+)', unit: ops/s }
+"#;
+    let Some(dir) = repository(yaml).await else {
+        return;
+    };
+    let flag = dir.path().join("elsewhere/flag.db");
+    gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml", "--store"])
+        .arg(&flag)
+        .assert()
+        .code(0);
+    let variable = dir.path().join("variable.db");
+    gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .env("GPUFLOW_STORE", &variable)
+        .assert()
+        .code(0);
+    for path in [&flag, &variable] {
+        assert_eq!(
+            ResultStore::open(path).unwrap().count().unwrap(),
+            1,
+            "{path:?}"
+        );
+    }
+    assert!(!dir.path().join(".gpuflow/results.db").exists());
+}
