@@ -12,6 +12,7 @@ mod gc;
 mod generated;
 mod hosts;
 mod remote;
+mod report;
 mod signals;
 mod sim;
 mod store;

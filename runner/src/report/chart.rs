@@ -60,7 +60,8 @@ pub fn compare(c: &Comparison) -> String {
         empty_note(&mut svg, COMPARE_HEIGHT, "no numbers to draw");
         return close(svg);
     }
-    let plot_w = WIDTH - LEFT - RIGHT;
+    // Room on the right for the longest bar's value label.
+    let plot_w = WIDTH - LEFT - RIGHT - 90.0;
     let x = |v: f64| LEFT + (v / max).clamp(0.0, 1.0) * plot_w;
     if let Some((lo, hi)) = band {
         let _ = write!(
@@ -89,7 +90,7 @@ pub fn compare(c: &Comparison) -> String {
                     svg,
                     r#"<rect class="bar" x="{LEFT}" y="{y:.1}" width="{:.1}" height="28" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="12">{}</text>"#,
                     (x(v) - LEFT).max(1.0),
-                    (x(v) + 6.0).min(WIDTH - 80.0),
+                    x(v) + 6.0,
                     y + 18.0,
                     escape(&format_value(v, &c.unit))
                 );
@@ -114,9 +115,14 @@ pub fn compare(c: &Comparison) -> String {
 }
 
 /// The metric's median per past result, oldest to newest, with the baseline's threshold band,
-/// a dashed marker where the series (the environment's identity) changed, and the current run
-/// ringed.
-pub fn history(c: &Comparison, points: &[HistoryPoint], current_run: &str) -> String {
+/// a dashed marker before each point whose environment changed (`changes[i]` names what
+/// changed since point `i - 1`), and the current run ringed.
+pub fn history(
+    c: &Comparison,
+    points: &[HistoryPoint],
+    changes: &[Option<String>],
+    current_run: &str,
+) -> String {
     let mut svg = open(HISTORY_HEIGHT, &format!("{}: history", c.metric));
     if points.is_empty() {
         empty_note(&mut svg, HISTORY_HEIGHT, "no history yet");
@@ -168,13 +174,19 @@ pub fn history(c: &Comparison, points: &[HistoryPoint], current_run: &str) -> St
             (y(blo) - y(bhi)).max(1.0)
         );
     }
-    for (i, pair) in points.windows(2).enumerate() {
-        if pair[0].series_key != pair[1].series_key {
-            let mx = (x(i) + x(i + 1)) / 2.0;
+    for (i, change) in changes
+        .iter()
+        .enumerate()
+        .skip(1)
+        .take(points.len().saturating_sub(1))
+    {
+        if let Some(what) = change {
+            let mx = (x(i - 1) + x(i)) / 2.0;
             let _ = write!(
                 svg,
-                r#"<line class="env-change" x1="{mx:.1}" y1="{top}" x2="{mx:.1}" y2="{bottom}" stroke="{MARKER_COLOUR}" stroke-dasharray="4 3"/><text x="{mx:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="{MARKER_COLOUR}">env changed</text>"#,
-                top - 6.0
+                r#"<line class="env-change" x1="{mx:.1}" y1="{top}" x2="{mx:.1}" y2="{bottom}" stroke="{MARKER_COLOUR}" stroke-dasharray="4 3"><title>changed: {what}</title></line><text x="{mx:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="{MARKER_COLOUR}">{what} changed</text>"#,
+                top - 6.0,
+                what = escape(what)
             );
         }
     }
@@ -318,7 +330,9 @@ mod tests {
             point("b", "k1", 90.0),
             point("c", "k2", 38.0),
         ];
-        let svg = history(&comparison(Some(38.0), Some(89.5)), &points, "c");
+        let changes = [None, None, Some("driver".to_string())];
+        let svg = history(&comparison(Some(38.0), Some(89.5)), &points, &changes, "c");
+        assert!(svg.contains("driver changed"), "{svg}");
         assert_eq!(svg.matches(r#"class="env-change""#).count(), 1);
         assert_eq!(svg.matches("<circle").count(), 3);
         assert!(svg.contains(r#"r="5.5""#));

@@ -6,7 +6,7 @@
 //! This module decides nothing about verdicts (that is [`crate::compare`]) and knows nothing of
 //! Tera or git.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::Serialize;
@@ -14,7 +14,9 @@ use serde::Serialize;
 use super::chart;
 use super::run_log::{FailureExcerpt, failure_excerpt};
 use crate::compare::{Comparison, StepInputs, compare_result, format_value};
-use crate::store::{HistoryQuery, ResultStore, StoreError, StoredResult};
+use crate::store::{
+    Fingerprint, HistoryPoint, HistoryQuery, ResultStore, StoreError, StoredResult,
+};
 
 /// How many past points a history chart shows.
 const HISTORY_POINTS: usize = 50;
@@ -185,8 +187,9 @@ impl ReportData {
         }
         let first = &results[0];
         let mut cells = Vec::with_capacity(results.len());
+        let mut cache = ResultCache::new();
         for result in &results {
-            cells.push(cell(source, result)?);
+            cells.push(cell(source, result, &mut cache)?);
         }
         let failure = source.run_dir.and_then(failure_excerpt);
         let failed = failure.is_some() || cells.iter().any(|c| c.status != "success");
@@ -271,7 +274,11 @@ fn overall<'a>(verdicts: impl Iterator<Item = &'a str>) -> String {
         .to_string()
 }
 
-fn cell(source: &ReportSource<'_>, result: &StoredResult) -> Result<CellData, ReportError> {
+fn cell(
+    source: &ReportSource<'_>,
+    result: &StoredResult,
+    cache: &mut ResultCache,
+) -> Result<CellData, ReportError> {
     let mut inputs = source.compare.clone();
     if inputs.metrics.is_empty() {
         inputs.metrics = result.metrics.iter().map(|m| m.name.clone()).collect();
@@ -295,7 +302,7 @@ fn cell(source: &ReportSource<'_>, result: &StoredResult) -> Result<CellData, Re
                 });
             }
         }
-        metrics.push(metric_row(source, result, c, &slug)?);
+        metrics.push(metric_row(source, result, c, &slug, cache)?);
     }
     let verdict = if comparisons.is_empty() {
         "no-baseline".to_string()
@@ -319,23 +326,66 @@ fn cell(source: &ReportSource<'_>, result: &StoredResult) -> Result<CellData, Re
     })
 }
 
+/// Past results read while drawing history charts, by result id: a cell's metrics share them.
+type ResultCache = HashMap<i64, Option<StoredResult>>;
+
+/// The metric's history for this cell (same job, step and matrix values), oldest first, and
+/// per point what changed in the environment since the point before (`None`: nothing).
+fn cell_history(
+    source: &ReportSource<'_>,
+    result: &StoredResult,
+    metric: &str,
+    cache: &mut ResultCache,
+) -> Result<(Vec<HistoryPoint>, Vec<Option<String>>), ReportError> {
+    let points = source.store.history(&HistoryQuery {
+        metric: metric.to_string(),
+        series: None,
+        workflow: Some(result.workflow.clone()),
+        limit: HISTORY_POINTS,
+    })?;
+    let mut kept = Vec::with_capacity(points.len());
+    let mut fingerprints: Vec<Fingerprint> = Vec::with_capacity(points.len());
+    for p in points {
+        if p.job != result.job || p.step != result.step {
+            continue;
+        }
+        if !cache.contains_key(&p.result_id) {
+            cache.insert(p.result_id, source.store.result(p.result_id)?);
+        }
+        // Another matrix cell's numbers are another line, not this one's history.
+        let Some(Some(past)) = cache.get(&p.result_id) else {
+            continue;
+        };
+        if past.matrix != result.matrix {
+            continue;
+        }
+        fingerprints.push(past.fingerprint.clone());
+        kept.push(p);
+    }
+    let mut changes = vec![None];
+    for pair in fingerprints.windows(2) {
+        let diffs = pair[1].identity.differences(&pair[0].identity);
+        changes.push(if !diffs.is_empty() {
+            let fields: Vec<&str> = diffs.iter().map(|d| d.field.as_str()).collect();
+            Some(fields.join(", "))
+        } else if pair[1].info != pair[0].info {
+            Some("host info".to_string())
+        } else {
+            None
+        });
+    }
+    changes.truncate(kept.len());
+    Ok((kept, changes))
+}
+
 fn metric_row(
     source: &ReportSource<'_>,
     result: &StoredResult,
     c: &Comparison,
     slug: &str,
+    cache: &mut ResultCache,
 ) -> Result<MetricRow, ReportError> {
-    let history = source.store.history(&HistoryQuery {
-        metric: c.metric.clone(),
-        series: None,
-        workflow: Some(result.workflow.clone()),
-        limit: HISTORY_POINTS,
-    })?;
-    // Same job and step only: another job's numbers are another series of the same name.
-    let history: Vec<_> = history
-        .into_iter()
-        .filter(|p| p.job == result.job && p.step == result.step)
-        .collect();
+    let (history, changes) = cell_history(source, result, &c.metric, cache)?;
     let dash = || "—".to_string();
     let metric_slug = crate::engine::log_store::slug(&c.metric);
     Ok(MetricRow {
@@ -361,7 +411,7 @@ fn metric_row(
         baseline_description: c.baseline.clone(),
         explanation: c.explanation.clone(),
         chart_compare_svg: chart::compare(c),
-        chart_history_svg: chart::history(c, &history, &result.run_id),
+        chart_history_svg: chart::history(c, &history, &changes, &result.run_id),
         chart_compare_file: format!("{slug}-{metric_slug}-compare.svg"),
         chart_history_file: format!("{slug}-{metric_slug}-history.svg"),
     })
