@@ -5,7 +5,7 @@ use crate::diag::{Diagnostic, Diagnostics, join_quoted};
 use crate::workflow::model::{Step, Uses, Workflow};
 
 /// The built-in steps the engine executes today.
-pub const AVAILABLE_BUILTINS: &[&str] = &["start-container", "stop-container"];
+pub const AVAILABLE_BUILTINS: &[&str] = &["start-container", "stop-container", "report"];
 
 /// Every step of the workflow (and of the local actions it uses) the engine cannot run.
 pub fn check(wf: &Workflow) -> Diagnostics {

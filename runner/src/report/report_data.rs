@@ -349,8 +349,8 @@ fn cell_history(
         if p.job != result.job || p.step != result.step {
             continue;
         }
-        if !cache.contains_key(&p.result_id) {
-            cache.insert(p.result_id, source.store.result(p.result_id)?);
+        if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(p.result_id) {
+            slot.insert(source.store.result(p.result_id)?);
         }
         // Another matrix cell's numbers are another line, not this one's history.
         let Some(Some(past)) = cache.get(&p.result_id) else {

@@ -83,7 +83,7 @@ pub fn failure_excerpt(run_dir: &Path) -> Option<FailureExcerpt> {
         .iter()
         .filter(in_job)
         .filter_map(|e| e.container.clone())
-        .last();
+        .next_back();
     let step_id = failed_step.and_then(|e| e.step.clone());
     let mut lines = VecDeque::with_capacity(EXCERPT_LINES);
     for e in events.iter().filter(in_job) {

@@ -2,6 +2,8 @@
 //! `stop-container`. Their inputs come from the declarations in [`crate::steps`] (defaults
 //! included), so what runs is what `gpuflow docs` describes.
 
+mod report;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,6 +129,7 @@ pub async fn run(
                 code.to_string(),
             )]))
         }
+        "report" => report::run(inputs, shared).await,
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),
