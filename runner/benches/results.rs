@@ -42,10 +42,19 @@ fn result(i: usize) -> NewResult {
     let at = T0 + i64::try_from(i).unwrap() * 60_000;
     let noise = |k: usize| ((i * 7 + k * 13) % 11) as f64 / 10.0 - 0.5;
     let samples: Vec<f64> = (0..5).map(|k| 89.5 + noise(k)).collect();
-    let driver = if i < RUNS / 2 { "570.86.15" } else { "580.65.06" };
+    let driver = if i < RUNS / 2 {
+        "570.86.15"
+    } else {
+        "580.65.06"
+    };
     NewResult {
         run_id: format!("run-{i:06}"),
-        workflow: if i % 2 == 0 { "eagle3" } else { "nccl" }.into(),
+        workflow: if i.is_multiple_of(2) {
+            "eagle3"
+        } else {
+            "nccl"
+        }
+        .into(),
         job: "bench".into(),
         matrix: BTreeMap::from([(
             "allreduce".into(),
@@ -100,7 +109,10 @@ fn line(what: &str, took: Duration, goal: Option<Duration>) {
         Some(g) => format!("  (goal ≤ {} ms: MISSED)", g.as_millis()),
         None => String::new(),
     };
-    println!("{what:<58} {:>9.2} ms{verdict}", took.as_secs_f64() * 1000.0);
+    println!(
+        "{what:<58} {:>9.2} ms{verdict}",
+        took.as_secs_f64() * 1000.0
+    );
 }
 
 fn main() {

@@ -316,6 +316,7 @@ fn a_template_error_is_shown_at_its_line_and_column() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bad.md.tera:3:6"), "{stderr}");
     assert!(stderr.contains("lable"), "{stderr}");

@@ -78,6 +78,12 @@ impl TemplateError {
             Some(span) => Diagnostic::error(&self.file, span, self.message.clone()),
             None => Diagnostic::unlocated(format!("{}: {}", self.file.name, self.message)),
         };
+        // Tera passes a missing field on as `undefined` and only fails where it is used.
+        let d = if self.message.contains("undefined") {
+            d.note("`undefined` is a variable or field that does not exist: check its spelling")
+        } else {
+            d
+        };
         d.hint("docs/reports.md lists the variables and filters a report template can use")
     }
 }

@@ -187,7 +187,10 @@ impl ReportData {
         }
         let first = &results[0];
         let mut cells = Vec::with_capacity(results.len());
-        let mut cache = ResultCache::new();
+        let mut cache = ResultCache {
+            cells: results.len(),
+            ..ResultCache::default()
+        };
         for result in &results {
             cells.push(cell(source, result, &mut cache)?);
         }
@@ -326,8 +329,16 @@ fn cell(
     })
 }
 
-/// Past results read while drawing history charts, by result id: a cell's metrics share them.
-type ResultCache = HashMap<i64, Option<StoredResult>>;
+/// What drawing the history charts reads, shared by every cell and metric of the report: each
+/// metric's history is one query for all cells (it is the slow query on a large store), and
+/// each past result is read once.
+#[derive(Default)]
+struct ResultCache {
+    /// How many cells the report has: a metric's history is fetched for all of them at once.
+    cells: usize,
+    history: HashMap<String, Vec<HistoryPoint>>,
+    results: HashMap<i64, Option<StoredResult>>,
+}
 
 /// The metric's history for this cell (same job, step and matrix values), oldest first, and
 /// per point what changed in the environment since the point before (`None`: nothing).
@@ -337,23 +348,27 @@ fn cell_history(
     metric: &str,
     cache: &mut ResultCache,
 ) -> Result<(Vec<HistoryPoint>, Vec<Option<String>>), ReportError> {
-    let points = source.store.history(&HistoryQuery {
-        metric: metric.to_string(),
-        series: None,
-        workflow: Some(result.workflow.clone()),
-        limit: HISTORY_POINTS,
-    })?;
+    if !cache.history.contains_key(metric) {
+        let points = source.store.history(&HistoryQuery {
+            metric: metric.to_string(),
+            series: None,
+            workflow: Some(result.workflow.clone()),
+            limit: HISTORY_POINTS * cache.cells.max(1),
+        })?;
+        cache.history.insert(metric.to_string(), points);
+    }
+    let points = cache.history.get(metric).cloned().unwrap_or_default();
     let mut kept = Vec::with_capacity(points.len());
     let mut fingerprints: Vec<Fingerprint> = Vec::with_capacity(points.len());
     for p in points {
         if p.job != result.job || p.step != result.step {
             continue;
         }
-        if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(p.result_id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = cache.results.entry(p.result_id) {
             slot.insert(source.store.result(p.result_id)?);
         }
         // Another matrix cell's numbers are another line, not this one's history.
-        let Some(Some(past)) = cache.get(&p.result_id) else {
+        let Some(Some(past)) = cache.results.get(&p.result_id) else {
             continue;
         };
         if past.matrix != result.matrix {
@@ -362,6 +377,10 @@ fn cell_history(
         fingerprints.push(past.fingerprint.clone());
         kept.push(p);
     }
+    // The newest points of this cell only (the query fetched enough for every cell).
+    let skip = kept.len().saturating_sub(HISTORY_POINTS);
+    kept.drain(..skip);
+    fingerprints.drain(..skip);
     let mut changes = vec![None];
     for pair in fingerprints.windows(2) {
         let diffs = pair[1].identity.differences(&pair[0].identity);
