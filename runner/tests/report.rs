@@ -571,3 +571,122 @@ fn the_html_reports_charts_render_in_chromium() {
     );
     assert!(max_y > min_y + 100, "charts span {min_y}..{max_y} px");
 }
+
+/// The `report` step inside `gpuflow run`'s engine: it reports on the run it is part of (the
+/// results the run recorded), writes the HTML beside the run's logs, commits it to the branch
+/// it names, and passes `path` and `commit` on to later steps.
+#[tokio::test]
+async fn the_report_step_reports_on_its_own_run_and_commits_it() {
+    use gpuflow::check::load_and_check;
+    use gpuflow::engine::{CollectSink, EventKind, JobResult, LogStore, RunOptions, Tee};
+    use gpuflow::plan::{build, from_workflow};
+    use gpuflow::workflow::Loaded;
+    use std::sync::Arc;
+
+    let repo = user_repo();
+    let ws = repo.path();
+    let run_id = "20261130-100000-abcd";
+    {
+        // What the run's benchmark steps would have recorded, and five earlier runs.
+        let db = gpuflow::store::default_path(ws);
+        let mut store = ResultStore::open(&db).unwrap();
+        for i in 0..5 {
+            let v = 89.3 + f64::from(i) * 0.1;
+            store
+                .record(&result(
+                    &format!("old-{i}"),
+                    i64::from(i),
+                    "custom",
+                    "580.65.06",
+                    &[v, v + 0.3, v - 0.2, v + 0.1, v - 0.1],
+                ))
+                .unwrap();
+        }
+        store
+            .record(&result(
+                run_id,
+                30,
+                "custom",
+                "580.65.06",
+                &[38.2, 37.9, 38.1, 38.0, 37.8],
+            ))
+            .unwrap();
+    }
+    std::fs::write(ws.join(".git/info/exclude"), ".gpuflow/\nw.yml\n").unwrap();
+    std::fs::write(
+        ws.join("w.yml"),
+        r#"name: eagle3
+on: workflow_dispatch
+jobs:
+  report:
+    steps:
+      - id: r
+        uses: report
+        with:
+          format: html
+          commit: { branch: results }
+      - run: |
+          test -f "${{ steps.r.outputs.path }}"
+          echo "commit=${{ steps.r.outputs.commit }}"
+"#,
+    )
+    .unwrap();
+    let before = checkout_state(ws);
+    let (loaded, diags) = load_and_check(&ws.join("w.yml")).unwrap();
+    assert!(!diags.has_errors(), "{diags:#?}");
+    let Loaded::Workflow(Some(wf)) = loaded else {
+        panic!("not a workflow")
+    };
+    let plan = build(&from_workflow(&wf, "w").input).unwrap();
+    // The engine runs built-ins with the job's containers at hand, so it wants an engine even
+    // for this step, which starts none.
+    let Some(docker) = crate::docker::connect_or_skip().await else {
+        return;
+    };
+    let opts = RunOptions::new(run_id, ws);
+    let collect = CollectSink::new();
+    let logs = Arc::new(LogStore::create(&opts.log_dir).unwrap());
+    let sink = Arc::new(Tee(vec![Arc::new(collect.clone()), logs]));
+    let report = gpuflow::engine::run(
+        Arc::new(*wf),
+        plan,
+        opts,
+        sink,
+        Some(docker),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let lines: Vec<String> = collect
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::LogLine { text, .. } => Some(text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(report.jobs[0].result, JobResult::Success, "{lines:#?}");
+    let tip = git(ws, &["rev-parse", "results"]);
+    assert!(
+        lines.iter().any(|l| l == &format!("commit={}", tip.trim())),
+        "{lines:#?}"
+    );
+    let html = ws
+        .join(".gpuflow/runs")
+        .join(run_id)
+        .join("report/report.html");
+    assert!(
+        std::fs::read_to_string(html)
+            .unwrap()
+            .contains("regression")
+    );
+    let subject = git(ws, &["log", "-1", "--format=%s", "results"]);
+    assert_eq!(
+        subject.trim(),
+        format!("gpuflow: eagle3 run {run_id}: regression")
+    );
+    let after = checkout_state(ws);
+    assert_eq!(before.0, after.0, "HEAD moved");
+    assert!(before.1 == after.1, "the index changed");
+    assert_eq!(before.2, after.2, "git status changed");
+}
