@@ -137,3 +137,31 @@ pub fn commit_report(
         .collect();
     branch.commit(&under, &commit_message(data))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commit_message_names_workflow_run_and_verdict() {
+        let mut data = ReportData::empty_for_tests("r-1");
+        data.verdict = "regression".into();
+        data.verdict_counts.insert("regression".into(), 1);
+        data.verdict_counts.insert("unchanged".into(), 2);
+        assert_eq!(
+            commit_message(&data),
+            "gpuflow: w run r-1: regression\n\nstatus: success\nmetrics: 1 regression, 2 unchanged\n"
+        );
+    }
+
+    #[test]
+    fn the_files_are_the_report_and_the_record() {
+        let data = ReportData::empty_for_tests("r-1");
+        let files = report_files(&data, Format::Html, None).unwrap();
+        let names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, ["report.html", "record.json"]);
+        let record: serde_json::Value = serde_json::from_slice(&files[1].contents).unwrap();
+        assert_eq!(record["run_id"], "r-1");
+        assert_eq!(record["cells"], serde_json::json!([]));
+    }
+}

@@ -549,6 +549,20 @@ mod tests {
         assert_eq!(rfc3339(ms), want);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+        /// Any time from year 0 to 9999 is a well-formed UTC stamp, and order is kept.
+        #[test]
+        fn rfc3339_is_well_formed_and_sorts_like_time(
+            a in -62_167_219_200_000_i64..253_402_300_799_000,
+            b in -62_167_219_200_000_i64..253_402_300_799_000,
+        ) {
+            let (sa, sb) = (rfc3339(a), rfc3339(b));
+            proptest::prop_assert_eq!(sa.len(), 20, "{}", sa);
+            proptest::prop_assert_eq!(a.div_euclid(1000).cmp(&b.div_euclid(1000)), sa.cmp(&sb));
+        }
+    }
+
     #[test]
     fn overall_takes_the_most_alarming() {
         assert_eq!(
