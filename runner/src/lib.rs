@@ -20,6 +20,7 @@ pub mod engine;
 pub mod expr;
 pub mod hosts;
 pub mod plan;
+pub mod report;
 pub mod schema;
 pub mod signal;
 pub mod sim;

@@ -110,7 +110,7 @@ fn an_invalid_workflow_exits_3_and_starts_nothing() {
 #[test]
 fn a_step_that_cannot_run_yet_exits_3_naming_it() {
     let dir = workspace(
-        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n      - uses: report\n",
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n      - uses: docker://gpuflow-base:test\n",
     );
     let out = gpuflow_in(dir.path())
         .args(["run", "w.yml"])
@@ -118,7 +118,7 @@ fn a_step_that_cannot_run_yet_exits_3_naming_it() {
         .code(3);
     let stderr = text(&out.get_output().stderr);
     assert!(
-        stderr.contains("the built-in step `report` is not available yet"),
+        stderr.contains("`docker://gpuflow-base:test` steps are not supported yet"),
         "{stderr}"
     );
     assert!(stderr.contains("w.yml:6:"), "{stderr}");

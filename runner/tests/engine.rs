@@ -685,19 +685,23 @@ async fn an_error_inside_an_action_names_the_workflow_step_and_the_action_line()
 #[tokio::test]
 async fn a_step_not_available_yet_is_refused_before_anything_runs() {
     let dir = workspace();
+    // Every built-in runs now; a `docker://` step is what cannot run yet.
     let yaml = r#"
 on: workflow_dispatch
 jobs:
   j:
     steps:
       - run: touch started
-      - uses: report
+      - uses: docker://gpuflow-base:test
 "#;
     let Err((RunError::Refused(diags), dir)) = try_run(dir, yaml, |_| {}).await else {
         panic!("not refused");
     };
     let text = format!("{diags:?}");
-    assert!(text.contains("`report` is not available yet"), "{text}");
+    assert!(
+        text.contains("`docker://gpuflow-base:test` steps are not supported yet"),
+        "{text}"
+    );
     assert!(!dir.path().join("started").exists());
 }
 

@@ -11,6 +11,7 @@ mod gc;
 mod history;
 mod hosts;
 mod plan;
+mod report;
 mod run;
 mod schema;
 mod store_path;
@@ -64,6 +65,9 @@ pub enum Command {
     Schema(schema::Args),
     /// Show a metric's results over time, per comparable series.
     History(history::Args),
+    /// Render a run's report (Markdown or HTML, with charts); `--commit` puts it on a
+    /// results branch.
+    Report(report::Args),
     /// Pin, list or remove named baselines for `compare-to-baseline`.
     Baseline(baseline::Args),
     /// Print a shell completion script.
@@ -99,6 +103,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::History(args) => history::run(&args, render),
+        Command::Report(args) => report::run(&args, render),
         Command::Baseline(args) => baseline::run(&args, render),
         Command::Completions(args) => completions::run(&args),
         Command::Hosts(args) => hosts::run(&args, render),

@@ -13,6 +13,7 @@ pub const AVAILABLE_BUILTINS: &[&str] = &[
     "check-cli-interface",
     "benchmark",
     "compare-to-baseline",
+    "report",
 ];
 
 /// Every step of the workflow (and of the local actions it uses) the engine cannot run.

@@ -10,6 +10,7 @@ pub mod cli_usage;
 mod compare_to_baseline;
 pub mod flag_check;
 mod recording;
+mod report;
 mod script_metrics;
 mod step_context;
 pub mod wait_for_health;
@@ -166,6 +167,7 @@ pub async fn run(
         }
         "benchmark" => benchmark::run(inputs, containers, shared, job, step).await,
         "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
+        "report" => report::run(inputs, shared).await,
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),

@@ -1,0 +1,205 @@
+//! The `report` built-in: renders the current run's report from the results store and the
+//! run's log folder, writes it, and with `commit:` commits it to a results branch
+//! (docs/reports.md). The report itself is [`crate::report`]'s; this file only maps the step's
+//! inputs onto it and runs the blocking work (SQLite, git) off the async runtime.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use super::super::executor::Shared;
+use crate::compare::StepInputs;
+use crate::expr::Value;
+use crate::report::{
+    DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template, commit_report,
+    report_files, write_files,
+};
+use crate::store::{ResultStore, default_path, now_ms};
+
+/// The step's inputs, checked.
+struct ReportInputs {
+    template: Option<PathBuf>,
+    format: Format,
+    output: Option<PathBuf>,
+    title: Option<String>,
+    /// `(branch, push)` when `commit:` is set.
+    commit: Option<(String, Option<String>)>,
+}
+
+pub async fn run(
+    inputs: &IndexMap<String, Value>,
+    shared: &Arc<Shared>,
+) -> Result<IndexMap<String, String>, String> {
+    let parsed = parse(inputs)?;
+    let workspace = shared.opts.workspace.clone();
+    let run_id = shared.opts.run_id.clone();
+    let log_dir = shared.opts.log_dir.clone();
+    tokio::task::spawn_blocking(move || report(&parsed, &workspace, &run_id, &log_dir))
+        .await
+        .map_err(|e| format!("the report step stopped unexpectedly: {e}"))?
+}
+
+fn parse(inputs: &IndexMap<String, Value>) -> Result<ReportInputs, String> {
+    let text = |k: &str| {
+        inputs
+            .get(k)
+            .map(Value::to_expr_string)
+            .filter(|s| !s.is_empty())
+    };
+    let format = match text("format") {
+        None => Format::Markdown,
+        Some(f) => Format::parse(&f)
+            .ok_or_else(|| format!("`format` is `{f}`: use `markdown` or `html`"))?,
+    };
+    let commit = match inputs.get("commit") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+        Some(Value::Bool(true)) => Some((DEFAULT_BRANCH.to_string(), None)),
+        Some(Value::String(s)) if s == "true" => Some((DEFAULT_BRANCH.to_string(), None)),
+        Some(Value::String(s)) if s == "false" || s.is_empty() => None,
+        Some(Value::Object(map)) => {
+            let field = |k: &str| {
+                map.iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case(k))
+                    .map(|(_, v)| v.to_expr_string())
+                    .filter(|s| !s.is_empty())
+            };
+            if let Some((unknown, _)) = map
+                .iter()
+                .find(|(k, _)| !["branch", "push"].contains(&k.to_ascii_lowercase().as_str()))
+            {
+                return Err(format!(
+                    "`commit` has no field `{unknown}`: it takes `branch` and `push`"
+                ));
+            }
+            Some((
+                field("branch").unwrap_or_else(|| DEFAULT_BRANCH.to_string()),
+                field("push"),
+            ))
+        }
+        Some(other) => {
+            return Err(format!(
+                "`commit` is {} `{}`: give `{{branch: gpuflow-results, push: origin}}` or `true`",
+                other.kind(),
+                other.to_expr_string()
+            ));
+        }
+    };
+    Ok(ReportInputs {
+        template: text("template").map(PathBuf::from),
+        format,
+        output: text("output").map(PathBuf::from),
+        title: text("title"),
+        commit,
+    })
+}
+
+fn report(
+    inputs: &ReportInputs,
+    workspace: &Path,
+    run_id: &str,
+    log_dir: &Path,
+) -> Result<IndexMap<String, String>, String> {
+    let template = match &inputs.template {
+        None => None,
+        Some(path) => {
+            let source = std::fs::read_to_string(workspace.join(path))
+                .map_err(|e| format!("cannot read template `{}`: {e}", path.display()))?;
+            Some(Template {
+                name: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    let store_path = default_path(workspace);
+    if !store_path.is_file() {
+        return Err(format!(
+            "no results store at `{}`: put the `report` step after a `benchmark` step",
+            store_path.display()
+        ));
+    }
+    let store = ResultStore::open(&store_path).map_err(|e| e.to_string())?;
+    let data = ReportData::gather(&ReportSource {
+        store: &store,
+        run_id,
+        run_dir: Some(log_dir),
+        compare: StepInputs::default(),
+        title: inputs.title.clone(),
+        now_ms: now_ms(),
+    })
+    .map_err(|e| match e.hint() {
+        Some(h) => format!("{e} (help: {h})"),
+        None => e.to_string(),
+    })?;
+    let files = report_files(&data, inputs.format, template.as_ref()).map_err(|e| {
+        format!("{e} (help: docs/reports.md lists the variables and filters a template can use)")
+    })?;
+    let out = match &inputs.output {
+        Some(p) => workspace.join(p),
+        None => log_dir.join("report"),
+    };
+    write_files(&out, &files)
+        .map_err(|e| format!("cannot write the report to `{}`: {e}", out.display()))?;
+    let path = out.join(format!("report.{}", inputs.format.extension()));
+    let mut outputs = IndexMap::from([("path".to_string(), path.display().to_string())]);
+    if let Some((branch, push)) = &inputs.commit {
+        let committed = ResultsBranch::new(workspace, branch)
+            .map(|b| b.push_to(push.clone()))
+            .and_then(|b| commit_report(&b, &data, &files))
+            .map_err(|e| match e.hint() {
+                Some(h) => format!("{e} (help: {h})"),
+                None => e.to_string(),
+            })?;
+        outputs.insert("commit".to_string(), committed.commit);
+    }
+    Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, Value)]) -> IndexMap<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), v.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn commit_takes_a_map_or_true() {
+        let p = parse(&map(&[(
+            "commit",
+            Value::Object(map(&[("branch", Value::String("res".into()))])),
+        )]))
+        .unwrap();
+        assert_eq!(p.commit, Some(("res".into(), None)));
+        let p = parse(&map(&[("commit", Value::Bool(true))])).unwrap();
+        assert_eq!(p.commit, Some((DEFAULT_BRANCH.into(), None)));
+        let p = parse(&map(&[])).unwrap();
+        assert_eq!(p.commit, None);
+    }
+
+    #[test]
+    fn unknown_commit_fields_and_formats_are_refused() {
+        let err = parse(&map(&[(
+            "commit",
+            Value::Object(map(&[("brnch", Value::String("x".into()))])),
+        )]))
+        .err()
+        .unwrap();
+        assert!(err.contains("`brnch`"), "{err}");
+        let err = parse(&map(&[("format", Value::String("pdf".into()))]))
+            .err()
+            .unwrap();
+        assert!(err.contains("`pdf`"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_store_says_where_the_step_belongs() {
+        let dir = tempfile::tempdir().unwrap();
+        let inputs = parse(&map(&[])).unwrap();
+        let err = report(&inputs, dir.path(), "r", &dir.path().join("runs/r")).unwrap_err();
+        assert!(err.contains("after a `benchmark` step"), "{err}");
+    }
+}
