@@ -8,12 +8,12 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## The first thing to run: the shipped workflows validated, the demo's job graph, and
-## workflows/hello.yml run end to end (a host job, then the simulated server in a container).
-## workflows/demo.yml itself runs once its benchmark steps can (docs/running.md).
+## workflows/demo.yml run end to end on the local engine with the test images: the simulated
+## server started, waited for, benchmarked, compared with the previous run, reported.
 demo: build test-images
 	$(GPUFLOW) validate workflows/ actions/
 	$(GPUFLOW) plan workflows/demo.yml
-	$(GPUFLOW) run workflows/hello.yml
+	$(GPUFLOW) run workflows/demo.yml
 
 ## The test command (README.md). nextest prints one summary line with the counts.
 test: test-images
