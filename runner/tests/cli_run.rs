@@ -245,3 +245,24 @@ fn a_second_ctrl_c_stops_the_always_steps_and_exits_130() {
         "the always() step was waited for after the second Ctrl-C"
     );
 }
+
+#[test]
+fn steps_that_need_no_engine_run_without_docker() {
+    // A GPU machine without Docker: `report` (like `compare-to-baseline`) never connects, so
+    // its own problem is what the run reports, not an unreachable engine (exit 1, not 4).
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo measured\n      - uses: report\n        with: { format: markdown }\n",
+    );
+    let out = gpuflow_in(dir.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["run", "--plain", "w.yml"])
+        .assert()
+        .code(1);
+    let all = format!(
+        "{}{}",
+        text(&out.get_output().stdout),
+        text(&out.get_output().stderr)
+    );
+    assert!(all.contains("no results store"), "{all}");
+    assert!(!all.contains("Docker engine"), "{all}");
+}

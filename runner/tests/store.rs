@@ -956,6 +956,24 @@ fn history_shows_each_series_with_a_sparkline() {
 }
 
 #[test]
+fn history_svg_draws_one_line_per_series() {
+    let tmp = write_up_store();
+    let svg_path = tmp.path.with_file_name("history.svg");
+    gpuflow(&tmp.path)
+        .args(["history", "output_tok_s", "--svg"])
+        .arg(&svg_path)
+        .assert()
+        .success();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg"), "{svg}");
+    // Two environments (NCCL, then the custom all-reduce): two lines, four points.
+    assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+    assert_eq!(svg.matches("<circle").count(), 4, "{svg}");
+    assert!(svg.contains(identity().series_key().short()), "{svg}");
+    assert!(svg.contains("output_tok_s (tok/s)"), "{svg}");
+}
+
+#[test]
 fn history_of_a_mistyped_metric_suggests_the_name() {
     let tmp = write_up_store();
     let out = gpuflow(&tmp.path)

@@ -29,6 +29,10 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 
+    /// Also write the series as an SVG line chart (one line per environment) to this file.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     store: StoreArgs,
 }
@@ -89,6 +93,31 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         }
     }
     series.sort_by_key(|(_, v)| v.last().map(|p| (p.finished_at_ms, p.result_id)));
+
+    if let Some(path) = &args.svg {
+        let lines: Vec<(String, Vec<(i64, f64)>)> = series
+            .iter()
+            .map(|(key, pts)| {
+                let env = store
+                    .series_identity(key)
+                    .ok()
+                    .flatten()
+                    .map(|id| describe_identity(&id))
+                    .unwrap_or_default();
+                let label = format!("series {}{env}", key.short());
+                let values = pts
+                    .iter()
+                    .map(|p| (p.finished_at_ms, p.summary.median))
+                    .collect();
+                (label, values)
+            })
+            .collect();
+        let unit = points.first().map_or("", |p| p.unit.as_str());
+        std::fs::write(
+            path,
+            crate::report::chart::series(&args.metric, unit, &lines),
+        )?;
+    }
 
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -714,7 +714,13 @@ impl JobRun {
                 let matrix = self.matrix_text();
                 let job_id = self.job_id.clone();
                 let mut recorded = std::mem::take(&mut self.recorded);
-                let containers = self.containers().await?;
+                // Judging results and writing reports need no engine: a GPU machine without
+                // Docker still runs them, and no connection is tried for them.
+                let containers = if builtin::needs_engine(name) {
+                    Some(self.containers().await?)
+                } else {
+                    self.containers.as_mut()
+                };
                 let mut context = builtin::StepContext {
                     key,
                     step_id: step_id.as_deref(),

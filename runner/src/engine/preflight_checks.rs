@@ -644,7 +644,7 @@ async fn run_job_checks(
             builtin::run(
                 &check.builtin,
                 &check.inputs,
-                containers,
+                Some(containers),
                 shared,
                 &check.jref,
                 None,

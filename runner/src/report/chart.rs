@@ -226,6 +226,91 @@ pub fn history(
     close(svg)
 }
 
+/// Series colours for `gpuflow history --svg`, one per environment, in order.
+const SERIES_COLOURS: [&str; 6] = [
+    "#2b6cb0", "#d97706", "#2f855a", "#c53030", "#6b46c1", "#4a5568",
+];
+
+/// A metric's series over time for `gpuflow history --svg`: one line per series (environment),
+/// medians by time, each series labelled in a legend. Time runs left to right over every
+/// point shown, so series recorded at different times sit where they belong.
+pub fn series(metric: &str, unit: &str, series: &[(String, Vec<(i64, f64)>)]) -> String {
+    let legend_height = 18.0 * series.len() as f64;
+    let height = HISTORY_HEIGHT + legend_height;
+    let mut svg = open(height, &format!("{metric}: history"));
+    let all: Vec<(i64, f64)> = series.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    if all.is_empty() {
+        empty_note(&mut svg, height, "no history yet");
+        return close(svg);
+    }
+    let (t0, t1) = all.iter().fold((i64::MAX, i64::MIN), |(a, b), (t, _)| {
+        (a.min(*t), b.max(*t))
+    });
+    let (lo, hi) = all
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), (_, v)| {
+            (a.min(*v), b.max(*v))
+        });
+    let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.02).max(1e-9);
+    let (lo, hi) = (lo - pad, hi + pad);
+    let (top, bottom) = (28.0, HISTORY_HEIGHT - 30.0);
+    let x = |t: i64| {
+        if t1 == t0 {
+            (LEFT + WIDTH - RIGHT) / 2.0
+        } else {
+            LEFT + (t - t0) as f64 / (t1 - t0) as f64 * (WIDTH - RIGHT - LEFT)
+        }
+    };
+    let y = |v: f64| bottom - (v - lo) / (hi - lo) * (bottom - top);
+    let _ = write!(
+        svg,
+        r##"<text x="{LEFT}" y="18" font-size="13" fill="#1a202c">{} ({})</text>"##,
+        escape(metric),
+        escape(unit)
+    );
+    for v in [lo + pad, hi - pad] {
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#e2e8f0"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#4a5568">{v:.4}</text>"##,
+            WIDTH - RIGHT,
+            y(v),
+            y(v),
+            LEFT - 6.0,
+            y(v) + 4.0
+        );
+    }
+    for (i, (label, points)) in series.iter().enumerate() {
+        let colour = SERIES_COLOURS[i % SERIES_COLOURS.len()];
+        let path: Vec<String> = points
+            .iter()
+            .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        for (t, v) in points {
+            let _ = write!(
+                svg,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#,
+                x(*t),
+                y(*v)
+            );
+        }
+        let ly = HISTORY_HEIGHT + 18.0 * i as f64;
+        let _ = write!(
+            svg,
+            r##"<rect x="{LEFT}" y="{:.1}" width="12" height="4" fill="{colour}"/><text x="{:.1}" y="{:.1}" font-size="11" fill="#4a5568">{}</text>"##,
+            ly - 6.0,
+            LEFT + 18.0,
+            ly,
+            escape(label)
+        );
+    }
+    close(svg)
+}
+
 fn open(height: f64, title: &str) -> String {
     format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif"><title>{}</title><rect width="100%" height="100%" fill="white"/>"#,

@@ -7,7 +7,7 @@
 //! without touching the user's checkout. Verdicts are [`crate::compare`]'s; this module only
 //! shows them. It knows nothing of terminals or the engine.
 
-mod chart;
+pub mod chart;
 mod renderer;
 mod report_data;
 mod results_branch;

@@ -57,19 +57,28 @@ pub fn inputs(
     Ok(out)
 }
 
-/// Runs the built-in `name` (step `step_key` of the job, stopped by `cancel`); returns its
-/// outputs.
+/// Whether the built-in `name` may need the job's Docker engine. The others (judging results,
+/// writing reports, checking host files) run on a GPU machine without Docker too.
+pub fn needs_engine(name: &str) -> bool {
+    !matches!(name, "compare-to-baseline" | "report" | "assert-file")
+}
+
+/// Runs the built-in `name` (its place, cancellation and recorded results are in `step`);
+/// returns its outputs. `containers` is `None` when the job's host has no reachable engine.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     name: &str,
     inputs: &IndexMap<String, Value>,
-    containers: &mut JobContainers,
+    containers: Option<&mut JobContainers>,
     shared: &Arc<Shared>,
     job: &JobRef,
     job_gpus: Option<GpuRequest>,
     step: &mut StepContext<'_>,
 ) -> Result<IndexMap<String, String>, String> {
     let step_id = step.step_id;
+    // `None` when the job's host has no reachable engine: only the steps that touch
+    // containers need one (see `needs_engine`).
+    let engine_error = || format!("`{name}` needs a Docker engine, and this job's host has none");
     let text = |k: &str| {
         inputs
             .get(k)
@@ -78,6 +87,7 @@ pub async fn run(
     };
     match name {
         "start-container" => {
+            let containers = containers.ok_or_else(engine_error)?;
             let container = text("name").or_else(|| step_id.map(String::from)).ok_or(
                 "give the container a name: `with: { name: server }`, or give the step an `id`",
             )?;
@@ -124,6 +134,7 @@ pub async fn run(
             let grace = humantime::parse_duration(&timeout)
                 .map_err(|_| format!("`timeout` is `{timeout}`, not a duration such as `30s`"))?;
             let remove = text("remove").is_none_or(|r| r != "false");
+            let containers = containers.ok_or_else(engine_error)?;
             let code = containers
                 .stop(
                     shared,
@@ -146,6 +157,7 @@ pub async fn run(
             )]))
         }
         "wait-for-health" => {
+            let containers = containers.ok_or_else(engine_error)?;
             let call = wait_for_health::Call {
                 containers,
                 shared,
@@ -155,7 +167,9 @@ pub async fn run(
             };
             wait_for_health::run(inputs, call).await
         }
-        "assert-file" => assert_file::run(inputs, Some(containers), &shared.opts.workspace).await,
+        "assert-file" => {
+            assert_file::run(inputs, containers.map(|c| &*c), &shared.opts.workspace).await
+        }
         "check-cli-interface" => {
             let warn = |message: String| {
                 shared.emit(super::event::EventKind::Warning {
@@ -163,9 +177,13 @@ pub async fn run(
                     message,
                 });
             };
+            let containers = containers.ok_or_else(engine_error)?;
             check_cli_interface::run(inputs, containers, &shared.opts.workspace, &warn).await
         }
-        "benchmark" => benchmark::run(inputs, containers, shared, job, step).await,
+        "benchmark" => {
+            let containers = containers.ok_or_else(engine_error)?;
+            benchmark::run(inputs, containers, shared, job, step).await
+        }
         "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
         "report" => report::run(inputs, shared).await,
         other => Err(format!(
