@@ -63,7 +63,10 @@ pub fn record(
         info: Info {
             host_name: host_name(),
             gpu_uuids: gpus.uuids,
-            ..Info::default()
+            clocks: gpus.clocks,
+            power: gpus.power,
+            temperature: gpus.temperature,
+            topology: gpus.topology,
         },
     };
     let result = NewResult {
@@ -180,6 +183,13 @@ struct GpuFacts {
     driver: Option<String>,
     cuda: Option<String>,
     uuids: Vec<String>,
+    /// Per GPU, `index: value` joined by `; ` — informational, never part of the series key:
+    /// they vary run to run and explain a result rather than define what is comparable.
+    clocks: Option<String>,
+    power: Option<String>,
+    temperature: Option<String>,
+    /// `nvidia-smi topo -m`'s matrix: NVLink or the PCIe path between each pair.
+    topology: Option<String>,
 }
 
 impl GpuFacts {
@@ -201,7 +211,30 @@ impl GpuFacts {
         };
         let mut facts = Self::parse_query(&list);
         facts.cuda = run(&[]).and_then(|banner| Self::parse_cuda(&banner));
+        if let Some(state) = run(&[
+            "--query-gpu=index,clocks.sm,power.draw,temperature.gpu",
+            "--format=csv,noheader",
+        ]) {
+            (facts.clocks, facts.power, facts.temperature) = Self::parse_state(&state);
+        }
+        facts.topology = run(&["topo", "-m"]).map(|t| t.trim_end().to_string());
         facts
+    }
+
+    /// `0, 1980 MHz, 120.50 W, 45` per line → (`0: 1980 MHz; …`, `0: 120.50 W; …`, `0: 45 C; …`).
+    fn parse_state(text: &str) -> (Option<String>, Option<String>, Option<String>) {
+        let (mut clocks, mut power, mut temp) = (Vec::new(), Vec::new(), Vec::new());
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let parts: Vec<&str> = line.split(',').map(str::trim).collect();
+            let [index, clock, watts, celsius] = parts[..] else {
+                continue;
+            };
+            clocks.push(format!("{index}: {clock}"));
+            power.push(format!("{index}: {watts}"));
+            temp.push(format!("{index}: {celsius} C"));
+        }
+        let join = |v: Vec<String>| (!v.is_empty()).then(|| v.join("; "));
+        (join(clocks), join(power), join(temp))
     }
 
     /// `NVIDIA H200, 570.86.15, GPU-…` per line.
@@ -243,6 +276,17 @@ mod tests {
         assert_eq!(f.count, 2);
         assert_eq!(f.driver.as_deref(), Some("570.86.15"));
         assert_eq!(f.uuids, ["GPU-aaa", "GPU-bbb"]);
+    }
+
+    #[test]
+    fn clocks_power_and_temperature_are_listed_per_gpu() {
+        let (clocks, power, temp) = GpuFacts::parse_state(
+            "0, 1980 MHz, 120.50 W, 45\n1, 1755 MHz, 98.10 W, 41\nnot, a, row\n",
+        );
+        assert_eq!(clocks.as_deref(), Some("0: 1980 MHz; 1: 1755 MHz"));
+        assert_eq!(power.as_deref(), Some("0: 120.50 W; 1: 98.10 W"));
+        assert_eq!(temp.as_deref(), Some("0: 45 C; 1: 41 C"));
+        assert_eq!(GpuFacts::parse_state(""), (None, None, None));
     }
 
     #[test]
