@@ -137,6 +137,74 @@ async fn a_server_that_runs_out_of_memory_fails_the_wait_at_once() {
 }
 
 #[tokio::test]
+async fn a_container_killed_by_the_kernel_for_memory_fails_the_wait_at_once() {
+    // A 32 MiB limit and a shell that builds a 200 MB string: the kernel OOM-kills it.
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: start-container
+        with:
+          image: gpuflow-base:test
+          memory: 32m
+          command: sh -c 'echo loading; sleep 1; x=$(head -c 200000000 /dev/zero | tr "\0" a); echo loaded'
+      - id: wait
+        name: wait
+        uses: wait-for-health
+        with: { probe: tcp, address: "server:30000", container: server, timeout: 10m }
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step("wait"), StepOutcome::Failure);
+    let took = duration(&ran, "wait");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let text = all_text(&ran, "serve");
+    assert!(text.contains("OOMKilled: true"), "{text}");
+    assert!(text.contains("exited with code 137"), "{text}");
+    assert!(text.contains("loading"), "the last lines are shown: {text}");
+    ran.assert_nothing_left().await;
+}
+
+#[tokio::test]
+async fn a_container_that_restarts_fails_the_wait_at_its_first_restart() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: start-container
+        with:
+          image: gpuflow-base:test
+          restart: on-failure:5
+          command: >-
+            sh -c 'echo starting; sleep 1; echo "RuntimeError: boom" >&2; exit 3'
+      - id: wait
+        name: wait
+        uses: wait-for-health
+        with: { probe: tcp, address: "server:30000", container: server, timeout: 10m }
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step("wait"), StepOutcome::Failure);
+    let took = duration(&ran, "wait");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let text = all_text(&ran, "serve");
+    assert!(
+        text.contains("container `server` crashed and is restarting with code 3"),
+        "{text}"
+    );
+    assert!(text.contains("RuntimeError: boom"), "{text}");
+    ran.assert_nothing_left().await;
+}
+
+#[tokio::test]
 async fn tcp_and_command_probes_wait_for_the_server() {
     let Some(ran) = run(r#"
 on: workflow_dispatch

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use bollard::models::{
     ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, PortBinding,
-    ResourcesUlimits,
+    ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
 };
 use indexmap::IndexMap;
 
@@ -43,6 +43,11 @@ pub struct ContainerSpec {
     pub network_aliases: Vec<String>,
     /// Size of `/dev/shm` in bytes.
     pub shm_size: Option<u64>,
+    /// A memory limit in bytes (swap included, so the limit is real): past it the kernel
+    /// OOM-kills the container, which `inspect_state` reports as `oom_killed`.
+    pub memory: Option<u64>,
+    /// What the engine does when the container exits (Docker's `--restart`).
+    pub restart: Restart,
     /// `host`, `private`, `shareable`, `container:<name>`; `host` by default with GPUs.
     pub ipc: Option<String>,
     /// Limits by name (`memlock`, `stack`, `nofile`); with GPUs, `memlock` and `stack` default
@@ -55,6 +60,48 @@ pub struct ContainerSpec {
     /// PID 1 ignores SIGTERM, so stopping it would wait out the whole grace period. Turn it off
     /// only for images whose entrypoint is an init already.
     pub init: bool,
+}
+
+/// Docker's restart policies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Restart {
+    /// Never restart (Docker's default; a server that dies should fail the step watching it).
+    #[default]
+    No,
+    Always,
+    UnlessStopped,
+    /// Restart after a non-zero exit, at most this many times (`None`: without limit).
+    OnFailure(Option<u32>),
+}
+
+impl Restart {
+    /// `no`, `always`, `unless-stopped`, `on-failure` or `on-failure:N`, as `docker run
+    /// --restart` takes it.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim() {
+            "no" => Some(Self::No),
+            "always" => Some(Self::Always),
+            "unless-stopped" => Some(Self::UnlessStopped),
+            "on-failure" => Some(Self::OnFailure(None)),
+            other => other
+                .strip_prefix("on-failure:")
+                .and_then(|n| n.parse().ok())
+                .map(|n| Self::OnFailure(Some(n))),
+        }
+    }
+
+    fn policy(self) -> Option<RestartPolicy> {
+        let (name, retries) = match self {
+            Self::No => return None,
+            Self::Always => (RestartPolicyNameEnum::ALWAYS, None),
+            Self::UnlessStopped => (RestartPolicyNameEnum::UNLESS_STOPPED, None),
+            Self::OnFailure(n) => (RestartPolicyNameEnum::ON_FAILURE, n.map(i64::from)),
+        };
+        Some(RestartPolicy {
+            name: Some(name),
+            maximum_retry_count: retries,
+        })
+    }
 }
 
 /// A published port.
@@ -105,6 +152,8 @@ impl ContainerSpec {
             network: None,
             network_aliases: Vec::new(),
             shm_size: None,
+            memory: None,
+            restart: Restart::No,
             ipc: None,
             ulimits: Vec::new(),
             gpus: GpuRequest::None,
@@ -149,6 +198,13 @@ impl ContainerSpec {
             shm_size: self
                 .shm_size
                 .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX)),
+            memory: self
+                .memory
+                .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX)),
+            memory_swap: self
+                .memory
+                .map(|bytes| i64::try_from(bytes).unwrap_or(i64::MAX)),
+            restart_policy: self.restart.policy(),
             ipc_mode: self
                 .ipc
                 .clone()
@@ -316,6 +372,8 @@ mod tests {
         spec.gpus = GpuRequest::Count(2);
         spec.ipc = Some("private".into());
         spec.shm_size = Some(1 << 30);
+        spec.memory = Some(64 << 20);
+        spec.restart = Restart::OnFailure(Some(3));
         spec.ulimits = vec![Ulimit {
             name: "stack".into(),
             soft: 8_388_608,
@@ -324,6 +382,15 @@ mod tests {
         let h = host(&spec);
         assert_eq!(h.ipc_mode.as_deref(), Some("private"));
         assert_eq!(h.shm_size, Some(1 << 30));
+        assert_eq!(h.memory, Some(64 << 20));
+        assert_eq!(
+            h.memory_swap,
+            Some(64 << 20),
+            "swap adds nothing to the limit"
+        );
+        let policy = h.restart_policy.clone().unwrap();
+        assert_eq!(policy.name, Some(RestartPolicyNameEnum::ON_FAILURE));
+        assert_eq!(policy.maximum_retry_count, Some(3));
         assert_eq!(ulimit(&h, "stack"), Some((8_388_608, 8_388_608)));
         assert_eq!(ulimit(&h, "memlock"), Some((-1, -1)));
     }

@@ -27,7 +27,7 @@ mod network;
 pub use attach::AttachedOutput;
 pub use cleanup::{Managed, ManagedKind, Removed};
 pub use container::{Container, ContainerState};
-pub use container_spec::{ContainerSpec, PortMapping, Protocol, Ulimit, VolumeMount};
+pub use container_spec::{ContainerSpec, PortMapping, Protocol, Restart, Ulimit, VolumeMount};
 pub use docker::DockerBackend;
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use error::BackendError;

@@ -43,6 +43,19 @@ pub fn start_container_spec(
                 format!("`shm-size` is `{s}`, not a size such as `512m` or `16g`")
             })?);
     }
+    if let Some(m) = text("memory") {
+        spec.memory = Some(
+            byte_size(&m)
+                .ok_or_else(|| format!("`memory` is `{m}`, not a size such as `512m` or `16g`"))?,
+        );
+    }
+    if let Some(r) = text("restart") {
+        spec.restart = crate::backend::Restart::parse(&r).ok_or_else(|| {
+            format!(
+                "`restart` is `{r}`; write `no`, `always`, `unless-stopped`, `on-failure` or `on-failure:N`"
+            )
+        })?;
+    }
     spec.ipc = text("ipc");
     if let Some(u) = inputs.get("ulimits") {
         for (name, value) in map(u, "ulimits")? {

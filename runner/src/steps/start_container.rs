@@ -71,6 +71,20 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             doc: "The Docker network to join (`host` shares the host's network).",
         },
         InputSpec {
+            name: "memory",
+            ty: InputType::ByteSize,
+            required: false,
+            default: None,
+            doc: "A memory limit for the container (swap included). Past it the kernel OOM-kills the container, and a `wait-for-health` watching it fails at once saying so.",
+        },
+        InputSpec {
+            name: "restart",
+            ty: InputType::String,
+            required: false,
+            default: None,
+            doc: "Docker's restart policy: `no` (the default), `always`, `unless-stopped`, `on-failure` or `on-failure:N`. A `wait-for-health` watching the container fails at its first restart.",
+        },
+        InputSpec {
             name: "shm-size",
             ty: InputType::ByteSize,
             required: false,
