@@ -129,6 +129,33 @@ impl Board {
                     row.last_line = Some(cut(text));
                 }
             }
+            // A wait (`wait-for-health`) or a benchmark says how it is doing: time waited and
+            // the server's latest line, or requests done and the current rate.
+            EventKind::StepProgress {
+                job, step, message, ..
+            } => {
+                if let Some(row) = self.job(job).steps.get_mut(step) {
+                    row.last_line = Some(cut(message));
+                }
+            }
+            EventKind::BenchmarkProgress {
+                job,
+                step,
+                level,
+                phase,
+                done,
+                total,
+                errors,
+                output_tok_s,
+            } => {
+                let of = total.map(|t| format!("/{t}")).unwrap_or_default();
+                let line = format!(
+                    "{level} {phase}: {done}{of} requests, {output_tok_s:.1} tok/s, {errors} errors"
+                );
+                if let Some(row) = self.job(job).steps.get_mut(step) {
+                    row.last_line = Some(cut(&line));
+                }
+            }
             _ => {}
         }
     }
@@ -426,6 +453,43 @@ mod tests {
         ○ report  queued
         − lint  skipped: `if` is false
         ");
+    }
+
+    #[test]
+    fn a_wait_shows_the_servers_latest_line_and_a_benchmark_its_progress() {
+        let mut events = events();
+        events.push(at(
+            3.5,
+            EventKind::StepProgress {
+                job: job("bench"),
+                step: "2".into(),
+                waited: Duration::from_secs(2),
+                message: "waited 2s: Load weight begin".into(),
+            },
+        ));
+        let waiting = board(&events).render(Duration::from_secs(5));
+        assert!(
+            waiting.contains("│ waited 2s: Load weight begin"),
+            "{waiting}"
+        );
+        events.push(at(
+            4.0,
+            EventKind::BenchmarkProgress {
+                job: job("bench"),
+                step: "2".into(),
+                level: "single-stream".into(),
+                phase: "run 2/3".into(),
+                done: 3,
+                total: Some(4),
+                errors: 0,
+                output_tok_s: 89.5,
+            },
+        ));
+        let measuring = board(&events).render(Duration::from_secs(5));
+        assert!(
+            measuring.contains("│ single-stream run 2/3: 3/4 requests, 89.5 tok/s, 0 errors"),
+            "{measuring}"
+        );
     }
 
     #[test]
