@@ -148,10 +148,8 @@ impl Board {
                 errors,
                 output_tok_s,
             } => {
-                let of = total.map(|t| format!("/{t}")).unwrap_or_default();
-                let line = format!(
-                    "{level} {phase}: {done}{of} requests, {output_tok_s:.1} tok/s, {errors} errors"
-                );
+                let line =
+                    super::benchmark_progress(level, phase, *done, *total, *errors, *output_tok_s);
                 if let Some(row) = self.job(job).steps.get_mut(step) {
                     row.last_line = Some(cut(&line));
                 }

@@ -114,13 +114,10 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
                 .get(&(job.job.clone(), job.cell, step.clone()))
                 .cloned()
                 .unwrap_or_else(|| format!("step {step}"));
-            let done = match total {
-                Some(t) => format!("{done}/{t}"),
-                None => done.to_string(),
-            };
             format!(
-                "{} {name} | {level} {phase}: {done} requests, {output_tok_s:.1} tok/s, {errors} errors",
-                p(job)
+                "{} {name} | {}",
+                p(job),
+                super::benchmark_progress(level, phase, *done, *total, *errors, *output_tok_s)
             )
         }
         EventKind::ContainerStarted {
