@@ -36,6 +36,8 @@ pub struct ContainerSpec {
     pub volumes: Vec<VolumeMount>,
     /// The working directory inside the container.
     pub workdir: Option<String>,
+    /// The user (and group) the command runs as (`1000:1000`, `nobody`); the image's by default.
+    pub user: Option<String>,
     /// A network name, or `host` / `bridge` / `none` / `container:<name>`.
     pub network: Option<String>,
     /// Extra names the container answers to on `network` (a service's `redis`), so several
@@ -149,6 +151,7 @@ impl ContainerSpec {
             ports: Vec::new(),
             volumes: Vec::new(),
             workdir: None,
+            user: None,
             network: None,
             network_aliases: Vec::new(),
             shm_size: None,
@@ -220,6 +223,7 @@ impl ContainerSpec {
             entrypoint: self.entrypoint.clone(),
             env: Some(self.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
             working_dir: self.workdir.clone(),
+            user: self.user.clone(),
             labels: Some(labels),
             exposed_ports: (!exposed_ports.is_empty()).then_some(exposed_ports),
             tty: Some(false),
@@ -373,12 +377,14 @@ mod tests {
         spec.ipc = Some("private".into());
         spec.shm_size = Some(1 << 30);
         spec.memory = Some(64 << 20);
+        spec.user = Some("1000:1000".into());
         spec.restart = Restart::OnFailure(Some(3));
         spec.ulimits = vec![Ulimit {
             name: "stack".into(),
             soft: 8_388_608,
             hard: 8_388_608,
         }];
+        assert_eq!(body(&spec).user.as_deref(), Some("1000:1000"));
         let h = host(&spec);
         assert_eq!(h.ipc_mode.as_deref(), Some("private"));
         assert_eq!(h.shm_size, Some(1 << 30));

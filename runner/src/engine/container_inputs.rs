@@ -66,9 +66,7 @@ pub fn start_container_spec(
         Some(g) => gpus(g)?,
         None => job_gpus.unwrap_or_default(),
     };
-    if text("user").is_some() {
-        return Err("the input `user` is not supported yet; run the image's default user, or set it in the image".into());
-    }
+    spec.user = text("user");
     if let Some(init) = inputs.get("init") {
         spec.init = match init {
             Value::Bool(b) => *b,
