@@ -72,20 +72,7 @@ pub(crate) async fn run_with(yaml: &str, files: &[(&str, &str)]) -> Option<Ran> 
             "the test image `{image}` is missing: run `make test-images`"
         );
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    assert!(!diags.has_errors(), "{diags:#?}");
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
+    let (dir, wf, plan) = prepare(yaml, files);
     let run_id = format!("test-engine-{}", gpuflow::engine::new_run_id());
     let mut opts = RunOptions::new(&run_id, dir.path());
     opts.grace = Duration::from_secs(1);
@@ -417,4 +404,31 @@ jobs:
     );
     assert!(lines.contains("another `name`"), "{lines}");
     ran.assert_nothing_left().await;
+}
+
+/// A workspace (a `.git` folder, `w.yml`, and `files`) holding a valid workflow, loaded and
+/// planned: what every engine test starts from.
+pub(crate) fn prepare(
+    yaml: &str,
+    files: &[(&str, &str)],
+) -> (
+    tempfile::TempDir,
+    Box<gpuflow::workflow::Workflow>,
+    gpuflow::plan::Plan,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
+    assert!(!diags.has_errors(), "{diags:#?}");
+    let Loaded::Workflow(Some(wf)) = loaded else {
+        panic!("not a workflow")
+    };
+    let plan = build(&from_workflow(&wf, "w").input).unwrap();
+    (dir, wf, plan)
 }

@@ -13,10 +13,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use gpuflow::backend::{DockerBackend, ManagedKind};
-use gpuflow::check::load_and_check;
 use gpuflow::engine::{CollectSink, Event, EventKind, JobResult, RunOptions, RunReport};
-use gpuflow::plan::{build, from_workflow};
-use gpuflow::workflow::Loaded;
 use tokio_util::sync::CancellationToken;
 
 use super::docker::connect_or_skip;
@@ -120,20 +117,7 @@ async fn run_with(
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Option<Ran> {
     let docker = docker_with_images().await?;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    assert!(!diags.has_errors(), "{diags:#?}");
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
+    let (dir, wf, plan) = super::docker_engine::prepare(yaml, files);
     let run_id = format!("test-preflight-{}", gpuflow::engine::new_run_id());
     let mut opts = RunOptions::new(&run_id, dir.path());
     opts.grace = Duration::from_secs(1);
