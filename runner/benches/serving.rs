@@ -9,16 +9,17 @@
 //!     client that only reads bytes (hyper, the same keep-alive connections, no SSE parsing,
 //!     no clock reads) at the same concurrency: the ratio shows what measuring costs. Goal:
 //!     limited only by the simulator (ratio ≈ 1), CPU per request ≤ 0.3 ms. The comparison
-//!     with AIPerf and inference-perf needs them installed from PyPI and is not run here.
+//!     with AIPerf and inference-perf is `benches/clients.rs`.
 //!
 //! `GPUFLOW_BENCH_SCALE` (default 1) multiplies the request counts.
 
+#[path = "sim_process.rs"]
+mod sim_process;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use gpuflow::bench::stats::Summary;
@@ -29,56 +30,7 @@ use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use indexmap::IndexMap;
 use serde_json::Value;
-
-const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
-
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
-
-fn start_sim(args: &[&str]) -> Sim {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let pin = cpus >= 2 && Command::new("taskset").arg("-V").output().is_ok();
-    let mut command = if pin {
-        let mut c = Command::new("taskset");
-        c.args(["-c", "0", SIM]);
-        c
-    } else {
-        Command::new(SIM)
-    };
-    let mut child = command
-        .args(["--host", "127.0.0.1", "--port", "0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("gpuflow-sim starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
-    let url = first
-        .split("listening on ")
-        .nth(1)
-        .expect("the first line gives the address")
-        .trim()
-        .to_owned();
-    // Keep draining its log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    // `--port 0` servers are ready at once; wait for /health anyway.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let addr = url.trim_start_matches("http://").to_owned();
-    while std::net::TcpStream::connect(&addr).is_err() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Sim { child, url }
-}
+use sim_process::start_sim;
 
 fn config(url: &str, pairs: &[(&str, String)]) -> BenchConfig {
     let mut inputs: IndexMap<String, String> = IndexMap::new();
