@@ -94,12 +94,13 @@ fn main() {
         }
     );
 
-    let measure = |client: &dyn Fn(u64, &Path) -> Command| {
+    let measure = |name: &str, client: &dyn Fn(u64, &Path) -> Command| {
+        println!("  measuring {name} …");
         measure(client, small, large, &record, sim_pid, work.path())
     };
     let mut results: Vec<(String, Result<Measured, String>)> = vec![(
         "gpuflow bench".to_owned(),
-        measure(&|n, out| gpuflow_command(&sim.url, n, out)),
+        measure("gpuflow bench", &|n, out| gpuflow_command(&sim.url, n, out)),
     )];
     match python_tools(work.path()) {
         Err(why) => {
@@ -108,11 +109,15 @@ fn main() {
         }
         Ok(tools) => {
             let aiperf = tools.aiperf.and_then(|venv| {
-                measure(&|n, out| aiperf_command(&venv, &tools.tokenizer, &sim.url, n, out))
+                measure(&label(AIPERF), &|n, out| {
+                    aiperf_command(&venv, &tools.tokenizer, &sim.url, n, out)
+                })
             });
             results.push((label(AIPERF), aiperf));
             let inference_perf = tools.inference_perf.and_then(|venv| {
-                measure(&|n, out| inference_perf_command(&venv, &tools.tokenizer, &sim.url, n, out))
+                measure(&label(INFERENCE_PERF), &|n, out| {
+                    inference_perf_command(&venv, &tools.tokenizer, &sim.url, n, out)
+                })
             });
             results.push((label(INFERENCE_PERF), inference_perf));
         }
@@ -182,14 +187,13 @@ fn run_client(
     work: &Path,
 ) -> Result<Run, String> {
     let out = tempfile::tempdir_in(work).unwrap();
-    let log_path = out.path().join("client.log");
-    let log = File::create(&log_path).unwrap();
+    let (stdout_path, stderr_path) = (out.path().join("stdout"), out.path().join("stderr"));
     let mut command = client(n, out.path());
     command
         .process_group(0)
         .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
+        .stdout(File::create(&stdout_path).unwrap())
+        .stderr(File::create(&stderr_path).unwrap())
         // The tools' documented offline switches: nothing may be fetched from the hub.
         .env("HF_HUB_OFFLINE", "1")
         .env("TRANSFORMERS_OFFLINE", "1");
@@ -203,7 +207,8 @@ fn run_client(
     let leftovers = reap_descendants(LEFTOVER_GRACE);
     let cpu_s = children_cpu_s() - cpu_before;
     let sim_cpu_s = sim_pid.map_or(0.0, process_cpu_s) - sim_before;
-    let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
+    let output = stdout.clone() + &std::fs::read_to_string(&stderr_path).unwrap_or_default();
     if !status.success() {
         return Err(format!(
             "{n} requests: it exited with {status}; its last lines:\n{}",
@@ -222,7 +227,7 @@ fn run_client(
     }
     Ok(Run {
         cpu_s,
-        own_rate: own_rate(out.path(), &output),
+        own_rate: own_rate(out.path(), &stdout),
         seen,
         sim_cpu_s,
     })
