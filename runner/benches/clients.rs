@@ -194,9 +194,8 @@ fn run_client(
         .stdin(Stdio::null())
         .stdout(File::create(&stdout_path).unwrap())
         .stderr(File::create(&stderr_path).unwrap())
-        // The tools' documented offline switches: nothing may be fetched from the hub.
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1");
+        // Whatever the tools cache goes to the run's own folder, not the user's HF cache.
+        .env("HF_HOME", out.path().join("hf-home"));
     let record_from = std::fs::metadata(record).map_or(0, |m| m.len());
     let (cpu_before, sim_before) = (children_cpu_s(), sim_pid.map_or(0.0, process_cpu_s));
     let status = command
@@ -256,7 +255,9 @@ fn gpuflow_command(url: &str, n: u64, _out: &Path) -> Command {
 }
 
 /// AIPerf at its cheapest on one core: one worker, no dashboard, server metrics or GPU
-/// telemetry, token counts from the server's `usage` (no client-side tokenizing).
+/// telemetry, token counts from the server's `usage` (no client-side tokenizing). No
+/// `HF_HUB_OFFLINE`: AIPerf 0.13.0 in offline mode looks even a local path up as a hub repo
+/// id in the cache, and fails; online, it loads an absolute path as a local folder.
 fn aiperf_command(venv: &Path, tokenizer: &Path, url: &str, n: u64, out: &Path) -> Command {
     let mut c = pinned(CLIENT_CPU, venv.join("bin/aiperf"));
     c.arg("profile")
@@ -311,6 +312,9 @@ fn inference_perf_command(venv: &Path, tokenizer: &Path, url: &str, n: u64, out:
     std::fs::write(&config, yaml).unwrap();
     let mut c = pinned(CLIENT_CPU, venv.join("bin/inference-perf"));
     c.arg("-c").arg(config);
+    // The hub's documented offline switches: the tokenizer is the local folder or nothing.
+    c.env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1");
     c
 }
 
@@ -518,11 +522,17 @@ fn find_python() -> Result<PathBuf, String> {
             .map(PathBuf::from)
             .or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".pyenv")));
         if let Some(Ok(versions)) = pyenv.map(|p| std::fs::read_dir(p.join("versions"))) {
-            let mut found: Vec<PathBuf> = versions
-                .filter_map(|e| Some(e.ok()?.path().join("bin/python3")))
+            // Newest first: "3.13.0" before "3.9.18".
+            let mut found: Vec<(Vec<u32>, PathBuf)> = versions
+                .filter_map(|e| {
+                    let dir = e.ok()?.path();
+                    let name = dir.file_name()?.to_str()?.to_owned();
+                    let version = name.split('.').map_while(|p| p.parse().ok()).collect();
+                    Some((version, dir.join("bin/python3")))
+                })
                 .collect();
             found.sort();
-            c.extend(found.into_iter().rev());
+            c.extend(found.into_iter().rev().map(|(_, python)| python));
         }
         c
     };
@@ -583,6 +593,7 @@ fn venv(python: &Path, root: &Path, spec: &str) -> Result<PathBuf, String> {
     match installed {
         Ok(()) => {
             File::create(&marker).map_err(|e| e.to_string())?;
+            std::fs::remove_file(&log_path).ok();
             Ok(dir)
         }
         Err(why) => {
