@@ -708,7 +708,7 @@ fn print_report(results: &[(String, Result<Measured, String>)], large: u64) {
         } else if g.sim_busy >= 0.9 {
             "the simulator was the limit"
         } else {
-            "neither core was saturated"
+            "neither process filled its core (other work on the machine may have)"
         };
         writeln!(
             out,
