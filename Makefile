@@ -44,7 +44,8 @@ schema docs:
 conformance: build
 	python3 ../shared/conformance/run-expressions.py $(GPUFLOW)
 
-## Benchmarks print ratios against a baseline measured in the same run.
+## Benchmarks print ratios against a baseline measured in the same run. benches/clients.rs
+## installs AIPerf and inference-perf from PyPI into target/tmp/client-venvs on first use.
 bench:
 	$(CARGO) bench --workspace
 
