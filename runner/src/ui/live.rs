@@ -26,6 +26,8 @@ const LINE_CHARS: usize = 100;
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     Queued,
+    /// Ready, waiting for GPUs.
+    Waiting { reason: String },
     Running { since: Duration },
     Done { word: &'static str, took: Duration },
     Skipped { reason: String },
@@ -73,6 +75,11 @@ impl Board {
                 self.job(job);
             }
             EventKind::JobStarted { job } => self.job(job).state = State::Running { since: at },
+            EventKind::JobWaiting { job, reason } => {
+                self.job(job).state = State::Waiting {
+                    reason: reason.clone(),
+                }
+            }
             EventKind::JobSkipped { job, reason } => {
                 self.job(job).state = State::Skipped {
                     reason: reason.clone(),
@@ -207,7 +214,7 @@ impl Board {
 
 fn mark(state: &State, failed: bool) -> &'static str {
     match state {
-        State::Queued => "○",
+        State::Queued | State::Waiting { .. } => "○",
         State::Running { .. } => "●",
         State::Done { .. } if failed => "✗",
         State::Done {
@@ -221,6 +228,7 @@ fn mark(state: &State, failed: bool) -> &'static str {
 fn state_text(state: &State, now: Duration) -> String {
     match state {
         State::Queued => "queued".into(),
+        State::Waiting { reason } => reason.clone(),
         State::Running { since } => duration_text(now.saturating_sub(*since)),
         State::Done {
             word: "success",
