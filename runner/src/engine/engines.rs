@@ -120,6 +120,11 @@ impl Engines {
         self.gpus.insert(host.to_string(), Arc::new(gpus));
     }
 
+    /// The GPUs given to the host named `host`, if any.
+    pub fn gpus_for_host(&self, host: &str) -> Option<Arc<HostGpus>> {
+        self.gpus.get(host).cloned()
+    }
+
     /// The GPUs of job runs that have no host (a run without any engine).
     pub fn set_default_gpus(&mut self, gpus: HostGpus) {
         self.default_gpus = Some(Arc::new(gpus));
