@@ -724,6 +724,19 @@ impl JobRun {
                 let matrix = self.matrix_text();
                 let job_id = self.job_id.clone();
                 let mut recorded = std::mem::take(&mut self.recorded);
+                // Only a benchmark reads the GPUs (checks, telemetry, the fingerprint); asking
+                // for the inventory may probe a remote host, so no other step does.
+                let step_gpus = match self.shared.engines.gpus_for(&self.jref) {
+                    Some(host) if name == "benchmark" => Some(builtin::StepGpus {
+                        inventory: host.inventory().await,
+                        leased: self
+                            .gpus
+                            .as_ref()
+                            .map(|g| g.devices.clone())
+                            .unwrap_or_default(),
+                    }),
+                    _ => None,
+                };
                 // Judging results and writing reports need no engine: a GPU machine without
                 // Docker still runs them, and no connection is tried for them.
                 let containers = if builtin::needs_engine(name) {
@@ -740,6 +753,7 @@ impl JobRun {
                     env: &env,
                     recorded: &mut recorded,
                     cancel: cancel.clone(),
+                    gpus: step_gpus,
                     outputs_on_failure: IndexMap::new(),
                 };
                 let outputs = builtin::run(

@@ -8,6 +8,7 @@ pub mod causes;
 mod check_cli_interface;
 pub mod cli_usage;
 mod compare_to_baseline;
+mod gpu_timing;
 pub mod flag_check;
 mod recording;
 mod report;
@@ -15,7 +16,7 @@ mod script_metrics;
 mod step_context;
 pub mod wait_for_health;
 
-pub use step_context::{Recorded, StepContext};
+pub use step_context::{Recorded, StepContext, StepGpus};
 
 use std::sync::Arc;
 use std::time::Duration;
