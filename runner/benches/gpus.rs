@@ -25,7 +25,10 @@ const GPUS: usize = 8;
 const JOB_SECS: f64 = 1.0;
 
 fn workflow(with_gpus: bool) -> String {
-    let cells = (1..=JOBS).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    let cells = (1..=JOBS)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let limit = if with_gpus {
         "    gpus: 1\n".to_string()
     } else {
@@ -50,7 +53,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let stand_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/stand-in-8gpu-pcie.toml");
+    let stand_in =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/stand-in-8gpu-pcie.toml");
     let mut leased = Vec::new();
     let mut baseline = Vec::new();
     for _ in 0..runs {

@@ -102,7 +102,10 @@ fn hosts_shows_a_stand_in_inventory_with_its_topology_and_leases() {
         ),
         "{stdout}"
     );
-    let gpu3 = stdout.lines().find(|l| l.trim_start().starts_with("3 ")).unwrap();
+    let gpu3 = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("3 "))
+        .unwrap();
     assert!(gpu3.ends_with("pid 1, run held-by-test"), "{stdout}");
     drop(held);
 }
@@ -225,7 +228,10 @@ fn concurrent_runs_never_share_a_gpu_and_a_killed_runner_frees_its_gpus() {
     let (a, b) = (set(&d.join("out-a")), set(&d.join("out-b")));
     assert_eq!(a.len(), 4);
     assert_eq!(b.len(), 4);
-    assert!(a.iter().all(|g| !b.contains(g)), "{a:?} and {b:?} share a GPU");
+    assert!(
+        a.iter().all(|g| !b.contains(g)),
+        "{a:?} and {b:?} share a GPU"
+    );
 
     // All eight are leased: a third run waits, and says so.
     reaper.children.push(start_run(d, &leases, "c", 4, false));
@@ -277,7 +283,11 @@ impl NvidiaEngine {
         // Empty: the machine's /etc/docker/daemon.json names the main engine's data root.
         std::fs::write(d.join("daemon.json"), "{}").unwrap();
         let socket = d.join("docker.sock");
-        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         let namespace = format!("gpuflow-test-{}", std::process::id());
         let dockerd = Command::new("dockerd")
             .arg("--config-file")
@@ -464,12 +474,7 @@ async fn nvidia_engine_runs_eight_two_gpu_cells_four_at_a_time_on_disjoint_devic
     // Four at a time: 8 GPUs / 2 each. Counted at each start.
     let most = cells
         .iter()
-        .map(|a| {
-            cells
-                .iter()
-                .filter(|b| b.1 <= a.1 && a.1 < b.2)
-                .count()
-        })
+        .map(|a| cells.iter().filter(|b| b.1 <= a.1 && a.1 < b.2).count())
         .max()
         .unwrap();
     assert_eq!(most, 4, "{cells:?}");
@@ -478,6 +483,9 @@ async fn nvidia_engine_runs_eight_two_gpu_cells_four_at_a_time_on_disjoint_devic
         .filter(|e| matches!(e.kind, EventKind::JobWaiting { .. }))
         .count();
     assert_eq!(waited, 4, "the second four cells waited for GPUs");
-    assert_eq!(docker.run_containers(&run_id).await.unwrap(), Vec::<String>::new());
+    assert_eq!(
+        docker.run_containers(&run_id).await.unwrap(),
+        Vec::<String>::new()
+    );
     drop(engine);
 }

@@ -176,7 +176,16 @@ fn render_gpus(config: &HostConfig, inventories: &Inventories) -> String {
             }
         ));
         let mut rows = vec![
-            ["INDEX", "UUID", "MODEL", "MEMORY", "MIG", "NUMA", "LEASED BY"].map(String::from),
+            [
+                "INDEX",
+                "UUID",
+                "MODEL",
+                "MEMORY",
+                "MIG",
+                "NUMA",
+                "LEASED BY",
+            ]
+            .map(String::from),
         ];
         for (g, holder) in inv.gpus.iter().zip(holders) {
             rows.push([

@@ -20,11 +20,11 @@ use super::engines::Engines;
 use super::evaluate::object;
 use super::event::{EventKind, EventSink, JobRef, JobResult};
 use super::executor::{JobOutcome, Shared, run_job};
-use crate::gpu::{JobGpus, Leased};
 use super::mask::Masker;
 use super::options::RunOptions;
 use crate::diag::{Diagnostics, ExitCode};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
+use crate::gpu::{JobGpus, Leased};
 use crate::plan::Plan;
 use crate::workflow::model::{BoolOrExpr, Job, Workflow};
 

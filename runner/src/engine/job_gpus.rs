@@ -68,7 +68,11 @@ mod tests {
         let mut ctx = MapContext::new();
         ctx.insert(
             "matrix",
-            Value::Object([("gpus".to_string(), Value::Number(2.0))].into_iter().collect()),
+            Value::Object(
+                [("gpus".to_string(), Value::Number(2.0))]
+                    .into_iter()
+                    .collect(),
+            ),
         );
         let r = request(&expr("${{ matrix.gpus }}"), &ctx, &file)
             .unwrap()
@@ -77,8 +81,15 @@ mod tests {
         assert_eq!(r.placement, Some(Placement::SamePcieSwitch));
         ctx.insert(
             "matrix",
-            Value::Object([("gpus".to_string(), Value::Number(0.0))].into_iter().collect()),
+            Value::Object(
+                [("gpus".to_string(), Value::Number(0.0))]
+                    .into_iter()
+                    .collect(),
+            ),
         );
-        assert_eq!(request(&expr("${{ matrix.gpus }}"), &ctx, &file).unwrap(), None);
+        assert_eq!(
+            request(&expr("${{ matrix.gpus }}"), &ctx, &file).unwrap(),
+            None
+        );
     }
 }

@@ -251,7 +251,10 @@ mod tests {
             panic!()
         };
         assert!(why.contains("connected by NVLink"), "{why}");
-        assert!(matches!(choose(&inv, &free, &count(9, None)), Fit::Never(_)));
+        assert!(matches!(
+            choose(&inv, &free, &count(9, None)),
+            Fit::Never(_)
+        ));
     }
 
     #[test]
@@ -262,10 +265,15 @@ mod tests {
             want: Want::Ids(v.iter().map(ToString::to_string).collect()),
             placement: None,
         };
-        assert_eq!(choose(&inv, &free, &ids(&["GPU-test-6", "1"])), Fit::Now(vec![6, 1]));
+        assert_eq!(
+            choose(&inv, &free, &ids(&["GPU-test-6", "1"])),
+            Fit::Now(vec![6, 1])
+        );
         free[1] = false;
         assert_eq!(choose(&inv, &free, &ids(&["1"])), Fit::Wait);
-        assert!(matches!(choose(&inv, &free, &ids(&["12"])), Fit::Never(m) if m.contains("0, 1, 2")));
+        assert!(
+            matches!(choose(&inv, &free, &ids(&["12"])), Fit::Never(m) if m.contains("0, 1, 2"))
+        );
         let all = Request {
             want: Want::All,
             placement: None,
@@ -276,7 +284,10 @@ mod tests {
             want: Want::All,
             placement: Some(Placement::SamePcieSwitch),
         };
-        assert!(matches!(choose(&inv, &[true; 8], &all_one_switch), Fit::Never(_)));
+        assert!(matches!(
+            choose(&inv, &[true; 8], &all_one_switch),
+            Fit::Never(_)
+        ));
     }
 
     proptest! {

@@ -104,7 +104,10 @@ impl HostGpus {
                         Err(d) => Inventory::none(format!(
                             "the stand-in inventory `{}` is invalid: {}",
                             path.display(),
-                            d.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")
+                            d.iter()
+                                .map(|d| d.message.clone())
+                                .collect::<Vec<_>>()
+                                .join("; ")
                         )),
                     },
                     Discovery::Local => tokio::task::spawn_blocking(super::nvml::discover)
@@ -179,7 +182,10 @@ mod tests {
     async fn two_hosts_objects_on_one_folder_share_leases() {
         let root = tempfile::tempdir().unwrap();
         let inv = Arc::new(pcie_node());
-        let a = HostGpus::new(Discovery::Known(inv.clone()), LeaseDir::at(root.path(), "local"));
+        let a = HostGpus::new(
+            Discovery::Known(inv.clone()),
+            LeaseDir::at(root.path(), "local"),
+        );
         let b = HostGpus::new(Discovery::Known(inv), LeaseDir::at(root.path(), "local"));
         let four = Request {
             want: Want::Count(4),
@@ -193,7 +199,10 @@ mod tests {
         };
         assert_eq!(first.indexes_text(), "0,1,2,3");
         assert_eq!(second.indexes_text(), "4,5,6,7");
-        assert!(matches!(a.try_lease(&four, "c").await.unwrap(), Leased::Wait));
+        assert!(matches!(
+            a.try_lease(&four, "c").await.unwrap(),
+            Leased::Wait
+        ));
         assert_eq!(a.free_count().await, (0, 8));
         drop(first);
         assert_eq!(b.free_count().await, (4, 8));

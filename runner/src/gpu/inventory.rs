@@ -312,9 +312,9 @@ pub(crate) fn components(n: usize, same: &dyn Fn(usize, usize) -> bool) -> Vec<V
         let mut i = 0;
         while i < members.len() {
             let a = members[i];
-            for b in 0..n {
-                if group[b].is_none() && same(a, b) {
-                    group[b] = Some(id);
+            for (b, slot) in group.iter_mut().enumerate() {
+                if slot.is_none() && same(a, b) {
+                    *slot = Some(id);
                     members.push(b);
                 }
             }
@@ -392,7 +392,10 @@ pub(crate) mod tests {
     fn the_matrix_prints_like_topo_m() {
         let text = pcie_node().matrix_text();
         let first = text.lines().nth(1).unwrap();
-        assert!(first.starts_with("GPU0  X     PIX   PIX   PIX   SYS"), "{text}");
+        assert!(
+            first.starts_with("GPU0  X     PIX   PIX   PIX   SYS"),
+            "{text}"
+        );
         assert!(first.ends_with('0'), "{text}");
     }
 }

@@ -39,7 +39,10 @@ impl LeaseDir {
     pub fn for_host(host_key: &str) -> Self {
         let root = std::env::var_os(LEASE_DIR_ENV)
             .filter(|v| !v.is_empty())
-            .map_or_else(|| std::env::temp_dir().join("gpuflow-leases"), PathBuf::from);
+            .map_or_else(
+                || std::env::temp_dir().join("gpuflow-leases"),
+                PathBuf::from,
+            );
         Self::at(&root, host_key)
     }
 
@@ -136,11 +139,18 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = LeaseDir::at(root.path(), "ssh://me@node");
         assert!(dir.path().ends_with("ssh___me_node"));
-        let a = dir.try_lease(&uuids(&["GPU-0", "GPU-1"]), "a").unwrap().unwrap();
+        let a = dir
+            .try_lease(&uuids(&["GPU-0", "GPU-1"]), "a")
+            .unwrap()
+            .unwrap();
         assert!(!dir.is_free("GPU-0"));
         assert_eq!(dir.holder("GPU-1").as_deref(), Some("a"));
         // All or nothing: GPU-2 is free, GPU-1 is not.
-        assert!(dir.try_lease(&uuids(&["GPU-2", "GPU-1"]), "b").unwrap().is_none());
+        assert!(
+            dir.try_lease(&uuids(&["GPU-2", "GPU-1"]), "b")
+                .unwrap()
+                .is_none()
+        );
         assert!(dir.is_free("GPU-2"), "a failed lease keeps nothing");
         drop(a);
         assert!(dir.is_free("GPU-0"));

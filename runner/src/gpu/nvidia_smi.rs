@@ -142,7 +142,9 @@ impl Topology {
 /// one row per device. Rows other than GPUs and the legend are skipped.
 pub fn parse_topology(text: &str) -> Topology {
     let mut topo = Topology::default();
-    let mut lines = text.lines().skip_while(|l| !l.trim_start().starts_with("GPU"));
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("GPU"));
     let Some(header) = lines.next() else {
         return topo;
     };

@@ -217,7 +217,13 @@ mod tests {
             "s.toml",
             "model = \"H100\"\n[[gpus]]\nindex = 0\nnuma = 1\n",
         );
-        let text = render_all(&parse(&file).unwrap_err(), RenderOptions { color: false, unicode: false });
+        let text = render_all(
+            &parse(&file).unwrap_err(),
+            RenderOptions {
+                color: false,
+                unicode: false,
+            },
+        );
         assert!(text.contains("unknown field `numa`"), "{text}");
         assert!(text.contains("s.toml:4:1"), "{text}");
         assert!(text.contains("docs/gpus.md"), "{text}");
@@ -229,7 +235,13 @@ mod tests {
             "s.toml",
             "[[gpus]]\nindex = 0\nmodel = \"A\"\n[[gpus]]\nindex = 0\nmodel = \"A\"\n[[gpus]]\nindex = 2\n",
         );
-        let text = render_all(&parse(&file).unwrap_err(), RenderOptions { color: false, unicode: false });
+        let text = render_all(
+            &parse(&file).unwrap_err(),
+            RenderOptions {
+                color: false,
+                unicode: false,
+            },
+        );
         assert!(text.contains("two GPUs have index `0`"), "{text}");
         assert!(text.contains("GPU 2 has no model"), "{text}");
     }

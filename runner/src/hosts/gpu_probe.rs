@@ -87,12 +87,16 @@ impl Host {
             let code = docker.wait_exit(&container.id).await?;
             let mut out = String::new();
             docker
-                .follow_logs(&container.id, crate::backend::LogStart::Beginning, |l: crate::backend::LogLine| {
-                    if l.stream == OutputStream::Stdout {
-                        out.push_str(&l.text);
-                        out.push('\n');
-                    }
-                })
+                .follow_logs(
+                    &container.id,
+                    crate::backend::LogStart::Beginning,
+                    |l: crate::backend::LogLine| {
+                        if l.stream == OutputStream::Stdout {
+                            out.push_str(&l.text);
+                            out.push('\n');
+                        }
+                    },
+                )
                 .await?;
             Ok::<_, crate::backend::BackendError>((code, out))
         }

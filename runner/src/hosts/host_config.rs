@@ -19,7 +19,13 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_
 pub const CONFIG_FILE: &str = "gpuflow.toml";
 
 const TOP_KEYS: [&str; 1] = ["hosts"];
-const HOST_KEYS: [&str; 5] = ["endpoint", "labels", "gpus", "gpu-inventory", "gpu-probe-image"];
+const HOST_KEYS: [&str; 5] = [
+    "endpoint",
+    "labels",
+    "gpus",
+    "gpu-inventory",
+    "gpu-probe-image",
+];
 
 /// The hosts gpuflow knows: those of a `gpuflow.toml`, plus `local` (always present).
 #[derive(Clone, Debug, PartialEq)]
@@ -246,7 +252,11 @@ impl Reader {
                 "gpus" => gpus = self.gpus(value),
                 "gpu-inventory" => gpu_inventory = self.gpu_inventory(value),
                 "gpu-probe-image" => {
-                    gpu_probe_image = self.string(value, "gpu-probe-image", "nvidia/cuda:12.8.0-base-ubuntu24.04");
+                    gpu_probe_image = self.string(
+                        value,
+                        "gpu-probe-image",
+                        "nvidia/cuda:12.8.0-base-ubuntu24.04",
+                    );
                 }
                 _ => self.unknown_key(key, &HOST_KEYS, "a key of a host"),
             }
@@ -419,7 +429,11 @@ impl Reader {
             .unwrap_or_default();
         let path = base.join(&text);
         if let Err(problems) = crate::gpu::stand_in::load(&path) {
-            let first = problems.iter().next().map(|d| d.message.clone()).unwrap_or_default();
+            let first = problems
+                .iter()
+                .next()
+                .map(|d| d.message.clone())
+                .unwrap_or_default();
             let mut d = Diagnostic::error(
                 &self.file,
                 Span::from(value.span()),

@@ -27,10 +27,19 @@ const LINE_CHARS: usize = 100;
 enum State {
     Queued,
     /// Ready, waiting for GPUs.
-    Waiting { reason: String },
-    Running { since: Duration },
-    Done { word: &'static str, took: Duration },
-    Skipped { reason: String },
+    Waiting {
+        reason: String,
+    },
+    Running {
+        since: Duration,
+    },
+    Done {
+        word: &'static str,
+        took: Duration,
+    },
+    Skipped {
+        reason: String,
+    },
 }
 
 #[derive(Clone, Debug)]

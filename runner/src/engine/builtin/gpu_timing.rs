@@ -31,9 +31,8 @@ pub fn checks_from(texts: &IndexMap<String, String>) -> Result<Option<Checks>, S
         ..Checks::default()
     };
     if let Some(v) = texts.get("gpu-min-free-memory") {
-        let bytes = crate::engine::container_inputs::byte_size(v).ok_or_else(|| {
-            format!("`gpu-min-free-memory` is `{v}`, not a size such as `40g`")
-        })?;
+        let bytes = crate::engine::container_inputs::byte_size(v)
+            .ok_or_else(|| format!("`gpu-min-free-memory` is `{v}`, not a size such as `40g`"))?;
         c.min_free_memory_mib = Some(bytes / (1024 * 1024));
     }
     if let Some(v) = texts.get("gpu-max-ecc-errors") {
@@ -91,7 +90,10 @@ async fn states(gpus: &StepGpus) -> Result<Vec<(crate::gpu::Gpu, GpuState)>, Str
             let fresh = crate::gpu::stand_in::load(std::path::Path::new(path)).map_err(|d| {
                 format!(
                     "the stand-in inventory `{path}` could not be read again: {}",
-                    d.iter().map(|d| d.message.clone()).collect::<Vec<_>>().join("; ")
+                    d.iter()
+                        .map(|d| d.message.clone())
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 )
             })?;
             Ok(chosen
@@ -151,7 +153,9 @@ pub async fn before_timing(
             ));
         }
         if verdict.passed() {
-            say(&format!("before timing: the GPUs passed their checks{stand_in}"));
+            say(&format!(
+                "before timing: the GPUs passed their checks{stand_in}"
+            ));
             return Ok(());
         }
         let problems = verdict.failed.join("; ");

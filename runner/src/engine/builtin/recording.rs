@@ -13,10 +13,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::step_context::{Recorded, StepContext, StepGpus};
-use crate::gpu::telemetry::Telemetry;
 use crate::engine::containers::JobContainers;
 use crate::engine::executor::Shared;
 use crate::expr::Value;
+use crate::gpu::telemetry::Telemetry;
 use crate::store::{
     Fingerprint, GitInfo, Identity, Info, NewMetric, NewResult, ResultStore, RunStatus,
 };
@@ -260,9 +260,7 @@ mod tests {
             inventory: Arc::new(inv),
             leased: vec![(2, "GPU-stand-in-0002".into())],
         };
-        let unavailable = Telemetry::Unavailable {
-            reason: "x".into(),
-        };
+        let unavailable = Telemetry::Unavailable { reason: "x".into() };
         let f = GpuFacts::of(Some(&gpus), &unavailable);
         assert_eq!(f.model.as_deref(), Some("L40S (stand-in)"));
         assert_eq!(f.count, 1);
