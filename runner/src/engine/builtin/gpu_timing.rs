@@ -123,6 +123,16 @@ pub async fn before_timing(
     cancel: &tokio_util::sync::CancellationToken,
     say: &(dyn Fn(&str) + Sync),
 ) -> Result<(), String> {
+    checks_every(gpus, checks, cancel, say, RECHECK).await
+}
+
+async fn checks_every(
+    gpus: Option<&StepGpus>,
+    checks: &Checks,
+    cancel: &tokio_util::sync::CancellationToken,
+    say: &(dyn Fn(&str) + Sync),
+    recheck: Duration,
+) -> Result<(), String> {
     let Some(gpus) = gpus else {
         return Err(
             "the `gpu-*` checks need the job's GPUs, and this run does not know its host's (docs/gpus.md)"
@@ -170,7 +180,7 @@ pub async fn before_timing(
         }
         say(&format!("before timing: waiting: {problems}{stand_in}"));
         tokio::select! {
-            () = tokio::time::sleep(RECHECK) => {}
+            () = tokio::time::sleep(recheck) => {}
             () = cancel.cancelled() => return Err("cancelled while waiting for the GPUs' checks".into()),
         }
     }
@@ -201,6 +211,114 @@ pub fn telemetry_value(t: &Telemetry) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A stand-in node of two GPUs; GPU 1 runs `processes` processes.
+    fn stand_in(path: &std::path::Path, processes: u32) {
+        std::fs::write(
+            path,
+            format!(
+                "model = \"L40S\"\nmemory-mib = 46068\n[[gpus]]\nindex = 0\nprocesses = 0\n[[gpus]]\nindex = 1\nprocesses = {processes}\nmemory-used-mib = 1024\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    fn step_gpus(path: &std::path::Path) -> StepGpus {
+        StepGpus {
+            inventory: Arc::new(crate::gpu::stand_in::load(path).unwrap()),
+            leased: vec![(1, "GPU-stand-in-0001".into())],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_busy_gpu_fails_the_check_at_once_or_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inv.toml");
+        stand_in(&path, 2);
+        let gpus = step_gpus(&path);
+        let said = Mutex::new(Vec::<String>::new());
+        let say = |m: &str| said.lock().unwrap().push(m.to_string());
+        let idle = Checks {
+            idle: true,
+            ..Checks::default()
+        };
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let e = before_timing(Some(&gpus), &idle, &cancel, &say)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "before timing: GPU 1 is not idle: 2 processes use it (stand-in values)"
+        );
+
+        // Waiting: the file is read again at each look; the GPU is freed meanwhile.
+        let wait = Checks {
+            on_fail: OnFail::Wait,
+            ..idle.clone()
+        };
+        let freer = {
+            let path = path.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                stand_in(&path, 0);
+            })
+        };
+        checks_every(Some(&gpus), &wait, &cancel, &say, Duration::from_millis(50))
+            .await
+            .unwrap();
+        freer.await.unwrap();
+        let said = said.lock().unwrap().clone();
+        assert!(
+            said.iter()
+                .any(|l| l.starts_with("before timing: waiting: GPU 1 is not idle")),
+            "{said:?}"
+        );
+        assert_eq!(
+            said.last().unwrap(),
+            "before timing: the GPUs passed their checks (stand-in values)"
+        );
+
+        // A wait that never ends in a pass times out, naming the problem.
+        stand_in(&path, 1);
+        let short = Checks {
+            wait_timeout: Duration::from_millis(100),
+            ..wait
+        };
+        let e = checks_every(
+            Some(&gpus),
+            &short,
+            &cancel,
+            &|_| {},
+            Duration::from_millis(20),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.starts_with("before timing: still failing after 100ms: GPU 1 is not idle"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn telemetry_says_why_it_did_not_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inv.toml");
+        stand_in(&path, 0);
+        let gpus = step_gpus(&path);
+        assert_eq!(
+            start_telemetry(Some(&gpus), true).err().unwrap(),
+            "the GPUs are a stand-in inventory, not real GPUs"
+        );
+        assert_eq!(
+            start_telemetry(Some(&gpus), false).err().unwrap(),
+            "`gpu-telemetry: false`"
+        );
+        assert_eq!(
+            start_telemetry(None, true).err().unwrap(),
+            "the run does not know this host's GPUs"
+        );
+    }
 
     #[test]
     fn inputs_become_checks() {
