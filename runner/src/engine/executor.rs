@@ -204,14 +204,16 @@ pub async fn run_job(
         t.abort();
     }
     run.clean_up().await;
-    // Only now, with its containers gone, may another job have its GPUs.
-    drop(run.gpus.take());
+    let gpus = run.gpus.take();
     let _ = tokio::fs::remove_dir_all(&temp).await;
     shared.emit(EventKind::JobFinished {
         job: jref,
         result: outcome.result,
         duration: started.elapsed(),
     });
+    // Only now, with its containers gone and its end told, may another job have its GPUs:
+    // no `job_started` of a job on these GPUs comes before this one's `job_finished`.
+    drop(gpus);
     outcome
 }
 
