@@ -508,6 +508,26 @@ mod tests {
     }
 
     #[test]
+    fn a_job_waiting_for_gpus_says_so_until_it_starts() {
+        let mut events = events();
+        events.push(at(
+            4.0,
+            EventKind::JobWaiting {
+                job: job("report"),
+                reason: "waiting for 2 GPUs (0 of 8 free)".into(),
+            },
+        ));
+        let text = board(&events).render(Duration::from_secs(5));
+        assert!(
+            text.contains("○ report  waiting for 2 GPUs (0 of 8 free)"),
+            "{text}"
+        );
+        events.push(at(4.5, EventKind::JobStarted { job: job("report") }));
+        let text = board(&events).render(Duration::from_secs(5));
+        assert!(text.contains("● report  0.5s"), "{text}");
+    }
+
+    #[test]
     fn a_failed_job_keeps_the_step_that_failed() {
         let mut events = events();
         events.push(step_finished(4.0, "bench", "2", StepOutcome::Failure, 1.7));
