@@ -18,6 +18,7 @@ pub mod compare;
 pub mod diag;
 pub mod engine;
 pub mod expr;
+pub mod gpu;
 pub mod hosts;
 pub mod plan;
 pub mod report;

@@ -11,6 +11,7 @@ mod engine;
 mod expr;
 mod gc;
 mod generated;
+mod gpus;
 mod health;
 mod hosts;
 mod preflight;

@@ -2,11 +2,14 @@
 //! which connects to them. Also the `--config` argument that every command choosing a host
 //! shares.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::backend::{BackendError, ContainerSpec, DockerBackend, RunLabels};
 use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, render, render_all};
+use crate::gpu::{Discovery, Inventory};
 use crate::hosts::{Host, HostConfig};
 
 #[derive(Debug, clap::Args)]
@@ -21,6 +24,11 @@ pub struct Args {
     /// Print the hosts as JSON.
     #[arg(long)]
     pub json: bool,
+
+    /// Also ask remote hosts for their GPUs (`nvidia-smi` in a short-lived container there);
+    /// without it only this machine's GPUs and stand-in inventories are shown.
+    #[arg(long)]
+    pub probe: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -67,10 +75,15 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
                 Ok(config) => config,
                 Err(diags) => return Ok(config_errors(&diags, render)),
             };
+            let inventories = runtime()?.block_on(inventories(&config, args.probe));
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&to_json(&config))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&to_json(&config, &inventories))?
+                );
             } else {
-                print!("{}", render_list(&config));
+                print!("{}", render_list(&config, &inventories));
+                print!("{}", render_gpus(&config, &inventories));
             }
             Ok(ExitCode::Success)
         }
@@ -91,8 +104,137 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Each host's GPUs and where the lease files say who holds them, by host name; remote hosts
+/// only when `probe` (asking them starts a container there).
+type Inventories = HashMap<String, (Arc<Inventory>, Vec<Option<String>>)>;
+
+async fn inventories(config: &HostConfig, probe: bool) -> Inventories {
+    let mut out = HashMap::new();
+    for host in config.hosts() {
+        if matches!(host.gpu_discovery(), Discovery::Remote(_)) && !probe {
+            continue;
+        }
+        let gpus = host.gpus();
+        let inv = gpus.inventory().await;
+        let holders = inv
+            .gpus
+            .iter()
+            .map(|g| gpus.leases().holder(&g.uuid))
+            .collect();
+        out.insert(host.name.clone(), (inv, holders));
+    }
+    out
+}
+
+/// The GPUS column: what was found (`8 stand-in`), else the configured hint, else `-`.
+fn gpus_cell(host: &Host, inventories: &Inventories) -> String {
+    match inventories.get(&host.name) {
+        Some((inv, _)) if !inv.gpus.is_empty() => {
+            if inv.is_stand_in() {
+                format!("{} stand-in", inv.gpus.len())
+            } else {
+                inv.gpus.len().to_string()
+            }
+        }
+        _ => host.gpus.map_or_else(|| "-".into(), |n| n.to_string()),
+    }
+}
+
+/// Under the table: each host's GPUs, their topology and leases, or why it has none.
+fn render_gpus(config: &HostConfig, inventories: &Inventories) -> String {
+    let mut out = String::new();
+    for host in config.hosts() {
+        let Some((inv, holders)) = inventories.get(&host.name) else {
+            out.push_str(&format!(
+                "\n{}: GPUs not asked (a remote host: `gpuflow hosts --probe` runs `nvidia-smi` there)\n",
+                host.name
+            ));
+            continue;
+        };
+        if inv.gpus.is_empty() {
+            out.push_str(&format!("\n{}: {}\n", host.name, inv.source_text()));
+            continue;
+        }
+        let versions = [
+            inv.driver.as_ref().map(|d| format!("driver {d}")),
+            inv.cuda.as_ref().map(|c| format!("CUDA {c}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ");
+        out.push_str(&format!(
+            "\n{}: {} GPU{} from {}{}\n",
+            host.name,
+            inv.gpus.len(),
+            if inv.gpus.len() == 1 { "" } else { "s" },
+            inv.source_text(),
+            if versions.is_empty() {
+                String::new()
+            } else {
+                format!("; {versions}")
+            }
+        ));
+        let mut rows = vec![
+            [
+                "INDEX",
+                "UUID",
+                "MODEL",
+                "MEMORY",
+                "MIG",
+                "NUMA",
+                "LEASED BY",
+            ]
+            .map(String::from),
+        ];
+        for (g, holder) in inv.gpus.iter().zip(holders) {
+            rows.push([
+                g.index.to_string(),
+                g.uuid.clone(),
+                g.model.clone(),
+                format!("{} MiB", g.memory_mib),
+                match g.mig {
+                    Some(true) => "on".into(),
+                    Some(false) => "off".into(),
+                    None => "-".into(),
+                },
+                g.numa_node.map_or_else(|| "-".into(), |n| n.to_string()),
+                holder.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push_str(&indent(&columns(&rows), "  "));
+        if let Some(summary) = inv.topology_summary() {
+            out.push_str(&format!("  topology: {summary}\n"));
+        }
+        out.push_str(&indent(&inv.matrix_text(), "  "));
+    }
+    out
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines().map(|l| format!("{by}{l}\n")).collect()
+}
+
+/// Rows as aligned columns.
+fn columns<const N: usize>(rows: &[[String; N]]) -> String {
+    let widths: Vec<usize> = (0..N)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 /// One line per host: name, endpoint, labels, GPUs; columns aligned.
-fn render_list(config: &HostConfig) -> String {
+fn render_list(config: &HostConfig, inventories: &Inventories) -> String {
     let mut out = match config.file() {
         Some(file) => format!("hosts from {}\n", file.name),
         None => "no gpuflow.toml found: only the local engine (docs/hosts.md)\n".to_string(),
@@ -109,7 +251,7 @@ fn render_list(config: &HostConfig) -> String {
                 } else {
                     h.labels.join(", ")
                 },
-                h.gpus.map_or_else(|| "-".into(), |n| n.to_string()),
+                gpus_cell(h, inventories),
             ]
         })
         .collect();
@@ -146,17 +288,36 @@ fn endpoint_shown(host: &Host) -> String {
     }
 }
 
-fn to_json(config: &HostConfig) -> serde_json::Value {
+fn to_json(config: &HostConfig, inventories: &Inventories) -> serde_json::Value {
     let hosts: Vec<serde_json::Value> = config
         .hosts()
         .iter()
         .map(|h| {
+            // `null` when not asked (a remote host without `--probe`).
+            let inventory = inventories.get(&h.name).map(|(inv, holders)| {
+                serde_json::json!({
+                    "source": inv.source,
+                    "stand_in": inv.is_stand_in(),
+                    "driver": inv.driver,
+                    "cuda": inv.cuda,
+                    "gpus": inv.gpus.iter().zip(holders).map(|(g, holder)| {
+                        let mut v = serde_json::to_value(g).unwrap_or_default();
+                        v["leased_by"] = serde_json::json!(holder);
+                        v
+                    }).collect::<Vec<_>>(),
+                    "topology": inv.topology_summary(),
+                    "links": inv.gpus.iter().enumerate().map(|(a, _)| {
+                        (0..inv.gpus.len()).map(|b| inv.link(a, b).label()).collect::<Vec<_>>()
+                    }).collect::<Vec<_>>(),
+                })
+            });
             serde_json::json!({
                 "name": h.name,
                 "endpoint": h.endpoint().ok().map(|e| e.to_string()),
                 "endpoint_source": h.endpoint_source(),
                 "labels": h.labels,
                 "gpus": h.gpus,
+                "inventory": inventory,
             })
         })
         .collect();
@@ -268,7 +429,7 @@ mod tests {
             "[hosts.node-a]\nendpoint = \"ssh://me@node-a\"\nlabels = [\"blackwell\", \"8gpu\"]\ngpus = 8\n",
         );
         let config = HostConfig::parse(&file).unwrap();
-        let text = render_list(&config);
+        let text = render_list(&config, &Inventories::new());
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "hosts from gpuflow.toml");
         assert!(lines[1].starts_with("NAME    ENDPOINT"), "{text}");
@@ -288,7 +449,7 @@ mod tests {
     #[test]
     fn json_lists_every_host() {
         let config = HostConfig::implicit();
-        let json = to_json(&config);
+        let json = to_json(&config, &Inventories::new());
         assert_eq!(json["config"], serde_json::Value::Null);
         assert_eq!(json["hosts"][0]["name"], "local");
         assert_eq!(json["hosts"][0]["labels"], serde_json::json!([]));

@@ -255,6 +255,9 @@ fn choose_hosts(
             .collect();
         match hosts.select(&runs_on, host_override) {
             Ok(host) => {
+                if engines.gpus_for_host(&host.name).is_none() {
+                    engines.set_gpus(&host.name, host.gpus());
+                }
                 let index = engines.add_host(&host.name, connect_and_sweep(host.clone()));
                 engines.assign(&run.job_id, run.cell, index);
             }

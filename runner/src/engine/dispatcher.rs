@@ -24,8 +24,9 @@ use super::mask::Masker;
 use super::options::RunOptions;
 use crate::diag::{Diagnostics, ExitCode};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
+use crate::gpu::{JobGpus, Leased};
 use crate::plan::Plan;
-use crate::workflow::model::{BoolOrExpr, Workflow};
+use crate::workflow::model::{BoolOrExpr, Job, Workflow};
 
 /// How one job run ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,6 +168,8 @@ pub async fn run(
     let mut outputs: HashMap<String, IndexMap<String, String>> = HashMap::new();
     let mut fail_fast: HashMap<String, CancellationToken> = HashMap::new();
     let mut tasks: JoinSet<(usize, JobOutcome, Duration)> = JoinSet::new();
+    // Runs that are ready but wait for GPUs; each says so once (`job_waiting`).
+    let mut waiting = vec![false; runs.len()];
     // Jobs the plan skipped (an empty matrix) count as skipped for those that need them.
     let skipped_jobs: Vec<String> = plan.skipped.iter().map(|s| s.job_id.clone()).collect();
 
@@ -263,19 +266,63 @@ pub async fn run(
                     continue;
                 }
             }
+            // GPUs are leased before the job starts and held for its whole life; a job that
+            // does not fit now waits (others that fit start meanwhile), one that can never fit
+            // fails at once.
+            let gpus = match lease_gpus(&shared, job, &ctx, jref).await {
+                GpuStart::Go(gpus) => gpus,
+                GpuStart::Wait(reason) => {
+                    if !waiting[i] {
+                        waiting[i] = true;
+                        shared.emit(EventKind::JobWaiting {
+                            job: jref.clone(),
+                            reason,
+                        });
+                    }
+                    continue;
+                }
+                GpuStart::Fail(message) => {
+                    shared.emit(EventKind::Warning {
+                        job: Some(jref.clone()),
+                        message: message.clone(),
+                    });
+                    finish_unstarted(&shared, jref, JobResult::Failure, &message);
+                    state[i] = State::Done;
+                    results[i] = Some(summary(jref, JobResult::Failure, false));
+                    continue;
+                }
+            };
+            if let Some(g) = &gpus {
+                shared.emit(EventKind::GpusLeased {
+                    job: jref.clone(),
+                    indexes: g.devices.iter().map(|(i, _)| *i).collect(),
+                    uuids: g.uuids(),
+                    stand_in: g.stand_in,
+                });
+            }
             state[i] = State::Running;
             shared.emit(EventKind::JobStarted { job: jref.clone() });
             let (shared2, planned2, jref2) = (shared.clone(), planned.clone(), jref.clone());
             tasks.spawn(async move {
                 let started = Instant::now();
-                let outcome = run_job(shared2, planned2, jref2, needs, token).await;
+                let outcome = run_job(shared2, planned2, jref2, needs, token, gpus).await;
                 (i, outcome, started.elapsed())
             });
         }
 
+        // GPUs freed by this run are seen when its job ends; those freed by other gpuflow
+        // processes only by looking again.
+        let gpu_wait = (0..runs.len()).any(|i| state[i] == State::Pending && waiting[i]);
         if tasks.is_empty() {
             if state.iter().all(|s| *s == State::Done) {
                 break;
+            }
+            if gpu_wait && !cancel.is_cancelled() {
+                tokio::select! {
+                    () = tokio::time::sleep(GPU_POLL) => {}
+                    () = cancel.cancelled() => {}
+                }
+                continue;
             }
             // Nothing runs and nothing can start: only cancellation can change that. It cannot
             // happen for a valid plan, but a wait here would hang the run.
@@ -287,6 +334,7 @@ pub async fn run(
         let joined = tokio::select! {
             joined = tasks.join_next() => joined,
             () = cancel.cancelled(), if !cancel.is_cancelled() => continue,
+            () = tokio::time::sleep(GPU_POLL), if gpu_wait => continue,
         };
         let Some(joined) = joined else { continue };
         let (i, outcome, duration) = match joined {
@@ -369,6 +417,47 @@ pub async fn run(
         preflight,
         unreachable: shared.engines.failures(),
     })
+}
+
+/// How often a run with jobs waiting for GPUs looks whether another process freed some.
+const GPU_POLL: Duration = Duration::from_millis(250);
+
+/// What a ready job's GPUs allow.
+enum GpuStart {
+    /// Start, with these GPUs leased (`None`: it asks for none, or nobody said what its host
+    /// has, in which case its `gpus:` goes to Docker as written).
+    Go(Option<JobGpus>),
+    /// Wait; why, in words.
+    Wait(String),
+    /// It cannot ever start; why.
+    Fail(String),
+}
+
+async fn lease_gpus(shared: &Shared, job: &Job, ctx: &MapContext, jref: &JobRef) -> GpuStart {
+    let Some(gpus) = &job.gpus else {
+        return GpuStart::Go(None);
+    };
+    let request = match super::job_gpus::request(gpus, ctx, &shared.wf.file) {
+        Ok(Some(request)) => request,
+        Ok(None) => return GpuStart::Go(None),
+        Err(message) => return GpuStart::Fail(format!("its `gpus` failed: {message}")),
+    };
+    let Some(host) = shared.engines.gpus_for(jref) else {
+        return GpuStart::Go(None);
+    };
+    let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
+    match host.try_lease(&request, &holder).await {
+        Ok(Leased::Now(gpus)) => GpuStart::Go(Some(gpus)),
+        Ok(Leased::Wait) => {
+            let (free, total) = host.free_count().await;
+            GpuStart::Wait(format!(
+                "waiting for {} ({free} of {total} free)",
+                request.describe()
+            ))
+        }
+        Ok(Leased::Never(why)) => GpuStart::Fail(format!("cannot get its GPUs: {why}")),
+        Err(why) => GpuStart::Fail(why),
+    }
 }
 
 fn summary(job: &JobRef, result: JobResult, allowed: bool) -> JobSummary {

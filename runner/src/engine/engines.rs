@@ -14,6 +14,7 @@ use tokio::sync::OnceCell;
 
 use super::event::JobRef;
 use crate::backend::{BackendError, DockerBackend};
+use crate::gpu::HostGpus;
 
 /// How to reach one host's engine; called at most once per run.
 pub type Connect =
@@ -36,6 +37,10 @@ pub struct Engines {
     assigned: HashMap<(String, usize), usize>,
     /// Where job runs without an assignment go; `None`: they have no engine.
     fallback: Option<usize>,
+    /// The GPUs of each host, by host name, for jobs that ask for GPUs (docs/gpus.md).
+    gpus: HashMap<String, Arc<HostGpus>>,
+    /// The GPUs of job runs on no host (a run with no engine at all: host steps only).
+    default_gpus: Option<Arc<HostGpus>>,
 }
 
 impl Engines {
@@ -108,6 +113,29 @@ impl Engines {
             })
             .await
             .clone()
+    }
+
+    /// Gives the host `host` its GPUs: jobs there that ask for GPUs lease them from `gpus`.
+    pub fn set_gpus(&mut self, host: &str, gpus: HostGpus) {
+        self.gpus.insert(host.to_string(), Arc::new(gpus));
+    }
+
+    /// The GPUs given to the host named `host`, if any.
+    pub fn gpus_for_host(&self, host: &str) -> Option<Arc<HostGpus>> {
+        self.gpus.get(host).cloned()
+    }
+
+    /// The GPUs of job runs that have no host (a run without any engine).
+    pub fn set_default_gpus(&mut self, gpus: HostGpus) {
+        self.default_gpus = Some(Arc::new(gpus));
+    }
+
+    /// The GPUs of the host a job run is on; `None` when nobody said what that host has.
+    pub fn gpus_for(&self, job: &JobRef) -> Option<Arc<HostGpus>> {
+        match self.host_of(job) {
+            Some(host) => self.gpus.get(host).cloned(),
+            None => self.default_gpus.clone(),
+        }
     }
 
     /// The engines connected so far, with their host names.

@@ -127,6 +127,22 @@ pub enum EventKind {
         job: JobRef,
         reason: String,
     },
+    /// The job is ready but waits for GPUs (docs/gpus.md); said once per wait. Other jobs
+    /// that fit start meanwhile.
+    JobWaiting {
+        job: JobRef,
+        /// `waiting for 2 GPUs (1 of 8 free)`.
+        reason: String,
+    },
+    /// GPUs leased to the job for its whole life, before it started.
+    GpusLeased {
+        job: JobRef,
+        /// Their indexes on the host.
+        indexes: Vec<u32>,
+        uuids: Vec<String>,
+        /// They come from a stand-in inventory file: not real GPUs.
+        stand_in: bool,
+    },
     JobFinished {
         job: JobRef,
         result: JobResult,

@@ -29,6 +29,7 @@ use super::{builtin, output_file, script};
 use crate::backend::GpuRequest;
 use crate::diag::{SourceFile, Spanned};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
+use crate::gpu::JobGpus;
 use crate::plan::PlannedJob;
 use crate::workflow::model::{BoolOrExpr, Container, GpuDevices, Job, Step, Uses, Workflow};
 
@@ -106,6 +107,8 @@ pub(super) struct JobRun {
     temp: PathBuf,
     /// Benchmark results this job run recorded, for `compare-to-baseline`.
     recorded: Vec<builtin::Recorded>,
+    /// The GPUs leased to this job run, held until it has cleaned up.
+    gpus: Option<JobGpus>,
 }
 
 /// Runs one job run to its end; never fails (a problem is a failed step or job, said through
@@ -116,6 +119,7 @@ pub async fn run_job(
     jref: JobRef,
     needs: Value,
     cancel: CancellationToken,
+    gpus: Option<JobGpus>,
 ) -> JobOutcome {
     let started = Instant::now();
     let job = shared.wf.jobs[&planned.job_id].clone();
@@ -139,6 +143,7 @@ pub async fn run_job(
         job_container: None,
         temp: temp.clone(),
         recorded: Vec::new(),
+        gpus,
     };
     let setup = run.setup(&planned, &job, needs);
     let timed_out = Arc::new(AtomicBool::new(false));
@@ -199,12 +204,16 @@ pub async fn run_job(
         t.abort();
     }
     run.clean_up().await;
+    let gpus = run.gpus.take();
     let _ = tokio::fs::remove_dir_all(&temp).await;
     shared.emit(EventKind::JobFinished {
         job: jref,
         result: outcome.result,
         duration: started.elapsed(),
     });
+    // Only now, with its containers gone and its end told, may another job have its GPUs:
+    // no `job_started` of a job on these GPUs comes before this one's `job_finished`.
+    drop(gpus);
     outcome
 }
 
@@ -387,6 +396,9 @@ impl JobRun {
                 read_only: false,
             });
             spec.workdir = Some(workspace);
+            if let Some(gpus) = self.job_gpus() {
+                spec.gpus = gpus;
+            }
             let jref = self.jref.clone();
             let grace = shared.opts.grace;
             let containers = self.containers().await?;
@@ -714,6 +726,19 @@ impl JobRun {
                 let matrix = self.matrix_text();
                 let job_id = self.job_id.clone();
                 let mut recorded = std::mem::take(&mut self.recorded);
+                // Only a benchmark reads the GPUs (checks, telemetry, the fingerprint); asking
+                // for the inventory may probe a remote host, so no other step does.
+                let step_gpus = match self.shared.engines.gpus_for(&self.jref) {
+                    Some(host) if name == "benchmark" => Some(builtin::StepGpus {
+                        inventory: host.inventory().await,
+                        leased: self
+                            .gpus
+                            .as_ref()
+                            .map(|g| g.devices.clone())
+                            .unwrap_or_default(),
+                    }),
+                    _ => None,
+                };
                 // Judging results and writing reports need no engine: a GPU machine without
                 // Docker still runs them, and no connection is tried for them.
                 let containers = if builtin::needs_engine(name) {
@@ -730,6 +755,7 @@ impl JobRun {
                     env: &env,
                     recorded: &mut recorded,
                     cancel: cancel.clone(),
+                    gpus: step_gpus,
                     outputs_on_failure: IndexMap::new(),
                 };
                 let outputs = builtin::run(
@@ -789,7 +815,13 @@ impl JobRun {
         }
     }
 
+    /// What the job's containers get: the leased GPUs by UUID (UUIDs, unlike indexes, do not
+    /// depend on `CUDA_DEVICE_ORDER`), or, when the host's GPUs are not known to the run, the
+    /// job's `gpus:` as written.
     fn job_gpus(&self) -> Option<GpuRequest> {
+        if let Some(leased) = &self.gpus {
+            return Some(GpuRequest::Devices(leased.uuids()));
+        }
         let job = self.shared.wf.jobs.get(&self.job_id)?;
         Some(match &job.gpus.as_ref()?.devices {
             GpuDevices::All => GpuRequest::All,
@@ -866,6 +898,15 @@ impl JobRun {
             None => None,
         };
         let mut run_env = self.github_env();
+        let on_host = step.container.is_none() && self.job_container.is_none();
+        if let Some(leased) = &self.gpus {
+            run_env.insert("GPUFLOW_GPUS".into(), leased.indexes_text());
+            // On the host nothing else hides the other GPUs; in a container the runtime
+            // exposes only the leased ones already.
+            if on_host {
+                run_env.insert("CUDA_VISIBLE_DEVICES".into(), leased.uuids().join(","));
+            }
+        }
         run_env.extend(env);
         run_env.extend(rendered.env);
         let run = ScriptRun {

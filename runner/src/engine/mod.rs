@@ -24,6 +24,7 @@ pub mod event;
 pub mod executor;
 pub mod host;
 pub mod inputs;
+pub mod job_gpus;
 pub mod log_store;
 pub mod mask;
 pub mod options;

@@ -639,6 +639,7 @@ async fn run_job_checks(
                 env: &env,
                 recorded: &mut recorded,
                 cancel: cancel.clone(),
+                gpus: None,
                 outputs_on_failure: IndexMap::new(),
             };
             builtin::run(

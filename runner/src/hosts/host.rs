@@ -23,8 +23,14 @@ pub struct Host {
     pub endpoint: HostEndpoint,
     /// In file order, without duplicates.
     pub labels: Vec<String>,
-    /// How many GPUs the host has, as configured (a hint for listings until discovery exists).
+    /// How many GPUs the host has, as configured (a hint, shown when discovery finds none).
     pub gpus: Option<u32>,
+    /// A stand-in GPU inventory file (`gpu-inventory`, docs/gpus.md) used instead of
+    /// discovery, resolved against the host file's folder.
+    pub gpu_inventory: Option<std::path::PathBuf>,
+    /// The image the GPU probe (`nvidia-smi` in a short-lived container) runs on a remote
+    /// host (`gpu-probe-image`).
+    pub gpu_probe_image: Option<String>,
     /// Where `[hosts.NAME]` is written; `None` for the implicit `local` host.
     pub span: Option<Span>,
 }
@@ -37,6 +43,8 @@ impl Host {
             endpoint: HostEndpoint::FromEnv,
             labels: Vec::new(),
             gpus: None,
+            gpu_inventory: None,
+            gpu_probe_image: None,
             span: None,
         }
     }
@@ -83,6 +91,8 @@ mod tests {
             endpoint: HostEndpoint::Configured(Endpoint::parse("ssh://me@node-a").unwrap()),
             labels: vec!["blackwell".into(), "8gpu".into()],
             gpus: Some(8),
+            gpu_inventory: None,
+            gpu_probe_image: None,
             span: None,
         }
     }

@@ -19,7 +19,13 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_
 pub const CONFIG_FILE: &str = "gpuflow.toml";
 
 const TOP_KEYS: [&str; 1] = ["hosts"];
-const HOST_KEYS: [&str; 3] = ["endpoint", "labels", "gpus"];
+const HOST_KEYS: [&str; 5] = [
+    "endpoint",
+    "labels",
+    "gpus",
+    "gpu-inventory",
+    "gpu-probe-image",
+];
 
 /// The hosts gpuflow knows: those of a `gpuflow.toml`, plus `local` (always present).
 #[derive(Clone, Debug, PartialEq)]
@@ -237,11 +243,21 @@ impl Reader {
         let mut endpoint = None;
         let mut labels = Vec::new();
         let mut gpus = None;
+        let mut gpu_inventory = None;
+        let mut gpu_probe_image = None;
         for (key, value) in table {
             match key.get_ref().as_ref() {
                 "endpoint" => endpoint = self.endpoint(value),
                 "labels" => labels = self.labels(&host_name, value),
                 "gpus" => gpus = self.gpus(value),
+                "gpu-inventory" => gpu_inventory = self.gpu_inventory(value),
+                "gpu-probe-image" => {
+                    gpu_probe_image = self.string(
+                        value,
+                        "gpu-probe-image",
+                        "nvidia/cuda:12.8.0-base-ubuntu24.04",
+                    );
+                }
                 _ => self.unknown_key(key, &HOST_KEYS, "a key of a host"),
             }
         }
@@ -273,6 +289,8 @@ impl Reader {
             endpoint,
             labels,
             gpus,
+            gpu_inventory,
+            gpu_probe_image,
             span: Some(name_span),
         })
     }
@@ -382,6 +400,56 @@ impl Reader {
             );
         }
         parsed
+    }
+
+    fn string(&mut self, value: &Spanned<DeValue<'_>>, key: &str, example: &str) -> Option<String> {
+        match value.get_ref() {
+            DeValue::String(s) if !s.trim().is_empty() => Some(s.to_string()),
+            _ => {
+                self.push(
+                    Diagnostic::error(
+                        &self.file,
+                        Span::from(value.span()),
+                        format!("`{key}` must be a non-empty string"),
+                    )
+                    .hint(format!("write e.g. `{key} = \"{example}\"`")),
+                );
+                None
+            }
+        }
+    }
+
+    /// A stand-in inventory file, relative to the host file's folder; read and checked here,
+    /// so its problems are reported with the host file's.
+    fn gpu_inventory(&mut self, value: &Spanned<DeValue<'_>>) -> Option<PathBuf> {
+        let text = self.string(value, "gpu-inventory", "gpus/stand-in.toml")?;
+        let base = Path::new(&self.file.name)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let path = base.join(&text);
+        if let Err(problems) = crate::gpu::stand_in::load(&path) {
+            let first = problems
+                .iter()
+                .next()
+                .map(|d| d.message.clone())
+                .unwrap_or_default();
+            let mut d = Diagnostic::error(
+                &self.file,
+                Span::from(value.span()),
+                format!("the stand-in GPU inventory `{text}` cannot be used: {first}"),
+            )
+            .label(format!("read as `{}`", path.display()));
+            // The file's own problems, each at its place.
+            for p in problems.iter() {
+                if let Some(file) = &p.file {
+                    d = d.related(file, p.span, p.message.clone());
+                }
+            }
+            self.push(d.hint("fix the file (docs/gpus.md shows the format), or the path: it is relative to this host file's folder"));
+            return None;
+        }
+        Some(path)
     }
 
     /// A label equal to another host's name would make `runs-on: NAME` ambiguous. Checked over

@@ -7,15 +7,18 @@
 //! always there. Connecting checks an `ssh://` node first, because bollard reports a node
 //! without the docker CLI only as an unexplained `IncompleteMessage`.
 //!
-//! Knows nothing of workflows (it takes `runs-on` as plain strings), the engine or GPUs
-//! present on a host (the `gpus` key is a configured hint, not an inventory).
+//! Knows nothing of workflows (it takes `runs-on` as plain strings) or the engine. A host's
+//! GPUs are found as configured ([`Host::gpu_discovery`]: a stand-in file, NVML, or
+//! `nvidia-smi` in a container on the host); the `gpus` key is only a hint for listings.
 
 mod connect;
+mod gpu_probe;
 mod host;
 mod host_config;
 mod node_check;
 mod select;
 
+pub use gpu_probe::DEFAULT_PROBE_IMAGE;
 pub use host::{Host, HostEndpoint, LOCAL};
 pub use host_config::{CONFIG_FILE, HostConfig};
 pub use node_check::check_ssh_node;

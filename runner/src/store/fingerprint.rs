@@ -39,6 +39,10 @@ pub struct Info {
     pub power: Option<String>,
     pub temperature: Option<String>,
     pub topology: Option<String>,
+    /// GPU telemetry while the step measured (docs/gpus.md): per-GPU summaries and the time
+    /// series, or why there is none. Absent in results recorded before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<serde_json::Value>,
 }
 
 /// Everything known about where a result came from.

@@ -26,9 +26,20 @@ const LINE_CHARS: usize = 100;
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     Queued,
-    Running { since: Duration },
-    Done { word: &'static str, took: Duration },
-    Skipped { reason: String },
+    /// Ready, waiting for GPUs.
+    Waiting {
+        reason: String,
+    },
+    Running {
+        since: Duration,
+    },
+    Done {
+        word: &'static str,
+        took: Duration,
+    },
+    Skipped {
+        reason: String,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -73,6 +84,11 @@ impl Board {
                 self.job(job);
             }
             EventKind::JobStarted { job } => self.job(job).state = State::Running { since: at },
+            EventKind::JobWaiting { job, reason } => {
+                self.job(job).state = State::Waiting {
+                    reason: reason.clone(),
+                }
+            }
             EventKind::JobSkipped { job, reason } => {
                 self.job(job).state = State::Skipped {
                     reason: reason.clone(),
@@ -207,7 +223,7 @@ impl Board {
 
 fn mark(state: &State, failed: bool) -> &'static str {
     match state {
-        State::Queued => "○",
+        State::Queued | State::Waiting { .. } => "○",
         State::Running { .. } => "●",
         State::Done { .. } if failed => "✗",
         State::Done {
@@ -221,6 +237,7 @@ fn mark(state: &State, failed: bool) -> &'static str {
 fn state_text(state: &State, now: Duration) -> String {
     match state {
         State::Queued => "queued".into(),
+        State::Waiting { reason } => reason.clone(),
         State::Running { since } => duration_text(now.saturating_sub(*since)),
         State::Done {
             word: "success",
@@ -488,6 +505,26 @@ mod tests {
             measuring.contains("│ single-stream run 2/3: 3/4 requests, 89.5 tok/s, 0 errors"),
             "{measuring}"
         );
+    }
+
+    #[test]
+    fn a_job_waiting_for_gpus_says_so_until_it_starts() {
+        let mut events = events();
+        events.push(at(
+            4.0,
+            EventKind::JobWaiting {
+                job: job("report"),
+                reason: "waiting for 2 GPUs (0 of 8 free)".into(),
+            },
+        ));
+        let text = board(&events).render(Duration::from_secs(5));
+        assert!(
+            text.contains("○ report  waiting for 2 GPUs (0 of 8 free)"),
+            "{text}"
+        );
+        events.push(at(4.5, EventKind::JobStarted { job: job("report") }));
+        let text = board(&events).render(Duration::from_secs(5));
+        assert!(text.contains("● report  0.5s"), "{text}");
     }
 
     #[test]

@@ -43,6 +43,22 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
         | EventKind::StepProgress { .. } => return None,
         EventKind::JobStarted { job } => format!("{} started", p(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
+        EventKind::JobWaiting { job, reason } => format!("{} {reason}", p(job)),
+        EventKind::GpusLeased {
+            job,
+            indexes,
+            stand_in,
+            ..
+        } => format!(
+            "{} GPUs leased: {}{}",
+            p(job),
+            indexes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            if *stand_in { " (stand-in)" } else { "" }
+        ),
         // The `job_skipped` line said it already.
         EventKind::JobFinished {
             result: JobResult::Skipped,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use indexmap::IndexMap;
 
+use super::gpu_timing;
 use super::recording::{Measured, ServerFacts, record};
 use super::script_metrics::{self, MetricSpec};
 use super::step_context::StepContext;
@@ -21,6 +22,7 @@ use crate::engine::event::{EventKind, JobRef, Stream};
 use crate::engine::executor::Shared;
 use crate::engine::log_store::slug;
 use crate::expr::Value;
+use crate::gpu::telemetry::Telemetry;
 use crate::store::{Direction, NewMetric, RunStatus};
 
 /// How often the live progress line is repeated while a run goes on.
@@ -35,7 +37,11 @@ pub async fn run(
     job: &JobRef,
     step: &mut StepContext<'_>,
 ) -> Result<IndexMap<String, String>, String> {
-    let texts = as_text(inputs);
+    let all_texts = as_text(inputs);
+    let (gpu_texts, texts): (IndexMap<String, String>, IndexMap<String, String>) = all_texts
+        .into_iter()
+        .partition(|(k, _)| gpu_timing::is_gpu_input(k));
+    let checks = gpu_timing::checks_from(&gpu_texts)?;
     let started_at_ms = crate::store::now_ms();
     let server = ServerFacts::of(containers).await;
     // The address is where the server listens today, not what it is: a port published
@@ -51,7 +57,15 @@ pub async fn run(
         key: step.key,
     };
     let result_path = result_path(shared, job, step);
-    let (outputs, metrics, failure) = if let Some(command) = texts.get("command") {
+    if let Some(checks) = &checks {
+        gpu_timing::before_timing(step.gpus.as_ref(), checks, &step.cancel, &|m| say.line(m))
+            .await?;
+    }
+    let sampler = gpu_timing::start_telemetry(
+        step.gpus.as_ref(),
+        gpu_texts.get("gpu-telemetry").is_none_or(|v| v != "false"),
+    );
+    let measured = if let Some(command) = texts.get("command") {
         scripted(
             command,
             inputs,
@@ -61,7 +75,7 @@ pub async fn run(
             &say,
             &result_path,
         )
-        .await?
+        .await
     } else {
         let mut texts = texts.clone();
         if let Some(target) = texts.get("target")
@@ -72,8 +86,22 @@ pub async fn run(
             ));
             texts.insert("target".into(), address);
         }
-        generator(&texts, step, &say, &result_path).await?
+        generator(&texts, step, &say, &result_path).await
     };
+    let telemetry = match sampler {
+        Ok(sampler) => sampler.finish(),
+        Err(reason) => Telemetry::Unavailable { reason },
+    };
+    match &telemetry {
+        Telemetry::Sampled { summary, .. } => say.line(&format!(
+            "GPU telemetry: {} samples per GPU every 100 ms, with the result",
+            summary.first().map_or(0, |s| s.samples)
+        )),
+        Telemetry::Unavailable { reason } => {
+            say.line(&format!("no GPU telemetry: {reason}"));
+        }
+    }
+    let (outputs, metrics, failure) = measured?;
     let id = record(
         shared,
         step,
@@ -88,6 +116,7 @@ pub async fn run(
             },
             started_at_ms,
         },
+        &telemetry,
     )?;
     say.line(&format!(
         "recorded as result {id} in `{}`",

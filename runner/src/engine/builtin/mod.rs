@@ -9,13 +9,14 @@ mod check_cli_interface;
 pub mod cli_usage;
 mod compare_to_baseline;
 pub mod flag_check;
+mod gpu_timing;
 mod recording;
 mod report;
 mod script_metrics;
 mod step_context;
 pub mod wait_for_health;
 
-pub use step_context::{Recorded, StepContext};
+pub use step_context::{Recorded, StepContext, StepGpus};
 
 use std::sync::Arc;
 use std::time::Duration;

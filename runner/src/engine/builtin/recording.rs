@@ -4,16 +4,19 @@
 //!
 //! The fingerprint is read from what this job actually started: the image and argv of its
 //! containers (by `docker inspect`, so a re-tagged image or a changed flag is seen), and the
-//! GPUs `nvidia-smi` reports on this machine. It knows nothing of how verdicts are decided.
+//! GPUs from the host's inventory (docs/gpus.md): the job's leased ones, their model, driver,
+//! CUDA and the host's topology; clocks, power and temperature from the step's telemetry. It
+//! knows nothing of how verdicts are decided.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::step_context::{Recorded, StepContext};
+use super::step_context::{Recorded, StepContext, StepGpus};
 use crate::engine::containers::JobContainers;
 use crate::engine::executor::Shared;
 use crate::expr::Value;
+use crate::gpu::telemetry::Telemetry;
 use crate::store::{
     Fingerprint, GitInfo, Identity, Info, NewMetric, NewResult, ResultStore, RunStatus,
 };
@@ -35,6 +38,7 @@ pub fn record(
     step: &mut StepContext<'_>,
     server: &ServerFacts,
     measured: Measured,
+    telemetry: &Telemetry,
 ) -> Result<i64, String> {
     let github = shared.base.get("github");
     let field = |name: &str| {
@@ -48,7 +52,7 @@ pub fn record(
         ref_name: field("ref_name"),
         dirty: is_dirty(&shared.opts.workspace),
     };
-    let gpus = GpuFacts::probe();
+    let gpus = GpuFacts::of(step.gpus.as_ref(), telemetry);
     let fingerprint = Fingerprint {
         identity: Identity {
             host_label: server.host_label.clone(),
@@ -67,6 +71,7 @@ pub fn record(
             power: gpus.power,
             temperature: gpus.temperature,
             topology: gpus.topology,
+            telemetry: Some(super::gpu_timing::telemetry_value(telemetry)),
         },
     };
     let result = NewResult {
@@ -175,7 +180,8 @@ fn host_name() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// The GPUs of this machine as `nvidia-smi` reports them; all empty where there is none.
+/// The GPUs a result was measured on, from the host's inventory; all empty where the run does
+/// not know them.
 #[derive(Debug, Default, PartialEq)]
 struct GpuFacts {
     model: Option<String>,
@@ -183,117 +189,84 @@ struct GpuFacts {
     driver: Option<String>,
     cuda: Option<String>,
     uuids: Vec<String>,
-    /// Per GPU, `index: value` joined by `; ` — informational, never part of the series key:
-    /// they vary run to run and explain a result rather than define what is comparable.
+    /// Per GPU, `index: mean value` joined by `; ` — informational, never part of the series
+    /// key: they vary run to run and explain a result rather than define what is comparable.
     clocks: Option<String>,
     power: Option<String>,
     temperature: Option<String>,
-    /// `nvidia-smi topo -m`'s matrix: NVLink or the PCIe path between each pair.
     topology: Option<String>,
 }
 
 impl GpuFacts {
-    fn probe() -> Self {
-        let run = |args: &[&str]| {
-            std::process::Command::new("nvidia-smi")
-                .args(args)
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        };
-        let Some(list) = run(&[
-            "--query-gpu=name,driver_version,uuid",
-            "--format=csv,noheader",
-        ]) else {
+    /// The job's leased GPUs (the whole host's when it leased none). A stand-in inventory's
+    /// model says so, so its results never join a series of real GPUs.
+    fn of(gpus: Option<&StepGpus>, telemetry: &Telemetry) -> Self {
+        let Some(g) = gpus else {
             return Self::default();
         };
-        let mut facts = Self::parse_query(&list);
-        facts.cuda = run(&[]).and_then(|banner| Self::parse_cuda(&banner));
-        if let Some(state) = run(&[
-            "--query-gpu=index,clocks.sm,power.draw,temperature.gpu",
-            "--format=csv,noheader",
-        ]) {
-            (facts.clocks, facts.power, facts.temperature) = Self::parse_state(&state);
-        }
-        facts.topology = run(&["topo", "-m"]).map(|t| t.trim_end().to_string());
-        facts
-    }
-
-    /// `0, 1980 MHz, 120.50 W, 45` per line → (`0: 1980 MHz; …`, `0: 120.50 W; …`, `0: 45 C; …`).
-    fn parse_state(text: &str) -> (Option<String>, Option<String>, Option<String>) {
-        let (mut clocks, mut power, mut temp) = (Vec::new(), Vec::new(), Vec::new());
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let parts: Vec<&str> = line.split(',').map(str::trim).collect();
-            let [index, clock, watts, celsius] = parts[..] else {
-                continue;
+        let inv = &g.inventory;
+        let used: Vec<&crate::gpu::Gpu> = if g.leased.is_empty() {
+            inv.gpus.iter().collect()
+        } else {
+            inv.gpus
+                .iter()
+                .filter(|gpu| g.leased.iter().any(|(_, u)| *u == gpu.uuid))
+                .collect()
+        };
+        let mut facts = Self {
+            model: used.first().map(|gpu| {
+                if inv.is_stand_in() {
+                    format!("{} (stand-in)", gpu.model)
+                } else {
+                    gpu.model.clone()
+                }
+            }),
+            count: used.len() as u32,
+            driver: inv.driver.clone(),
+            cuda: inv.cuda.clone(),
+            uuids: used.iter().map(|gpu| gpu.uuid.clone()).collect(),
+            topology: inv.topology_summary(),
+            ..Self::default()
+        };
+        if let Telemetry::Sampled { summary, .. } = telemetry {
+            let join = |pick: &dyn Fn(&crate::gpu::telemetry::Summary) -> Option<String>| {
+                let v: Vec<String> = summary
+                    .iter()
+                    .filter_map(|s| pick(s).map(|t| format!("{}: {t}", s.index)))
+                    .collect();
+                (!v.is_empty()).then(|| v.join("; "))
             };
-            clocks.push(format!("{index}: {clock}"));
-            power.push(format!("{index}: {watts}"));
-            temp.push(format!("{index}: {celsius} C"));
-        }
-        let join = |v: Vec<String>| (!v.is_empty()).then(|| v.join("; "));
-        (join(clocks), join(power), join(temp))
-    }
-
-    /// `NVIDIA H200, 570.86.15, GPU-…` per line.
-    fn parse_query(text: &str) -> Self {
-        let mut facts = Self::default();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let parts: Vec<&str> = line.split(',').map(str::trim).collect();
-            facts.count += 1;
-            if facts.model.is_none() {
-                facts.model = parts.first().map(|s| s.to_string());
-                facts.driver = parts.get(1).map(|s| s.to_string());
-            }
-            if let Some(uuid) = parts.get(2) {
-                facts.uuids.push(uuid.to_string());
-            }
+            facts.clocks = join(&|s| s.sm_clock_mhz.map(|m| format!("{:.0} MHz", m.mean)));
+            facts.power = join(&|s| s.power_w.map(|m| format!("{:.1} W", m.mean)));
+            facts.temperature = join(&|s| s.temperature_c.map(|m| format!("{:.0} C", m.mean)));
         }
         facts
-    }
-
-    /// `CUDA Version: 12.8` from the banner.
-    fn parse_cuda(banner: &str) -> Option<String> {
-        let rest = banner.split("CUDA Version:").nth(1)?;
-        rest.split_whitespace()
-            .next()
-            .map(|v| v.trim_end_matches('|').to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
-    fn nvidia_smi_lines_become_model_count_driver_and_uuids() {
-        let f = GpuFacts::parse_query(
-            "NVIDIA H200, 570.86.15, GPU-aaa\nNVIDIA H200, 570.86.15, GPU-bbb\n",
-        );
-        assert_eq!(f.model.as_deref(), Some("NVIDIA H200"));
-        assert_eq!(f.count, 2);
-        assert_eq!(f.driver.as_deref(), Some("570.86.15"));
-        assert_eq!(f.uuids, ["GPU-aaa", "GPU-bbb"]);
-    }
-
-    #[test]
-    fn clocks_power_and_temperature_are_listed_per_gpu() {
-        let (clocks, power, temp) = GpuFacts::parse_state(
-            "0, 1980 MHz, 120.50 W, 45\n1, 1755 MHz, 98.10 W, 41\nnot, a, row\n",
-        );
-        assert_eq!(clocks.as_deref(), Some("0: 1980 MHz; 1: 1755 MHz"));
-        assert_eq!(power.as_deref(), Some("0: 120.50 W; 1: 98.10 W"));
-        assert_eq!(temp.as_deref(), Some("0: 45 C; 1: 41 C"));
-        assert_eq!(GpuFacts::parse_state(""), (None, None, None));
-    }
-
-    #[test]
-    fn the_cuda_version_is_read_from_the_banner() {
-        let banner =
-            "| NVIDIA-SMI 570.86.15   Driver Version: 570.86.15   CUDA Version: 12.8     |";
-        assert_eq!(GpuFacts::parse_cuda(banner).as_deref(), Some("12.8"));
-        assert_eq!(GpuFacts::parse_cuda("no gpus"), None);
+    fn the_fingerprint_names_the_leased_gpus_and_a_stand_in() {
+        let inv = crate::gpu::stand_in::parse(&crate::diag::SourceFile::new(
+            "s.toml",
+            "driver = \"570\"\ncuda = \"12.8\"\nmodel = \"L40S\"\n[[gpus]]\nindex = 0\n[[gpus]]\nindex = 1\n[[gpus]]\nindex = 2\n",
+        ))
+        .unwrap();
+        let gpus = StepGpus {
+            inventory: Arc::new(inv),
+            leased: vec![(2, "GPU-stand-in-0002".into())],
+        };
+        let unavailable = Telemetry::Unavailable { reason: "x".into() };
+        let f = GpuFacts::of(Some(&gpus), &unavailable);
+        assert_eq!(f.model.as_deref(), Some("L40S (stand-in)"));
+        assert_eq!(f.count, 1);
+        assert_eq!(f.uuids, ["GPU-stand-in-0002"]);
+        assert_eq!(f.driver.as_deref(), Some("570"));
+        assert!(f.topology.unwrap().starts_with("3 GPUs;"));
+        assert_eq!(GpuFacts::of(None, &unavailable), GpuFacts::default());
     }
 }

@@ -17,6 +17,14 @@ pub struct Recorded {
     pub result_id: i64,
 }
 
+/// The GPUs a step runs with: the host's inventory and the job's lease.
+#[derive(Clone, Debug)]
+pub struct StepGpus {
+    pub inventory: std::sync::Arc<crate::gpu::Inventory>,
+    /// `(index, uuid)` leased to the job; empty when it leased none.
+    pub leased: Vec<(u32, String)>,
+}
+
 /// One built-in step's surroundings.
 pub struct StepContext<'a> {
     /// Position in the job (`3`, `3.1` inside an action), as events name it.
@@ -34,6 +42,9 @@ pub struct StepContext<'a> {
     /// Results earlier steps of this job run recorded, oldest first.
     pub recorded: &'a mut Vec<Recorded>,
     pub cancel: CancellationToken,
+    /// The GPUs of the job's host and those leased to the job; `None` when the run was not
+    /// told what the host has.
+    pub gpus: Option<StepGpus>,
     /// Outputs a step sets before it fails (a `compare-to-baseline` that found a regression
     /// still says `verdict`), so `if: always()` steps and job outputs can read them.
     pub outputs_on_failure: indexmap::IndexMap<String, String>,

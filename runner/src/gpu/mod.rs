@@ -1,0 +1,27 @@
+//! GPUs as a resource: what a host has ([`inventory`], found through [`nvml`] on this
+//! machine, [`nvidia_smi`] output from a remote host, or a [`stand_in`] file on machines
+//! without GPUs), which GPUs a job gets ([`allocator`]), exclusive [`lease`]s shared by every
+//! gpuflow process of the machine and freed by the kernel when their holder dies,
+//! the checks before timing ([`checks`]) and [`telemetry`] during benchmark steps.
+//!
+//! Knows nothing of Docker (the backend turns leased ids into `DeviceRequests`, the CLI runs
+//! the remote probe in a container) nor of workflows (the engine turns `gpus:` into a
+//! [`Request`]).
+
+pub mod allocator;
+pub mod checks;
+pub mod host_gpus;
+pub mod inventory;
+pub mod lease;
+pub mod nvidia_smi;
+pub mod nvml;
+pub mod stand_in;
+pub mod telemetry;
+
+pub use allocator::{Fit, Placement, Request, Want};
+pub use host_gpus::{Discovery, HostGpus, JobGpus, Leased, Probe};
+pub use inventory::{Gpu, GpuState, Inventory, Link, PciePath, Source};
+pub use lease::{Lease, LeaseDir};
+
+/// The environment variable naming a stand-in inventory file for the `local` host.
+pub const STAND_IN_ENV: &str = "GPUFLOW_GPU_INVENTORY";

@@ -1,0 +1,246 @@
+//! Telemetry during a benchmark step: utilisation, memory, power, SM clock and temperature of
+//! the job's GPUs, sampled every 100 ms through NVML on a thread of its own (an NVML call can
+//! take milliseconds; the load generator's timing must not share a thread with it), kept as a
+//! time series with a per-GPU summary. Where NVML is not there the result says so instead.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// How often the GPUs are read.
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// One reading of one GPU; each field `None` where the GPU does not report it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Sample {
+    pub utilization_pct: Option<u32>,
+    pub memory_used_mib: Option<u64>,
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
+}
+
+/// The readings of one GPU over a step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Series {
+    pub index: u32,
+    pub uuid: String,
+    /// Milliseconds since sampling started, one per sample.
+    pub t_ms: Vec<u64>,
+    pub samples: Vec<Sample>,
+}
+
+/// Mean and maximum of one quantity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct MeanMax {
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// One GPU's summary over the step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    pub index: u32,
+    pub samples: usize,
+    pub utilization_pct: Option<MeanMax>,
+    pub memory_used_mib: Option<MeanMax>,
+    pub power_w: Option<MeanMax>,
+    pub sm_clock_mhz: Option<MeanMax>,
+    pub temperature_c: Option<MeanMax>,
+}
+
+/// What a step's telemetry came to: the series and summaries, or why there are none.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Telemetry {
+    Sampled {
+        interval_ms: u64,
+        summary: Vec<Summary>,
+        series: Vec<Series>,
+    },
+    Unavailable {
+        reason: String,
+    },
+}
+
+impl Series {
+    pub fn summary(&self) -> Summary {
+        let stat = |pick: &dyn Fn(&Sample) -> Option<f64>| {
+            let values: Vec<f64> = self.samples.iter().filter_map(pick).collect();
+            (!values.is_empty()).then(|| MeanMax {
+                mean: values.iter().sum::<f64>() / values.len() as f64,
+                max: values.iter().copied().fold(f64::MIN, f64::max),
+            })
+        };
+        Summary {
+            index: self.index,
+            samples: self.samples.len(),
+            utilization_pct: stat(&|s| s.utilization_pct.map(f64::from)),
+            memory_used_mib: stat(&|s| s.memory_used_mib.map(|v| v as f64)),
+            power_w: stat(&|s| s.power_w),
+            sm_clock_mhz: stat(&|s| s.sm_clock_mhz.map(f64::from)),
+            temperature_c: stat(&|s| s.temperature_c.map(f64::from)),
+        }
+    }
+}
+
+/// Samples GPUs until [`Sampler::finish`].
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Vec<Series>>>,
+    unavailable: Option<String>,
+}
+
+impl Sampler {
+    /// Starts sampling the GPUs `(index, uuid)` of this machine through NVML. Without NVML (or
+    /// with no GPU to watch) nothing is sampled and [`Self::finish`] says why.
+    pub fn start(gpus: Vec<(u32, String)>) -> Self {
+        if gpus.is_empty() {
+            return Self::unavailable("the job has no GPU leased, so none was watched");
+        }
+        let nvml = match super::nvml::open() {
+            Ok(nvml) => nvml,
+            Err(reason) => return Self::unavailable(&format!("no NVML: {reason}")),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut series: Vec<Series> = gpus
+                .iter()
+                .map(|(index, uuid)| Series {
+                    index: *index,
+                    uuid: uuid.clone(),
+                    ..Series::default()
+                })
+                .collect();
+            loop {
+                let t = started.elapsed().as_millis() as u64;
+                for s in &mut series {
+                    s.t_ms.push(t);
+                    s.samples.push(super::nvml::sample(&nvml, s.index));
+                }
+                // Ticks stay on the 100 ms grid even when a read is slow.
+                let next = INTERVAL * (series[0].t_ms.len() as u32);
+                let wait = next.saturating_sub(started.elapsed());
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::park_timeout(wait);
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+            series
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+            unavailable: None,
+        }
+    }
+
+    fn unavailable(reason: &str) -> Self {
+        Self {
+            stop: Arc::new(AtomicBool::new(true)),
+            thread: None,
+            unavailable: Some(reason.to_string()),
+        }
+    }
+
+    /// Stops sampling and returns what was seen.
+    pub fn finish(mut self) -> Telemetry {
+        self.stop.store(true, Ordering::SeqCst);
+        let Some(thread) = self.thread.take() else {
+            return Telemetry::Unavailable {
+                reason: self
+                    .unavailable
+                    .take()
+                    .unwrap_or_else(|| "not sampled".into()),
+            };
+        };
+        thread.thread().unpark();
+        match thread.join() {
+            Ok(series) => Telemetry::Sampled {
+                interval_ms: INTERVAL.as_millis() as u64,
+                summary: series.iter().map(Series::summary).collect(),
+                series,
+            },
+            Err(_) => Telemetry::Unavailable {
+                reason: "the sampling thread failed".into(),
+            },
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_take_mean_and_max_of_what_was_reported() {
+        let s = Series {
+            index: 3,
+            uuid: "GPU-3".into(),
+            t_ms: vec![0, 100, 200],
+            samples: vec![
+                Sample {
+                    utilization_pct: Some(50),
+                    power_w: Some(100.0),
+                    ..Sample::default()
+                },
+                Sample {
+                    utilization_pct: Some(100),
+                    power_w: None,
+                    ..Sample::default()
+                },
+                Sample {
+                    utilization_pct: Some(90),
+                    power_w: Some(300.0),
+                    ..Sample::default()
+                },
+            ],
+        };
+        let sum = s.summary();
+        assert_eq!(sum.samples, 3);
+        assert_eq!(sum.utilization_pct.unwrap().mean, 80.0);
+        assert_eq!(sum.utilization_pct.unwrap().max, 100.0);
+        assert_eq!(
+            sum.power_w,
+            Some(MeanMax {
+                mean: 200.0,
+                max: 300.0
+            })
+        );
+        assert_eq!(sum.temperature_c, None);
+    }
+
+    #[test]
+    fn without_nvml_or_gpus_the_result_says_why() {
+        let t = Sampler::start(Vec::new()).finish();
+        assert!(
+            matches!(&t, Telemetry::Unavailable { reason } if reason.contains("no GPU leased")),
+            "{t:?}"
+        );
+        // This machine has no NVIDIA driver (CI): the reason names NVML.
+        if super::super::nvml::open().is_err() {
+            let t = Sampler::start(vec![(0, "GPU-x".into())]).finish();
+            assert!(
+                matches!(&t, Telemetry::Unavailable { reason } if reason.starts_with("no NVML")),
+                "{t:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! How a host's GPUs are found: a stand-in inventory file when one is configured
+//! (`gpu-inventory`, or `GPUFLOW_GPU_INVENTORY` for `local`), NVML when the host's engine is
+//! on this machine, else `nvidia-smi` (query and `topo -m`) in a short-lived container on the
+//! host, with all its GPUs, removed again whatever happens.
+
+use std::sync::Arc;
+
+use crate::backend::{ContainerSpec, Endpoint, GpuRequest, OutputStream, RunLabels};
+use crate::gpu::{Discovery, HostGpus, Inventory, LeaseDir, STAND_IN_ENV};
+
+use super::host::{Host, LOCAL};
+
+/// The image the probe runs when the host names none: the NVIDIA Container Toolkit puts
+/// `nvidia-smi` into any image it gives GPUs to.
+pub const DEFAULT_PROBE_IMAGE: &str = "ubuntu:24.04";
+
+impl Host {
+    /// How this host's GPUs are found.
+    pub fn gpu_discovery(&self) -> Discovery {
+        if self.name == LOCAL
+            && let Some(path) = std::env::var_os(STAND_IN_ENV).filter(|v| !v.is_empty())
+        {
+            return Discovery::StandIn(path.into());
+        }
+        if let Some(path) = &self.gpu_inventory {
+            return Discovery::StandIn(path.clone());
+        }
+        match self.endpoint() {
+            Ok(Endpoint::Unix(_)) | Err(_) => Discovery::Local,
+            Ok(_) => {
+                let host = self.clone();
+                Discovery::Remote(Arc::new(move || {
+                    let host = host.clone();
+                    Box::pin(async move { host.probe_gpus().await })
+                }))
+            }
+        }
+    }
+
+    /// This host's GPUs for a run: found as [`Self::gpu_discovery`] says, leased in the lease
+    /// folder of this host (by endpoint, so two names for one engine share leases).
+    pub fn gpus(&self) -> HostGpus {
+        let key = match self.endpoint() {
+            Ok(Endpoint::Unix(_)) | Err(_) => LOCAL.to_string(),
+            Ok(endpoint) => endpoint.to_string(),
+        };
+        HostGpus::new(self.gpu_discovery(), LeaseDir::for_host(&key))
+    }
+
+    /// Runs `nvidia-smi` in a throw-away container on the host; what goes wrong becomes an
+    /// inventory without GPUs that says why.
+    pub async fn probe_gpus(&self) -> Inventory {
+        match self.try_probe_gpus().await {
+            Ok(inv) => inv,
+            Err(reason) => Inventory::none(reason),
+        }
+    }
+
+    async fn try_probe_gpus(&self) -> Result<Inventory, String> {
+        let docker = self
+            .connect()
+            .await
+            .map_err(|e| format!("cannot reach the host's engine to ask for its GPUs: {e}"))?;
+        let image = self
+            .gpu_probe_image
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PROBE_IMAGE.to_string());
+        if !docker.has_image(&image).await.map_err(|e| e.to_string())? {
+            docker.pull_image(&image).await.map_err(|e| {
+                format!("the GPU probe image `{image}` is not on the host and could not be pulled: {e} (set `gpu-probe-image` in gpuflow.toml)")
+            })?;
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let run = RunLabels::new(
+            format!("gpu-probe-{}-{nanos}", std::process::id()),
+            "gpu-probe",
+        );
+        let mut spec = ContainerSpec::new(&image);
+        spec.entrypoint = Some(vec!["sh".into(), "-c".into()]);
+        spec.command = Some(vec![crate::gpu::nvidia_smi::probe_script()]);
+        spec.gpus = GpuRequest::All;
+        let outcome = async {
+            let container = docker.create_container(&run, &spec).await?;
+            docker.start(&container).await?;
+            let code = docker.wait_exit(&container.id).await?;
+            let mut out = String::new();
+            docker
+                .follow_logs(
+                    &container.id,
+                    crate::backend::LogStart::Beginning,
+                    |l: crate::backend::LogLine| {
+                        if l.stream == OutputStream::Stdout {
+                            out.push_str(&l.text);
+                            out.push('\n');
+                        }
+                    },
+                )
+                .await?;
+            Ok::<_, crate::backend::BackendError>((code, out))
+        }
+        .await;
+        // Removed on every path; a failed removal is left to `gpuflow gc`.
+        let _ = docker.remove_run(&run.run_id).await;
+        let (code, out) = outcome.map_err(|e| match e.hint() {
+            Some(h) => format!("the GPU probe container failed: {e} ({h})"),
+            None => format!("the GPU probe container failed: {e}"),
+        })?;
+        if code != 0 {
+            return Err(format!(
+                "`nvidia-smi` exited with {code} on the host (is the NVIDIA driver installed there?)"
+            ));
+        }
+        crate::gpu::nvidia_smi::parse_probe(&out).map_err(|e| e.to_string())
+    }
+}
