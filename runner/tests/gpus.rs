@@ -289,7 +289,10 @@ impl NvidiaEngine {
             std::env::var("PATH").unwrap_or_default()
         );
         let namespace = format!("gpuflow-test-{}", std::process::id());
-        let dockerd = Command::new("dockerd")
+        // Its own network namespace: a dockerd started with `--bridge=none` deletes the host's
+        // `docker0` bridge at start, which would break the machine's main engine.
+        let dockerd = Command::new("unshare")
+            .args(["--net", "--", "dockerd"])
             .arg("--config-file")
             .arg(d.join("daemon.json"))
             .arg("--data-root")
@@ -309,7 +312,7 @@ impl NvidiaEngine {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(d.join("dockerd.log")).unwrap())
             .spawn()
-            .expect("dockerd is installed (Debian's docker.io)");
+            .expect("unshare (util-linux) and dockerd (Debian's docker.io) are installed");
         let engine = Self {
             dockerd,
             dir,
