@@ -48,13 +48,6 @@ fn check_steps(
                     join_quoted(AVAILABLE_BUILTINS, "and")
                 ))
             }
-            Uses::Remote { .. } => Diagnostic::error(
-                file,
-                uses.span,
-                format!("remote actions (`{}`) are not supported", uses.value),
-            )
-            .label("gpuflow runs built-in steps and local actions only")
-            .hint("copy the action into this repository and use it as `./path/to/action`"),
             Uses::Docker(image) => Diagnostic::error(
                 file,
                 uses.span,

@@ -18,7 +18,8 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_
 /// The host file's name, looked for in the workspace root.
 pub const CONFIG_FILE: &str = "gpuflow.toml";
 
-const TOP_KEYS: [&str; 1] = ["hosts"];
+/// `actions` (remote action sources, docs/actions.md) is read by `crate::actions`.
+const TOP_KEYS: [&str; 2] = ["hosts", "actions"];
 const HOST_KEYS: [&str; 3] = ["endpoint", "labels", "gpus"];
 
 /// The hosts gpuflow knows: those of a `gpuflow.toml`, plus `local` (always present).
@@ -97,6 +98,8 @@ impl HostConfig {
         for (key, value) in &root {
             if key.get_ref().as_ref() == "hosts" {
                 hosts = reader.hosts(value);
+            } else if key.get_ref().as_ref() == "actions" {
+                // Checked where remote actions are resolved.
             } else {
                 reader.unknown_key(key, &TOP_KEYS, "a top-level key");
             }
