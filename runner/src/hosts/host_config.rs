@@ -139,7 +139,7 @@ impl HostConfig {
 
 /// The nearest ancestor of `cwd` holding `.git` (a directory, or a file in a git worktree);
 /// `cwd` itself when there is none.
-pub(crate) fn workspace_root(cwd: &Path) -> PathBuf {
+pub fn workspace_root(cwd: &Path) -> PathBuf {
     cwd.ancestors()
         .find(|dir| dir.join(".git").exists())
         .unwrap_or(cwd)

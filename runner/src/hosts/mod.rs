@@ -17,6 +17,6 @@ mod node_check;
 mod select;
 
 pub use host::{Host, HostEndpoint, LOCAL};
-pub use host_config::{CONFIG_FILE, HostConfig};
+pub use host_config::{CONFIG_FILE, HostConfig, workspace_root};
 pub use node_check::check_ssh_node;
 pub use select::SelectError;
