@@ -15,6 +15,7 @@ mod health;
 mod hosts;
 mod preflight;
 mod remote;
+mod remote_actions;
 mod report;
 mod run_docker;
 mod signals;

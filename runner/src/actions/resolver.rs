@@ -299,7 +299,9 @@ fn unknown_ref(repo: &str, git_ref: &str, url: &str, unknown: &UnknownRef) -> Di
     names.extend(unknown.branches.iter().cloned());
     let d = Diagnostic::unlocated(format!("`{repo}` has no branch, tag or commit `{git_ref}`"))
         .label(format!("not in {url}"))
-        .maybe_hint(did_you_mean(git_ref, &names));
+        .hint(did_you_mean(git_ref, &names).unwrap_or_else(|| {
+            "write a tag, a branch or a full commit id after `@`".to_owned()
+        }));
     let d = if unknown.tags.is_empty() {
         d
     } else {
