@@ -19,6 +19,7 @@ mod remote_actions;
 mod report;
 mod run_docker;
 mod signals;
+mod shipped_actions;
 mod sim;
 mod store;
 mod syntax_page;
