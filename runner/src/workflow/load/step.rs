@@ -12,6 +12,10 @@ use crate::steps;
 use crate::workflow::model::{Action, Step, Uses, Value};
 use crate::workflow::yaml::{MapEntry, Node};
 
+/// The GitHub organisation of GitHub's own actions (`actions/checkout`, `actions/setup-python`):
+/// JavaScript actions (`using: node20`) gpuflow cannot run, so they are never fetched.
+const GITHUB_JS_OWNER: &str = "actions";
+
 const STEP_KEYS: &[&str] = &[
     "id",
     "name",
@@ -228,6 +232,21 @@ impl Reader {
                 repo,
                 path,
                 git_ref,
+            } if owner == GITHUB_JS_OWNER => {
+                let d = self
+                    .warn(
+                        uses.span,
+                        format!("`{}` is one of GitHub's JavaScript actions, which gpuflow does not run", uses.value),
+                    )
+                    .label("not fetched; `gpuflow run` refuses this step")
+                    .hint("a run already happens in the repository's checkout: drop `actions/checkout`; for the others, a `run:` step or a container does the same");
+                self.report(d);
+            }
+            Uses::Remote {
+                owner,
+                repo,
+                path,
+                git_ref,
             } => {
                 let remote = super::RemoteAction {
                     owner,
@@ -373,7 +392,7 @@ impl Reader {
     ) -> Option<(Arc<SourceFile>, Action)> {
         let Some(source) = ctx.remote.as_deref_mut() else {
             let d = self
-                .err(uses_span, format!("remote action `{key}` is not resolved here"))
+                .warn(uses_span, format!("remote action `{key}` is not resolved here"))
                 .label("no action sources in this load")
                 .hint("run `gpuflow validate` on the file, which fetches it from the sources of `gpuflow.toml`");
             self.report(d);
