@@ -256,3 +256,77 @@ fn concurrent_first_uses_pin_one_commit_and_share_one_checkout() {
         .collect();
     assert_eq!(trees, [s.tag_commit()]);
 }
+
+/// A `git daemon` on 127.0.0.1 serving the server's repositories, stopped when dropped.
+struct GitDaemon(std::process::Child);
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A source that is not `file://` is fetched by the `git` program: here a real `git daemon`
+/// on the loopback, as a team's server would serve it over `git://` (or `ssh://`, `https://`).
+#[test]
+fn a_git_server_source_is_fetched_with_the_git_program() {
+    let s = Setup::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let srv = s.path().join("srv");
+    // `git-daemon` itself, not `git daemon`: the wrapper would run it as a child that
+    // outlives the wrapper's kill.
+    let exec_path = git(s.path(), &["--exec-path"]);
+    let _daemon = GitDaemon(
+        Process::new(Path::new(&exec_path).join("git-daemon"))
+            .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", srv.display()))
+            .arg(&srv)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon starts"),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "git daemon never listened");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(
+        s.workspace().join("gpuflow.toml"),
+        format!(
+            "[actions]\nsources = [\"git://127.0.0.1:{port}/{{owner}}/{{repo}}.git\"]\ncache = \"{}/cache\"\n",
+            s.path().display()
+        ),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = s.gpuflow(&["run", "--plain", "w.yml"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("hello gpus from v1"), "{stdout}");
+    assert_eq!(s.locked_commit(), s.tag_commit());
+    let lock = std::fs::read_to_string(s.workspace().join("gpuflow.lock")).unwrap();
+    assert!(
+        lock.contains(&format!("source = \"git://127.0.0.1:{port}/team/gpu-actions.git\"")),
+        "{lock}"
+    );
+    // A repository the server does not have: the git program's own reason, at the `uses:`.
+    std::fs::write(
+        s.workspace().join("w.yml"),
+        "jobs:\n  a:\n    steps:\n      - uses: team/absent@v1\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = s.gpuflow(&["validate", "w.yml"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "tried git://127.0.0.1:{port}/team/absent.git: `git fetch` failed:"
+        )),
+        "{stderr}"
+    );
+}

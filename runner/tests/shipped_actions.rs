@@ -118,7 +118,8 @@ async fn server_action_serves_the_benchmark(action: &str) {
         )),
         "{out}"
     );
-    // The benchmark was recorded with the defaults the action gives: 2 measured runs.
+    // The benchmark was recorded: 2 measured runs (the warm-up not counted) of single-stream's
+    // 3 requests, one decode-speed sample each.
     let store = gpuflow::store::ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
     let results = store
         .find(&gpuflow::store::ResultFilter {
@@ -129,7 +130,7 @@ async fn server_action_serves_the_benchmark(action: &str) {
         .unwrap();
     assert_eq!(results.len(), 1);
     let metric = results[0].metric("output_tok_s").unwrap();
-    assert_eq!(metric.samples.len(), 2, "{metric:?}");
+    assert_eq!(metric.samples.len(), 6, "{metric:?}");
     // The fingerprint holds the server command the action ran.
     let command = &results[0].fingerprint.identity.server_command;
     assert!(
