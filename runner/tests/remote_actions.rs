@@ -115,7 +115,10 @@ impl Setup {
     }
 
     fn tag_commit(&self) -> String {
-        git(&self.path().join("srv/team/gpu-actions.git"), &["rev-parse", "v1^{commit}"])
+        git(
+            &self.path().join("srv/team/gpu-actions.git"),
+            &["rev-parse", "v1^{commit}"],
+        )
     }
 
     fn gpuflow(&self, args: &[&str]) -> (i32, String, String) {
@@ -138,7 +141,9 @@ impl Setup {
             .lines()
             .find(|l| l.starts_with("commit = "))
             .unwrap_or_else(|| panic!("no commit in the lock:\n{lock}"));
-        line.trim_start_matches("commit = ").trim_matches('"').to_owned()
+        line.trim_start_matches("commit = ")
+            .trim_matches('"')
+            .to_owned()
     }
 }
 
@@ -172,7 +177,10 @@ fn a_remote_action_runs_at_the_locked_commit_until_actions_update_moves_it() {
         )),
         "{stderr}"
     );
-    assert!(stderr.contains(&format!("now has {}", &v2[..7])), "{stderr}");
+    assert!(
+        stderr.contains(&format!("now has {}", &v2[..7])),
+        "{stderr}"
+    );
     assert!(stderr.contains("w.yml:5:15"), "{stderr}");
     assert!(
         stderr.contains("gpuflow actions update team/gpu-actions@v1"),
@@ -215,12 +223,18 @@ fn a_missing_ref_and_an_unreachable_source_are_errors_at_the_uses() {
         &format!("= note: tried file://{root}/srv/team/absent.git: "),
         "[actions] sources",
     ] {
-        assert!(stderr.contains(expected), "missing {expected:?} in\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in\n{stderr}"
+        );
     }
     // `plan` and `run` resolve the same way, and refuse before anything starts.
     let (code, _, plan_err) = s.gpuflow(&["plan", "w.yml"]);
     assert_eq!(code, 3, "{plan_err}");
-    assert!(plan_err.contains("has no branch, tag or commit `v9`"), "{plan_err}");
+    assert!(
+        plan_err.contains("has no branch, tag or commit `v9`"),
+        "{plan_err}"
+    );
     // Nothing half-made is left: no lock entry, no empty repository for the mirror that
     // does not have it, no temporary checkout.
     assert!(!s.workspace().join("gpuflow.lock").exists());
@@ -229,7 +243,11 @@ fn a_missing_ref_and_an_unreachable_source_are_errors_at_the_uses() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".git"))
         .collect();
-    assert_eq!(repos.len(), 1, "only the server's repository is cached: {repos:?}");
+    assert_eq!(
+        repos.len(),
+        1,
+        "only the server's repository is cached: {repos:?}"
+    );
 }
 
 #[test]
@@ -295,7 +313,10 @@ fn a_git_server_source_is_fetched_with_the_git_program() {
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "git daemon never listened");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git daemon never listened"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     std::fs::write(
@@ -312,7 +333,9 @@ fn a_git_server_source_is_fetched_with_the_git_program() {
     assert_eq!(s.locked_commit(), s.tag_commit());
     let lock = std::fs::read_to_string(s.workspace().join("gpuflow.lock")).unwrap();
     assert!(
-        lock.contains(&format!("source = \"git://127.0.0.1:{port}/team/gpu-actions.git\"")),
+        lock.contains(&format!(
+            "source = \"git://127.0.0.1:{port}/team/gpu-actions.git\""
+        )),
         "{lock}"
     );
     // A repository the server does not have: the git program's own reason, at the `uses:`.

@@ -134,7 +134,9 @@ async fn server_action_serves_the_benchmark(action: &str) {
     // The fingerprint holds the server command the action ran.
     let command = &results[0].fingerprint.identity.server_command;
     assert!(
-        command.windows(2).any(|w| w == ["--tokens-per-second", "400"]),
+        command
+            .windows(2)
+            .any(|w| w == ["--tokens-per-second", "400"]),
         "{command:?}"
     );
 }

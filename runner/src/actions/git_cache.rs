@@ -43,7 +43,9 @@ impl GitCache {
     }
 
     fn repo_dir(&self, url: &str) -> PathBuf {
-        self.root.join("repos").join(format!("{}.git", url_hash(url)))
+        self.root
+            .join("repos")
+            .join(format!("{}.git", url_hash(url)))
     }
 
     /// Fetches every branch and tag of `url` (tags that moved upstream move here too; the
@@ -95,7 +97,9 @@ impl GitCache {
                 Some(commit.id().to_string())
             });
             by_name.or_else(|| {
-                let oid = Oid::from_str(git_ref).ok().filter(|_| git_ref.len() == 40)?;
+                let oid = Oid::from_str(git_ref)
+                    .ok()
+                    .filter(|_| git_ref.len() == 40)?;
                 repo.find_commit(oid).ok().map(|c| c.id().to_string())
             })
         });
@@ -142,7 +146,10 @@ impl GitCache {
                 Ok(()) => Ok(()),
                 // Another run put the same commit in place first: theirs is as good.
                 Err(_) if dest.is_dir() => Ok(()),
-                Err(e) => Err(format!("cannot move the checkout into `{}`: {e}", dest.display())),
+                Err(e) => Err(format!(
+                    "cannot move the checkout into `{}`: {e}",
+                    dest.display()
+                )),
             }
         });
         if tmp.exists() {
@@ -158,7 +165,13 @@ impl GitCache {
         let mut checkout = git2::build::CheckoutBuilder::new();
         checkout.target_dir(into).force().update_index(false);
         repo.checkout_tree(commit.as_object(), Some(&mut checkout))
-            .map_err(|e| format!("cannot check out {commit}: {}", e.message(), commit = commit.id()))
+            .map_err(|e| {
+                format!(
+                    "cannot check out {commit}: {}",
+                    e.message(),
+                    commit = commit.id()
+                )
+            })
     }
 }
 
@@ -191,8 +204,7 @@ fn fetch_with_git(dir: &Path, url: &str) -> Result<(), String> {
     let last = stderr
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .next_back()
+        .rfind(|l| !l.is_empty())
         .unwrap_or("no message");
     Err(format!("`git fetch` failed: {last}"))
 }

@@ -267,9 +267,21 @@ mod tests {
     fn a_broken_lock_file_is_an_error_at_its_place() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(LOCK_FILE);
-        std::fs::write(&path, "version = 1\n[[action]]\nrepo = \"a/b\"\nreff = \"v1\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "version = 1\n[[action]]\nrepo = \"a/b\"\nreff = \"v1\"\n",
+        )
+        .unwrap();
         let d = LockFile::read(&path).unwrap_err();
-        assert!(d.message.starts_with("invalid lock file: unknown field `reff`"), "{d:?}");
-        assert!(d.location().ends_with("gpuflow.lock:4:1"), "{}", d.location());
+        assert!(
+            d.message
+                .starts_with("invalid lock file: unknown field `reff`"),
+            "{d:?}"
+        );
+        assert!(
+            d.location().ends_with("gpuflow.lock:4:1"),
+            "{}",
+            d.location()
+        );
     }
 }

@@ -134,9 +134,8 @@ impl ActionResolver {
                 return Err(Box::new(d));
             }
         }
-        let chosen = |e: &LockEntry| {
-            names.is_empty() || names.iter().any(|n| *n == e.key() || *n == e.repo)
-        };
+        let chosen =
+            |e: &LockEntry| names.is_empty() || names.iter().any(|n| *n == e.key() || *n == e.repo);
         let mut latest = HashMap::new();
         for entry in lock.entries.iter().filter(|e| chosen(e)) {
             cache.fetch(&entry.source).map_err(|why| {
@@ -151,7 +150,14 @@ impl ActionResolver {
             })?;
             let commit = cache
                 .resolve(&entry.source, &entry.git_ref)
-                .map_err(|unknown| Box::new(unknown_ref(&entry.repo, &entry.git_ref, &entry.source, &unknown)))?;
+                .map_err(|unknown| {
+                    Box::new(unknown_ref(
+                        &entry.repo,
+                        &entry.git_ref,
+                        &entry.source,
+                        &unknown,
+                    ))
+                })?;
             cache
                 .tree(&entry.source, &commit)
                 .map_err(|why| Box::new(Diagnostic::unlocated(why)))?;
@@ -180,7 +186,13 @@ impl ActionResolver {
 
 impl RemoteActionSource for ActionResolver {
     fn fetch(&mut self, action: &RemoteAction<'_>) -> Result<FetchedAction, Box<Diagnostic>> {
-        let key = format!("{}/{}@{}|{}", action.owner, action.repo, action.git_ref, action.path.unwrap_or(""));
+        let key = format!(
+            "{}/{}@{}|{}",
+            action.owner,
+            action.repo,
+            action.git_ref,
+            action.path.unwrap_or("")
+        );
         if let Some(done) = self.done.get(&key) {
             // Warnings were said the first time.
             return done.clone().map(|dir| FetchedAction {
@@ -237,7 +249,10 @@ fn locked(
                 "cannot check `{}` for a newer `{}`: {why}",
                 entry.source, entry.git_ref
             ))
-            .label(format!("runs the locked commit {} from the cache", short(&entry.commit))),
+            .label(format!(
+                "runs the locked commit {} from the cache",
+                short(&entry.commit)
+            )),
         ),
         Err(why) => {
             return Err(Box::new(
@@ -256,7 +271,10 @@ fn locked(
                 entry.source
             ))
             .label("its history was rewritten, or the lock names another repository")
-            .hint(format!("`gpuflow actions update {key}` pins what `{}` names now", entry.git_ref)),
+            .hint(format!(
+                "`gpuflow actions update {key}` pins what `{}` names now",
+                entry.git_ref
+            )),
         ));
     }
     Ok(())
@@ -279,7 +297,9 @@ fn unlocked(
             Ok(()) => {
                 return match cache.resolve(&url, action.git_ref) {
                     Ok(commit) => Ok((url, commit)),
-                    Err(unknown) => Err(Box::new(unknown_ref(&repo, action.git_ref, &url, &unknown))),
+                    Err(unknown) => {
+                        Err(Box::new(unknown_ref(&repo, action.git_ref, &url, &unknown)))
+                    }
                 };
             }
         }
@@ -297,11 +317,12 @@ fn unlocked(
 fn unknown_ref(repo: &str, git_ref: &str, url: &str, unknown: &UnknownRef) -> Diagnostic {
     let mut names: Vec<String> = unknown.tags.clone();
     names.extend(unknown.branches.iter().cloned());
-    let d = Diagnostic::unlocated(format!("`{repo}` has no branch, tag or commit `{git_ref}`"))
-        .label(format!("not in {url}"))
-        .hint(did_you_mean(git_ref, &names).unwrap_or_else(|| {
-            "write a tag, a branch or a full commit id after `@`".to_owned()
-        }));
+    let d =
+        Diagnostic::unlocated(format!("`{repo}` has no branch, tag or commit `{git_ref}`"))
+            .label(format!("not in {url}"))
+            .hint(did_you_mean(git_ref, &names).unwrap_or_else(|| {
+                "write a tag, a branch or a full commit id after `@`".to_owned()
+            }));
     let d = if unknown.tags.is_empty() {
         d
     } else {
@@ -310,7 +331,10 @@ fn unknown_ref(repo: &str, git_ref: &str, url: &str, unknown: &UnknownRef) -> Di
     if unknown.branches.is_empty() {
         d
     } else {
-        d.note(format!("branches: {}", join_quoted(&unknown.branches, "and")))
+        d.note(format!(
+            "branches: {}",
+            join_quoted(&unknown.branches, "and")
+        ))
     }
 }
 

@@ -97,7 +97,7 @@ impl ActionsConfig {
                     )
                     .label("not a key of `[actions]`")
                     .maybe_hint(did_you_mean(other, &ACTIONS_KEYS))
-                    .note(format!("expected {}", join_quoted(&ACTIONS_KEYS, "or"))),
+                    .note(format!("expected {}", join_quoted(ACTIONS_KEYS, "or"))),
                 ),
             }
         }
@@ -144,8 +144,7 @@ fn sources(
         let span = Span::from(item.span());
         let DeValue::String(text) = item.get_ref() else {
             diags.push(
-                Diagnostic::error(file, span, "a source must be a URL template string")
-                    .hint(hint),
+                Diagnostic::error(file, span, "a source must be a URL template string").hint(hint),
             );
             continue;
         };

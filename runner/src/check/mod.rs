@@ -131,7 +131,10 @@ fn check_step_containers(
             diags.push(d);
         }
         let from_action: Vec<&Step> = match step.uses.as_ref().map(|u| &u.value) {
-            Some(uses @ (crate::workflow::model::Uses::Local(_) | crate::workflow::model::Uses::Remote { .. })) => match uses.action_key().and_then(|k| actions.get(&k)) {
+            Some(
+                uses @ (crate::workflow::model::Uses::Local(_)
+                | crate::workflow::model::Uses::Remote { .. }),
+            ) => match uses.action_key().and_then(|k| actions.get(&k)) {
                 Some(action) => action.runs.steps.iter().collect(),
                 None => {
                     dynamic = true;
