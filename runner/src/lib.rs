@@ -1,5 +1,7 @@
 //! gpuflow: GitHub Actions-style workflows for reproducible experiments on GPU hosts.
 //!
+//! [`actions`] fetches and pins remote actions (`owner/repo@ref`, `gpuflow.lock`) for the
+//! loader.
 //! Data flows one way: file → [`workflow`] (model, strict loading) → [`plan`] (matrix, job
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
 //! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
@@ -10,6 +12,7 @@
 //! baselines, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
 //! for SGLang/vLLM, [`cli`] wires them into commands.
 
+pub mod actions;
 pub mod backend;
 pub mod bench;
 pub mod check;

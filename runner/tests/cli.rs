@@ -71,8 +71,8 @@ fn plan_json_lists_every_matrix_cell_with_its_needs() {
     assert_eq!(bench.len(), 6);
     assert!(bench.iter().all(|j| j["gpus"] == "8" && j["level"] == 1));
     let report = jobs.iter().find(|j| j["job_id"] == "report").unwrap();
-    assert_eq!(report["needs"], serde_json::json!(["bench"]));
-    assert_eq!(report["level"], 2);
+    assert_eq!(report["needs"], serde_json::json!(["bench", "vllm"]));
+    assert_eq!(report["level"], 3);
     // Runs come in an order where every run follows what it waits on.
     assert_eq!(jobs.last().unwrap()["job_id"], "report");
 }

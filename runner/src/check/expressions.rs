@@ -67,8 +67,8 @@ impl StepFacts {
                         }
                         Some(names)
                     }),
-                    Uses::Local(path) => actions
-                        .get(path)
+                    Uses::Local(_) | Uses::Remote { .. } => actions
+                        .get(&u.value.action_key()?)
                         .map(|a| a.outputs.keys().cloned().collect()),
                     _ => None,
                 });

@@ -131,7 +131,10 @@ fn check_step_containers(
             diags.push(d);
         }
         let from_action: Vec<&Step> = match step.uses.as_ref().map(|u| &u.value) {
-            Some(crate::workflow::model::Uses::Local(path)) => match actions.get(path) {
+            Some(
+                uses @ (crate::workflow::model::Uses::Local(_)
+                | crate::workflow::model::Uses::Remote { .. }),
+            ) => match uses.action_key().and_then(|k| actions.get(&k)) {
                 Some(action) => action.runs.steps.iter().collect(),
                 None => {
                     dynamic = true;
@@ -381,11 +384,22 @@ fn matrix_error_span(job: &Job, error: &MatrixError) -> Span {
 
 /// Loads a workflow or action file and runs every static check on it: what `gpuflow
 /// validate` reports, and what `plan`/`run` require to be clean before doing anything.
+/// Remote actions are fetched and pinned through the `gpuflow.toml` and `gpuflow.lock` of
+/// the file's workspace.
 pub fn load_and_check(
     path: &std::path::Path,
 ) -> Result<(crate::workflow::Loaded, Diagnostics), Box<Diagnostic>> {
+    load_and_check_with(path, &mut crate::actions::ActionResolver::for_file(path))
+}
+
+/// [`load_and_check`] with remote actions fetched by `remote` (one for many files of a
+/// workspace, so each action is fetched once).
+pub fn load_and_check_with(
+    path: &std::path::Path,
+    remote: &mut dyn crate::workflow::RemoteActionSource,
+) -> Result<(crate::workflow::Loaded, Diagnostics), Box<Diagnostic>> {
     use crate::workflow::Loaded;
-    let (loaded, mut diags) = crate::workflow::load_path(path)?;
+    let (loaded, mut diags) = crate::workflow::load_path_with(path, remote)?;
     match &loaded {
         Loaded::Workflow(Some(wf)) => diags.extend(check_workflow(wf, &wf.file)),
         Loaded::Action(Some(action)) => diags.extend(check_action(action)),

@@ -2,6 +2,7 @@
 //! layers together and chooses how to print; none of them knows YAML shapes or renders
 //! locations itself.
 
+mod actions;
 mod baseline;
 mod bench;
 mod completions;
@@ -59,6 +60,9 @@ pub enum Command {
     Eval(eval::Args),
     /// Measure an OpenAI-compatible server with the `benchmark` step's load generator.
     Bench(Box<bench::Args>),
+    /// List the remote actions `gpuflow.lock` pins; `actions update` moves them to what their
+    /// refs name now.
+    Actions(actions::Args),
     /// Show a built-in step's inputs, outputs and an example.
     Docs(docs::Args),
     /// Print the JSON Schema of workflow or action files (for editors).
@@ -100,6 +104,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run(args) => run::run(&args, render),
         Command::Eval(args) => eval::run(&args, render),
         Command::Bench(args) => bench::run(&args),
+        Command::Actions(args) => actions::run(&args, render),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::History(args) => history::run(&args, render),

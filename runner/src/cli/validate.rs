@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::check::load_and_check;
+use crate::actions::ActionResolver;
+use crate::check::load_and_check_with;
 use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, Severity, render};
 
 #[derive(Debug, clap::Args)]
@@ -32,8 +33,15 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     let files = collect_files(&args.paths, &mut unreadable);
     let mut all = Diagnostics::new();
     let mut files_with_errors = 0;
+    // One resolver per workspace: a remote action many files use is fetched once.
+    let mut resolvers: std::collections::HashMap<PathBuf, ActionResolver> =
+        std::collections::HashMap::new();
     for file in &files {
-        match load_and_check(file) {
+        let workspace = crate::workflow::workspace_of(file);
+        let resolver = resolvers
+            .entry(workspace.clone())
+            .or_insert_with(|| ActionResolver::new(&workspace));
+        match load_and_check_with(file, resolver) {
             Ok((_, diags)) => {
                 if diags.has_errors() {
                     files_with_errors += 1;

@@ -1,4 +1,5 @@
-//! Composite actions (`uses: ./actions/NAME`): the action's steps run as a nested level of
+//! Composite actions (`uses: ./actions/NAME`, or a remote `owner/repo/NAME@ref` the loader
+//! fetched and pinned): the action's steps run as a nested level of
 //! the job, with the action's `inputs` (defaults, required) and its `outputs` mapped back to
 //! the step that used it. Errors inside name the using step and the action file's line.
 

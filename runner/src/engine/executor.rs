@@ -798,6 +798,10 @@ impl JobRun {
                 }
             }
             Uses::Local(path) => self.run_action(step, path, key, scope, &env).await,
+            remote @ Uses::Remote { .. } => {
+                self.run_action(step, &remote.to_string(), key, scope, &env)
+                    .await
+            }
             other => Err(format!(
                 "`{other}` steps cannot run (refused before the run)"
             )),

@@ -20,10 +20,10 @@ pub const AVAILABLE_BUILTINS: &[&str] = &[
 pub fn check(wf: &Workflow) -> Diagnostics {
     let mut diags = Diagnostics::new();
     for job in wf.jobs.values() {
-        check_steps(&job.steps, &wf.file, &mut diags);
+        check_steps(&job.steps, &wf.file, wf, &mut diags);
     }
     for action in wf.actions.values() {
-        check_steps(&action.runs.steps, &action.file, &mut diags);
+        check_steps(&action.runs.steps, &action.file, wf, &mut diags);
     }
     diags.sorted()
 }
@@ -31,6 +31,7 @@ pub fn check(wf: &Workflow) -> Diagnostics {
 fn check_steps(
     steps: &[Step],
     file: &std::sync::Arc<crate::diag::SourceFile>,
+    wf: &Workflow,
     diags: &mut Diagnostics,
 ) {
     for step in steps {
@@ -48,13 +49,16 @@ fn check_steps(
                     join_quoted(AVAILABLE_BUILTINS, "and")
                 ))
             }
-            Uses::Remote { .. } => Diagnostic::error(
-                file,
-                uses.span,
-                format!("remote actions (`{}`) are not supported", uses.value),
-            )
-            .label("gpuflow runs built-in steps and local actions only")
-            .hint("copy the action into this repository and use it as `./path/to/action`"),
+            // Loaded remote actions run; the others (GitHub's JavaScript actions) cannot.
+            remote @ Uses::Remote { .. } if !wf.actions.contains_key(&remote.to_string()) => {
+                Diagnostic::error(
+                    file,
+                    uses.span,
+                    format!("the remote action `{remote}` cannot run"),
+                )
+                .label("not a composite action gpuflow has loaded")
+                .hint("use a composite action (docs/actions.md), or a `run:` step doing the same")
+            }
             Uses::Docker(image) => Diagnostic::error(
                 file,
                 uses.span,

@@ -170,7 +170,10 @@ pub fn candidates(wf: &Workflow, job: &Job) -> Vec<Candidate> {
                 }
             }
             Some(Uses::Builtin(_)) => {}
-            Some(Uses::Local(path)) => match wf.actions.get(path) {
+            Some(uses @ (Uses::Local(_) | Uses::Remote { .. })) => match uses
+                .action_key()
+                .and_then(|k| wf.actions.get(&k))
+            {
                 Some(action) if step.condition.is_none() && static_inputs(step, walk.env_known) => {
                     follow_action(step, i, action, &mut walk);
                 }
@@ -514,10 +517,8 @@ fn prepare(
             let start_inputs = match at.inner {
                 None => builtin::inputs("start-container", call, &call_ctx, &wf.file).ok()?,
                 Some(j) => {
-                    let Some(Uses::Local(path)) = call.uses.as_ref().map(|u| &u.value) else {
-                        return None;
-                    };
-                    let action = wf.actions.get(path)?;
+                    let key = call.uses.as_ref()?.value.action_key()?;
+                    let action = wf.actions.get(&key)?;
                     let mut action_ctx = call_ctx.clone();
                     action_ctx.insert("inputs", action_inputs(call, action, &call_ctx, &wf.file)?);
                     let inner = &action.runs.steps[j];

@@ -18,7 +18,8 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_
 /// The host file's name, looked for in the workspace root.
 pub const CONFIG_FILE: &str = "gpuflow.toml";
 
-const TOP_KEYS: [&str; 1] = ["hosts"];
+/// `actions` (remote action sources, docs/actions.md) is read by `crate::actions`.
+const TOP_KEYS: [&str; 2] = ["hosts", "actions"];
 const HOST_KEYS: [&str; 5] = [
     "endpoint",
     "labels",
@@ -103,6 +104,8 @@ impl HostConfig {
         for (key, value) in &root {
             if key.get_ref().as_ref() == "hosts" {
                 hosts = reader.hosts(value);
+            } else if key.get_ref().as_ref() == "actions" {
+                // Checked where remote actions are resolved.
             } else {
                 reader.unknown_key(key, &TOP_KEYS, "a top-level key");
             }
@@ -142,7 +145,7 @@ impl HostConfig {
 
 /// The nearest ancestor of `cwd` holding `.git` (a directory, or a file in a git worktree);
 /// `cwd` itself when there is none.
-pub(crate) fn workspace_root(cwd: &Path) -> PathBuf {
+pub fn workspace_root(cwd: &Path) -> PathBuf {
     cwd.ancestors()
         .find(|dir| dir.join(".git").exists())
         .unwrap_or(cwd)

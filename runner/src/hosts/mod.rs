@@ -20,6 +20,6 @@ mod select;
 
 pub use gpu_probe::DEFAULT_PROBE_IMAGE;
 pub use host::{Host, HostEndpoint, LOCAL};
-pub use host_config::{CONFIG_FILE, HostConfig};
+pub use host_config::{CONFIG_FILE, HostConfig, workspace_root};
 pub use node_check::check_ssh_node;
 pub use select::SelectError;

@@ -9,5 +9,8 @@ pub mod load;
 pub mod model;
 pub mod yaml;
 
-pub use load::{Loaded, load_action, load_path, load_workflow, load_workflow_in};
+pub use load::{
+    FetchedAction, Loaded, RemoteAction, RemoteActionSource, load_action, load_path,
+    load_path_with, load_workflow, load_workflow_in, load_workflow_with, workspace_of,
+};
 pub use model::{Action, Workflow};

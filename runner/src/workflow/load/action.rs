@@ -13,7 +13,7 @@ use crate::workflow::yaml::{Node, NodeKind};
 const ACTION_KEYS: &[&str] = &["name", "description", "author", "inputs", "outputs", "runs"];
 
 impl Reader {
-    pub fn action(&mut self, root: &Node, ctx: &mut super::LoadContext) -> Option<Action> {
+    pub fn action(&mut self, root: &Node, ctx: &mut super::LoadContext<'_>) -> Option<Action> {
         let NodeKind::Map(entries) = &root.kind else {
             let d = self
                 .err(
@@ -157,7 +157,7 @@ impl Reader {
         &mut self,
         key: &Spanned<String>,
         node: &Node,
-        ctx: &mut super::LoadContext,
+        ctx: &mut super::LoadContext<'_>,
     ) -> Option<ActionRuns> {
         let entries = self.map("runs", node, "a mapping with `using` and `steps`")?;
         let using_entry = entries.iter().find(|e| e.key.value == "using");

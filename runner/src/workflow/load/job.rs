@@ -33,7 +33,7 @@ impl Reader {
         &mut self,
         id: &Spanned<String>,
         node: &Node,
-        ctx: &mut super::LoadContext,
+        ctx: &mut super::LoadContext<'_>,
     ) -> Option<Job> {
         let entries = self.map(&id.value, node, "a job (a mapping with `steps`)")?;
         if entries.iter().any(|e| e.key.value == "uses") {
@@ -125,7 +125,7 @@ impl Reader {
         &mut self,
         key: &Spanned<String>,
         node: &Node,
-        ctx: &mut super::LoadContext,
+        ctx: &mut super::LoadContext<'_>,
     ) -> Vec<crate::workflow::model::Step> {
         let items = match &node.kind {
             NodeKind::Seq(items) => items.as_slice(),

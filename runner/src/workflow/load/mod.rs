@@ -14,6 +14,7 @@ mod action;
 mod inputs;
 mod job;
 mod reader;
+mod remote;
 mod step;
 mod workflow;
 
@@ -29,10 +30,15 @@ use crate::workflow::yaml;
 use reader::Reader;
 
 pub use reader::is_valid_id;
+pub use remote::{FetchedAction, RemoteAction, RemoteActionSource};
 
-/// State shared by one load: where `./` actions are found, and the actions already read.
-pub(crate) struct LoadContext {
+/// State shared by one load: where `./` actions are found, what fetches remote ones, and the
+/// actions already read.
+pub(crate) struct LoadContext<'r> {
     workspace: PathBuf,
+    /// `None`: remote actions are reported as unresolved (a load without sources, as in
+    /// unit tests).
+    remote: Option<&'r mut dyn RemoteActionSource>,
     /// Each action folder is loaded once per load, so two steps using it report its
     /// problems once.
     cache: HashMap<PathBuf, Option<(Arc<SourceFile>, Action)>>,
@@ -41,10 +47,11 @@ pub(crate) struct LoadContext {
     used_actions: IndexMap<String, Action>,
 }
 
-impl LoadContext {
-    fn new(workspace: &Path) -> Self {
+impl<'r> LoadContext<'r> {
+    fn new(workspace: &Path, remote: Option<&'r mut dyn RemoteActionSource>) -> Self {
         Self {
             workspace: workspace.to_owned(),
+            remote,
             cache: HashMap::new(),
             stack: Vec::new(),
             used_actions: IndexMap::new(),
@@ -67,16 +74,35 @@ pub fn load_workflow(file: &Arc<SourceFile>) -> (Option<Workflow>, Diagnostics) 
     load_workflow_in(file, &workspace_of(Path::new(&file.name)))
 }
 
-/// Loads a workflow whose `./` actions are relative to `workspace`.
+/// Loads a workflow whose `./` actions are relative to `workspace`. Remote actions are
+/// reported as unresolved: [`load_workflow_with`] resolves them.
 pub fn load_workflow_in(
     file: &Arc<SourceFile>,
     workspace: &Path,
+) -> (Option<Workflow>, Diagnostics) {
+    load_workflow_inner(file, workspace, None)
+}
+
+/// Loads a workflow whose `./` actions are relative to `workspace` and whose remote actions
+/// `remote` fetches.
+pub fn load_workflow_with(
+    file: &Arc<SourceFile>,
+    workspace: &Path,
+    remote: &mut dyn RemoteActionSource,
+) -> (Option<Workflow>, Diagnostics) {
+    load_workflow_inner(file, workspace, Some(remote))
+}
+
+fn load_workflow_inner(
+    file: &Arc<SourceFile>,
+    workspace: &Path,
+    remote: Option<&mut dyn RemoteActionSource>,
 ) -> (Option<Workflow>, Diagnostics) {
     let (root, mut diags) = yaml::parse(file);
     let Some(root) = root else {
         return (None, diags);
     };
-    let mut ctx = LoadContext::new(workspace);
+    let mut ctx = LoadContext::new(workspace, remote);
     let mut reader = Reader::new(file);
     let workflow = reader.workflow(&root, &mut ctx);
     diags.extend(reader.diags);
@@ -86,8 +112,15 @@ pub fn load_workflow_in(
 /// Loads an action file (`action.yml`). `./` actions its steps use are resolved like
 /// [`load_workflow`]'s.
 pub fn load_action(file: &Arc<SourceFile>) -> (Option<Action>, Diagnostics) {
+    load_action_inner(file, None)
+}
+
+fn load_action_inner(
+    file: &Arc<SourceFile>,
+    remote: Option<&mut dyn RemoteActionSource>,
+) -> (Option<Action>, Diagnostics) {
     let path = Path::new(&file.name);
-    let mut ctx = LoadContext::new(&workspace_of(path));
+    let mut ctx = LoadContext::new(&workspace_of(path), remote);
     if let Some(dir) = path.parent().and_then(|d| d.canonicalize().ok()) {
         ctx.stack.push(dir);
     }
@@ -97,7 +130,7 @@ pub fn load_action(file: &Arc<SourceFile>) -> (Option<Action>, Diagnostics) {
 
 fn load_action_with(
     file: &Arc<SourceFile>,
-    ctx: &mut LoadContext,
+    ctx: &mut LoadContext<'_>,
 ) -> (Option<Action>, Diagnostics) {
     let (root, mut diags) = yaml::parse(file);
     let Some(root) = root else {
@@ -119,6 +152,21 @@ pub enum Loaded {
 /// Reads and loads a file: `action.yml`/`action.yaml` as an action, anything else as a
 /// workflow. A file that cannot be read is an `Err` (one unlocated diagnostic).
 pub fn load_path(path: &Path) -> Result<(Loaded, Diagnostics), Box<Diagnostic>> {
+    load_path_inner(path, None)
+}
+
+/// [`load_path`], with remote actions fetched by `remote`.
+pub fn load_path_with(
+    path: &Path,
+    remote: &mut dyn RemoteActionSource,
+) -> Result<(Loaded, Diagnostics), Box<Diagnostic>> {
+    load_path_inner(path, Some(remote))
+}
+
+fn load_path_inner(
+    path: &Path,
+    remote: Option<&mut dyn RemoteActionSource>,
+) -> Result<(Loaded, Diagnostics), Box<Diagnostic>> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         Box::new(Diagnostic::unlocated(format!(
             "cannot read `{}`: {err}",
@@ -127,10 +175,10 @@ pub fn load_path(path: &Path) -> Result<(Loaded, Diagnostics), Box<Diagnostic>> 
     })?;
     let file = SourceFile::new(path.to_string_lossy(), text);
     Ok(if is_action_file(path) {
-        let (a, d) = load_action(&file);
+        let (a, d) = load_action_inner(&file, remote);
         (Loaded::Action(a.map(Box::new)), d)
     } else {
-        let (w, d) = load_workflow(&file);
+        let (w, d) = load_workflow_inner(&file, &workspace_of(path), remote);
         (Loaded::Workflow(w.map(Box::new)), d)
     })
 }

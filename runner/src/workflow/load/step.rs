@@ -12,6 +12,10 @@ use crate::steps;
 use crate::workflow::model::{Action, Step, Uses, Value};
 use crate::workflow::yaml::{MapEntry, Node};
 
+/// The GitHub organisation of GitHub's own actions (`actions/checkout`, `actions/setup-python`):
+/// JavaScript actions (`using: node20`) gpuflow cannot run, so they are never fetched.
+const GITHUB_JS_OWNER: &str = "actions";
+
 const STEP_KEYS: &[&str] = &[
     "id",
     "name",
@@ -28,7 +32,7 @@ const STEP_KEYS: &[&str] = &[
 ];
 
 impl Reader {
-    pub fn step(&mut self, node: &Node, ctx: &mut super::LoadContext) -> Option<Step> {
+    pub fn step(&mut self, node: &Node, ctx: &mut super::LoadContext<'_>) -> Option<Step> {
         let entries = self.map("steps", node, "a step (a mapping with `run` or `uses`)")?;
         if node.is_null() {
             let d = self
@@ -214,7 +218,7 @@ impl Reader {
         uses: &Spanned<Uses>,
         with: &IndexMap<String, Spanned<Value>>,
         keys: &IndexMap<String, Span>,
-        ctx: &mut super::LoadContext,
+        ctx: &mut super::LoadContext<'_>,
     ) {
         match &uses.value {
             Uses::Builtin(name) => self.check_builtin_inputs(name, uses.span, with, keys),
@@ -223,12 +227,37 @@ impl Reader {
                     self.check_action_inputs(path, uses.span, &file, &action, keys);
                 }
             }
-            Uses::Remote { .. } => {
+            Uses::Remote {
+                owner,
+                repo,
+                path,
+                git_ref,
+            } if owner == GITHUB_JS_OWNER => {
                 let d = self
-                    .warn(uses.span, "remote actions are not run by gpuflow yet")
-                    .label("this step will fail when it runs")
-                    .hint("vendor the action into this repository and use it as `./path`");
+                    .warn(
+                        uses.span,
+                        format!("`{}` is one of GitHub's JavaScript actions, which gpuflow does not run", uses.value),
+                    )
+                    .label("not fetched; `gpuflow run` refuses this step")
+                    .hint("a run already happens in the repository's checkout: drop `actions/checkout`; for the others, a `run:` step or a container does the same");
                 self.report(d);
+            }
+            Uses::Remote {
+                owner,
+                repo,
+                path,
+                git_ref,
+            } => {
+                let remote = super::RemoteAction {
+                    owner,
+                    repo,
+                    path: path.as_deref(),
+                    git_ref,
+                };
+                let key = uses.value.to_string();
+                if let Some((file, action)) = self.remote_action(&key, &remote, uses.span, ctx) {
+                    self.check_action_inputs(&key, uses.span, &file, &action, keys);
+                }
             }
             Uses::Docker(_) => {}
         }
@@ -339,10 +368,75 @@ impl Reader {
         &mut self,
         path: &str,
         uses_span: Span,
-        ctx: &mut super::LoadContext,
+        ctx: &mut super::LoadContext<'_>,
     ) -> Option<(Arc<SourceFile>, Action)> {
         let rel = path.trim_start_matches("./").trim_end_matches('/');
         let dir = ctx.workspace.join(rel);
+        self.action_in(
+            path,
+            dir,
+            uses_span,
+            ctx,
+            "local actions are folders with an `action.yml`, relative to the repository root",
+        )
+    }
+
+    /// Fetches (through the load's [`super::RemoteActionSource`]) and loads a remote action;
+    /// where fetching fails, says why at the `uses:`.
+    fn remote_action(
+        &mut self,
+        key: &str,
+        remote: &super::RemoteAction<'_>,
+        uses_span: Span,
+        ctx: &mut super::LoadContext<'_>,
+    ) -> Option<(Arc<SourceFile>, Action)> {
+        let Some(source) = ctx.remote.as_deref_mut() else {
+            let d = self
+                .warn(uses_span, format!("remote action `{key}` is not resolved here"))
+                .label("no action sources in this load")
+                .hint("run `gpuflow validate` on the file, which fetches it from the sources of `gpuflow.toml`");
+            self.report(d);
+            return None;
+        };
+        let fetched = match source.fetch(remote) {
+            Ok(f) => f,
+            Err(d) => {
+                self.report(self.placed(*d, uses_span));
+                return None;
+            }
+        };
+        for w in fetched.warnings {
+            let d = self.placed(w, uses_span);
+            self.report(d);
+        }
+        let hint = match remote.path {
+            Some(p) => format!("the repository has no `{p}/action.yml` at that ref: check the path after the repository name"),
+            None => "the repository has no `action.yml` at its root at that ref: name the action's folder, `owner/repo/path@ref`".to_owned(),
+        };
+        self.action_in(key, fetched.dir, uses_span, ctx, &hint)
+    }
+
+    /// A diagnostic from a [`super::RemoteActionSource`] put at `span`; one that has a place
+    /// already (a bad `gpuflow.toml`) keeps it and names the step.
+    fn placed(&self, mut d: crate::diag::Diagnostic, span: Span) -> crate::diag::Diagnostic {
+        if d.file.is_some() {
+            return d.related(&self.file.clone(), span, "needed by this step");
+        }
+        d.file = Some(self.file.clone());
+        d.span = span;
+        d
+    }
+
+    /// Loads (once per load) the action in `dir`, kept as `key` (its `uses:` text).
+    fn action_in(
+        &mut self,
+        key: &str,
+        dir: std::path::PathBuf,
+        uses_span: Span,
+        ctx: &mut super::LoadContext<'_>,
+        not_found_hint: &str,
+    ) -> Option<(Arc<SourceFile>, Action)> {
+        let path = key;
         if let Some(cached) = ctx.cache.get(&dir) {
             let cached = cached.clone();
             if let Some((_, action)) = &cached {
@@ -370,7 +464,7 @@ impl Reader {
                     ctx.display(&candidates[0]),
                     ctx.display(&candidates[1])
                 ))
-                .hint("local actions are folders with an `action.yml`, relative to the repository root");
+                .hint(not_found_hint);
             self.report(d);
             ctx.cache.insert(dir, None);
             return None;

@@ -24,7 +24,7 @@ const WORKFLOW_KEYS: &[&str] = &[
 
 impl Reader {
     /// The workflow in `root`, or `None` when its shape is too broken to make one.
-    pub fn workflow(&mut self, root: &Node, ctx: &mut super::LoadContext) -> Option<Workflow> {
+    pub fn workflow(&mut self, root: &Node, ctx: &mut super::LoadContext<'_>) -> Option<Workflow> {
         let Some(entries) = (match &root.kind {
             NodeKind::Map(entries) => Some(entries),
             _ => None,

@@ -99,6 +99,19 @@ pub enum Uses {
     Docker(String),
 }
 
+impl Uses {
+    /// The key the action a step uses is kept under in [`super::Workflow::actions`]: the
+    /// `uses:` text of a local (`./x`) or remote (`owner/repo[/path]@ref`) action; `None` for
+    /// built-ins and images.
+    pub fn action_key(&self) -> Option<String> {
+        match self {
+            Self::Local(path) => Some(path.clone()),
+            Self::Remote { .. } => Some(self.to_string()),
+            Self::Builtin(_) | Self::Docker(_) => None,
+        }
+    }
+}
+
 impl fmt::Display for Uses {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -51,8 +51,8 @@ pub struct Workflow {
     /// and `_`. Jobs run in parallel unless `needs` orders them.
     #[schemars(schema_with = "jobs_schema")]
     pub jobs: IndexMap<String, Job>,
-    /// The local composite actions the steps use, loaded and checked, by their `uses:` path
-    /// (`./actions/sglang-server`).
+    /// The composite actions the steps use, loaded and checked, by their `uses:` text
+    /// (`./actions/sglang-server`, `team/actions/vllm@v1`; see [`super::Uses::action_key`]).
     #[serde(skip)]
     #[schemars(skip)]
     pub actions: IndexMap<String, Action>,

@@ -1,0 +1,287 @@
+//! `gpuflow.lock`: the commit each remote action runs at, beside the workflows' repository
+//! root. One `[[action]]` table per `owner/repo@ref`, sorted, one key a line, so a change is
+//! a one-line diff in review.
+//!
+//! Changes go through [`LockFile::update`]: under an exclusive lock (in the cache folder, so
+//! nothing is left beside the file), the file as it is on disk now is read, changed and
+//! written to a temporary file that is renamed over it. Two runs adding entries at once both
+//! keep theirs; a reader never sees half a file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::diag::{Diagnostic, SourceFile, Span};
+
+/// The lock file's name, in the workspace root.
+pub const LOCK_FILE: &str = "gpuflow.lock";
+
+const VERSION: u32 = 1;
+
+/// The commit one `owner/repo@ref` is pinned to, and where it was fetched from.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockEntry {
+    /// `owner/repo`.
+    pub repo: String,
+    /// The ref written after `@` (`v1`, `main`, a commit).
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// The full commit id.
+    pub commit: String,
+    /// The URL the commit was fetched from (a source template, filled in).
+    pub source: String,
+}
+
+impl LockEntry {
+    /// `owner/repo@ref`, as `gpuflow actions update` names it.
+    pub fn key(&self) -> String {
+        format!("{}@{}", self.repo, self.git_ref)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    version: u32,
+    #[serde(default, rename = "action")]
+    actions: Vec<LockEntry>,
+}
+
+/// A lock file's entries, as read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockFile {
+    pub entries: Vec<LockEntry>,
+}
+
+impl LockFile {
+    /// Reads `path`; a missing file is an empty lock.
+    pub fn read(path: &Path) -> Result<Self, Box<Diagnostic>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => {
+                return Err(Box::new(Diagnostic::unlocated(format!(
+                    "cannot read `{}`: {e}",
+                    path.display()
+                ))));
+            }
+        };
+        let file = SourceFile::new(path.display().to_string(), text);
+        let fix = format!(
+            "`{LOCK_FILE}` is written by gpuflow: restore it from git, or delete it and run \
+             `gpuflow validate` to pin every remote action again"
+        );
+        let doc: Document = toml::from_str(&file.text).map_err(|e| {
+            let span = e.span().map(Span::from).unwrap_or_default();
+            let message = e.message().trim().trim_end_matches('.').to_owned();
+            Box::new(
+                Diagnostic::error(&file, span, format!("invalid lock file: {message}"))
+                    .hint(fix.clone()),
+            )
+        })?;
+        if doc.version != VERSION {
+            return Err(Box::new(
+                Diagnostic::error(
+                    &file,
+                    Span::default(),
+                    format!(
+                        "`{LOCK_FILE}` has version {}, this gpuflow reads version {VERSION}",
+                        doc.version
+                    ),
+                )
+                .hint(fix),
+            ));
+        }
+        let mut lock = Self {
+            entries: doc.actions,
+        };
+        lock.sort();
+        Ok(lock)
+    }
+
+    /// The entry of `owner/repo@ref`.
+    pub fn get(&self, repo: &str, git_ref: &str) -> Option<&LockEntry> {
+        self.entries
+            .iter()
+            .find(|e| e.repo == repo && e.git_ref == git_ref)
+    }
+
+    fn sort(&mut self) {
+        self.entries
+            .sort_by(|a, b| (&a.repo, &a.git_ref).cmp(&(&b.repo, &b.git_ref)));
+        self.entries
+            .dedup_by(|a, b| a.repo == b.repo && a.git_ref == b.git_ref);
+    }
+
+    /// The file's text: a header saying what it is, then one table per entry.
+    pub fn render(&self) -> String {
+        let quote = |s: &str| toml::Value::String(s.to_owned()).to_string();
+        let mut out = format!(
+            "# {LOCK_FILE}: the commit each remote action (`uses: owner/repo[/path]@ref`) runs at.\n\
+             # Written by gpuflow; `gpuflow actions update [owner/repo@ref]` moves an entry \
+             (docs/actions.md).\n\
+             version = {VERSION}\n"
+        );
+        for e in &self.entries {
+            out.push_str(&format!(
+                "\n[[action]]\nrepo = {}\nref = {}\ncommit = {}\nsource = {}\n",
+                quote(&e.repo),
+                quote(&e.git_ref),
+                quote(&e.commit),
+                quote(&e.source)
+            ));
+        }
+        out
+    }
+
+    /// Applies `change` to the lock file as it is on disk now and writes the result, holding
+    /// an exclusive lock in `lock_dir` meanwhile. Returns the entries written. The file is
+    /// not touched when `change` leaves it as it was.
+    pub fn update<T>(
+        path: &Path,
+        lock_dir: &Path,
+        change: impl FnOnce(&mut Self) -> T,
+    ) -> Result<(Self, T), Box<Diagnostic>> {
+        let _guard = exclusive(lock_dir, path).map_err(|e| {
+            Box::new(Diagnostic::unlocated(format!(
+                "cannot lock `{}` for writing: {e}",
+                path.display()
+            )))
+        })?;
+        let mut lock = Self::read(path)?;
+        let before = lock.clone();
+        let result = change(&mut lock);
+        lock.sort();
+        if lock != before || !path.exists() {
+            write_atomically(path, &lock.render()).map_err(|e| {
+                Box::new(Diagnostic::unlocated(format!(
+                    "cannot write `{}`: {e}",
+                    path.display()
+                )))
+            })?;
+        }
+        Ok((lock, result))
+    }
+}
+
+/// An exclusive lock for `path`, as a file under `lock_dir` named by a hash of the path;
+/// released when the returned file is dropped (or the process dies).
+pub(super) fn exclusive(lock_dir: &Path, path: &Path) -> std::io::Result<std::fs::File> {
+    use sha2::{Digest, Sha256};
+    std::fs::create_dir_all(lock_dir)?;
+    let absolute = std::path::absolute(path)?;
+    let digest = Sha256::digest(absolute.to_string_lossy().as_bytes());
+    let name: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_dir.join(format!("{name}.lock")))?;
+    file.lock()?;
+    Ok(file)
+}
+
+/// Writes a sibling temporary file and renames it over `path`; on failure the temporary
+/// file is removed.
+pub(super) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let tmp: PathBuf = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(repo: &str, git_ref: &str, commit: &str) -> LockEntry {
+        LockEntry {
+            repo: repo.into(),
+            git_ref: git_ref.into(),
+            commit: commit.into(),
+            source: format!("file:///srv/{repo}.git"),
+        }
+    }
+
+    #[test]
+    fn renders_sorted_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let locks = dir.path().join("locks");
+        LockFile::update(&path, &locks, |l| {
+            l.entries.push(entry("team/b", "v1", "bb"));
+            l.entries.push(entry("team/a", "v2", "aa"));
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.ends_with(
+                "version = 1\n\n[[action]]\nrepo = \"team/a\"\nref = \"v2\"\ncommit = \"aa\"\nsource = \"file:///srv/team/a.git\"\n\n[[action]]\nrepo = \"team/b\"\nref = \"v1\"\ncommit = \"bb\"\nsource = \"file:///srv/team/b.git\"\n"
+            ),
+            "{text}"
+        );
+        let lock = LockFile::read(&path).unwrap();
+        assert_eq!(lock.get("team/b", "v1").unwrap().commit, "bb");
+        assert!(lock.get("team/b", "v2").is_none());
+        // Nothing but the lock file is left in the folder.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn concurrent_updates_keep_every_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let locks = dir.path().join("locks");
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (path, locks) = (&path, &locks);
+                s.spawn(move || {
+                    LockFile::update(path, locks, |l| {
+                        l.entries.push(entry(&format!("team/r{i}"), "v1", "c"));
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        assert_eq!(LockFile::read(&path).unwrap().entries.len(), 8);
+    }
+
+    #[test]
+    fn a_broken_lock_file_is_an_error_at_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        std::fs::write(
+            &path,
+            "version = 1\n[[action]]\nrepo = \"a/b\"\nreff = \"v1\"\n",
+        )
+        .unwrap();
+        let d = LockFile::read(&path).unwrap_err();
+        assert!(
+            d.message
+                .starts_with("invalid lock file: unknown field `reff`"),
+            "{d:?}"
+        );
+        assert!(
+            d.location().ends_with("gpuflow.lock:4:1"),
+            "{}",
+            d.location()
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! Remote actions (`uses: owner/repo[/path]@ref`): where they come from (`[actions] sources`
+//! of `gpuflow.toml`: URL templates, any git server), the cache they are fetched into, and
+//! `gpuflow.lock`, which pins the commit each runs at until `gpuflow actions update` moves it.
+//!
+//! The loader sees this module only through [`crate::workflow::RemoteActionSource`]: it is
+//! handed a folder and reads the action there as it reads a local one. Knows nothing of
+//! workflows' contents, Docker or the engine.
+
+mod git_cache;
+mod lock_file;
+mod resolver;
+mod sources;
+
+pub use lock_file::{LOCK_FILE, LockEntry, LockFile};
+pub use resolver::{ActionResolver, Moved};
+pub use sources::{ActionsConfig, DEFAULT_SOURCE};

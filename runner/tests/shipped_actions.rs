@@ -1,0 +1,182 @@
+//! The actions shipped in `actions/` (`sglang-server`, `vllm-server`, `openai-bench`), run by
+//! `gpuflow run` on the local engine with the simulator image standing in for the server:
+//! each server action's `command` input starts `gpuflow-sim` instead of SGLang or vLLM, and
+//! everything else (the published port, the ready line, `/health`, the outputs, the
+//! benchmark's defaults and outputs) is the action's own. These run `gpuflow run`, which
+//! sweeps orphans: nextest's `docker-sweep` group.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+use super::docker::connect_or_skip;
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A git repository holding the shipped actions (copied from this checkout) and `w.yml`;
+/// `None` only when Docker tests are skipped knowingly.
+async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
+    let docker = connect_or_skip().await?;
+    assert!(
+        docker.has_image("gpuflow-sim:test").await.unwrap(),
+        "the test image `gpuflow-sim:test` is missing: run `make test-images`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../actions");
+    for name in ["sglang-server", "vllm-server", "openai-bench"] {
+        let to = dir.path().join("actions").join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(shipped.join(name).join("action.yml"), to.join("action.yml")).unwrap();
+    }
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
+    Some(dir)
+}
+
+fn run(dir: &Path) -> (i32, String) {
+    let out = Command::cargo_bin("gpuflow")
+        .unwrap()
+        .current_dir(dir)
+        .env_remove("GPUFLOW_STORE")
+        .env("NO_COLOR", "1")
+        .args(["run", "--plain", "w.yml"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// A server action started with the simulator, then `openai-bench` against its `url`, then a
+/// line with the outputs of both.
+fn server_and_bench(action: &str, port: u16) -> String {
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - id: server
+        uses: ./actions/{action}
+        with:
+          model: /models/simulated
+          image: gpuflow-sim:test
+          gpus: 0
+          port: {port}
+          command: gpuflow-sim --port {port} --startup-delay 1s --ttft 10ms --tokens-per-second 400
+          timeout: 1m
+      - id: bench
+        uses: ./actions/openai-bench
+        with:
+          url: ${{{{ steps.server.outputs.url }}}}
+          output-tokens: 16
+          runs: 2
+      - run: >-
+          echo "url=${{{{ steps.server.outputs.url }}}}
+          container=${{{{ steps.server.outputs.container }}}}
+          ready=${{{{ steps.server.outputs.ready-after > 0 }}}}
+          tok/s=${{{{ steps.bench.outputs.output_tok_s > 0 }}}}
+          errors=${{{{ steps.bench.outputs.errors }}}}
+          result=${{{{ steps.bench.outputs.result-file != '' }}}}"
+"#
+    )
+}
+
+async fn server_action_serves_the_benchmark(action: &str) {
+    let port = free_port();
+    let Some(dir) = repository(&server_and_bench(action, port)).await else {
+        return;
+    };
+    let (code, out) = run(dir.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "url=http://127.0.0.1:{port} container=server ready=true tok/s=true errors=0 result=true"
+        )),
+        "{out}"
+    );
+    // The benchmark was recorded: 2 measured runs (the warm-up not counted) of single-stream's
+    // 3 requests, one decode-speed sample each.
+    let store = gpuflow::store::ResultStore::open(&dir.path().join(".gpuflow/results.db")).unwrap();
+    let results = store
+        .find(&gpuflow::store::ResultFilter {
+            metric: "output_tok_s".into(),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(results.len(), 1);
+    let metric = results[0].metric("output_tok_s").unwrap();
+    assert_eq!(metric.samples.len(), 6, "{metric:?}");
+    // The fingerprint holds the server command the action ran.
+    let command = &results[0].fingerprint.identity.server_command;
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--tokens-per-second", "400"]),
+        "{command:?}"
+    );
+}
+
+#[tokio::test]
+async fn vllm_server_then_openai_bench_against_the_simulator() {
+    server_action_serves_the_benchmark("vllm-server").await;
+}
+
+#[tokio::test]
+async fn sglang_server_then_openai_bench_against_the_simulator() {
+    server_action_serves_the_benchmark("sglang-server").await;
+}
+
+/// A server that runs out of memory while loading fails the action at once, with the
+/// recognised cause, not after the action's 30-minute timeout.
+#[tokio::test]
+async fn a_server_that_dies_while_loading_fails_the_action_with_the_cause() {
+    let port = free_port();
+    let Some(dir) = repository(&format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - uses: ./actions/vllm-server
+        with:
+          model: /models/too-big
+          image: gpuflow-sim:test
+          gpus: 0
+          port: {port}
+          command: gpuflow-sim --port {port} --oom-at-start --oom-style torch --startup-delay 1s
+"#
+    ))
+    .await
+    else {
+        return;
+    };
+    let (code, out) = run(dir.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("CUDA out of memory"), "{out}");
+    assert!(!out.contains("timed out"), "{out}");
+}
