@@ -11,6 +11,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use tokio::task::JoinHandle;
 
+use super::container_runner::SharedShell;
 use super::event::{EventKind, JobRef, Stream};
 use super::executor::Shared;
 use crate::backend::{
@@ -49,6 +50,8 @@ pub struct Started {
     pub id: String,
     /// Its Docker name.
     pub docker_name: String,
+    /// The shell its `run:` steps go through, started by the first one.
+    pub shell: SharedShell,
     forward: Option<JoinHandle<()>>,
 }
 
@@ -146,6 +149,7 @@ impl JobContainers {
             Started {
                 id: container.id,
                 docker_name,
+                shell: SharedShell::default(),
                 forward: Some(forward),
             },
         );
