@@ -356,8 +356,7 @@ mod tests {
             let stdout = String::from_utf8_lossy(&out.stdout);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(
-                stdout,
-                "hi it's\nme\nit'sN1 output x=1\nN1 end 3\nleak=none\nN2 end 0\n",
+                stdout, "hi it's\nme\nit'sN1 output x=1\nN1 end 3\nleak=none\nN2 end 0\n",
                 "{shell:?}: {stderr}"
             );
             assert_eq!(stderr, "N1 end\nN2 end\n", "{shell:?}");

@@ -286,7 +286,12 @@ impl Demux {
         if let Some(at) = find(&self.held, nonce) {
             let rest = self.held.split_off(at);
             let before = std::mem::take(&mut self.held);
-            out.extend(self.step.push(&before).into_iter().map(|l| Piece::Step(l.text)));
+            out.extend(
+                self.step
+                    .push(&before)
+                    .into_iter()
+                    .map(|l| Piece::Step(l.text)),
+            );
             out.extend(self.step.finish().map(|l| Piece::Step(l.text)));
             let mut control = LineSplitter::new(OutputStream::Stdout);
             for line in control.push(&rest) {
@@ -297,7 +302,12 @@ impl Demux {
             let keep = partial_match(&self.held, nonce);
             let rest = self.held.split_off(self.held.len() - keep);
             let before = std::mem::replace(&mut self.held, rest);
-            out.extend(self.step.push(&before).into_iter().map(|l| Piece::Step(l.text)));
+            out.extend(
+                self.step
+                    .push(&before)
+                    .into_iter()
+                    .map(|l| Piece::Step(l.text)),
+            );
         }
     }
 
@@ -305,7 +315,12 @@ impl Demux {
     fn finish(&mut self, nonce: &[u8]) -> Vec<Piece> {
         let mut out = Vec::new();
         let held = std::mem::take(&mut self.held);
-        out.extend(self.step.push(&held).into_iter().map(|l| Piece::Step(l.text)));
+        out.extend(
+            self.step
+                .push(&held)
+                .into_iter()
+                .map(|l| Piece::Step(l.text)),
+        );
         out.extend(self.step.finish().map(|l| Piece::Step(l.text)));
         if let Some(control) = &mut self.control
             && let Some(line) = control.finish()
@@ -333,7 +348,7 @@ fn classify(text: String, nonce: &[u8], out: &mut Vec<Piece>) {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 /// The length of the longest end of `bytes` that is a proper start of `nonce`.
@@ -427,7 +442,12 @@ mod tests {
         ]);
         assert_eq!(
             out,
-            [control("env A=b"), step("late"), step("no newline"), control("end 0")]
+            [
+                control("env A=b"),
+                step("late"),
+                step("no newline"),
+                control("end 0")
+            ]
         );
     }
 
