@@ -27,7 +27,9 @@ use tokio::task::JoinHandle;
 
 use super::event::Stream;
 use super::script_runner::{LineFn, MAX_FILE_BYTES};
-use crate::backend::{BackendError, DockerBackend, ExecSpec, LineSplitter, OutputStream};
+use crate::backend::{
+    BackendError, DockerBackend, ExecOutput, ExecSpec, LineSplitter, OutputStream,
+};
 
 /// The shell every step block goes through: read a count, that many lines, run them.
 /// `read -r` with an empty `IFS` keeps each line as sent (backslashes, leading blanks).
@@ -49,7 +51,10 @@ pub struct StepShell {
     exec_id: String,
     input: Pin<Box<dyn AsyncWrite + Send>>,
     state: Arc<Mutex<ReaderState>>,
-    reader: JoinHandle<()>,
+    /// The output until the first step: read only once a step listens, so what the engine
+    /// says when the shell cannot start (an image without `sh`) is that step's output.
+    output: Option<ExecOutput>,
+    reader: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for StepShell {
@@ -64,7 +69,9 @@ impl Drop for StepShell {
     fn drop(&mut self) {
         // Dropping the reader drops the connection, which closes the shell's stdin: it exits
         // once a step still running ends.
-        self.reader.abort();
+        if let Some(reader) = &self.reader {
+            reader.abort();
+        }
     }
 }
 
@@ -80,13 +87,12 @@ impl StepShell {
         let exec = docker
             .exec_interactive(container, &ExecSpec::new(["sh", "-c", LOOP]))
             .await?;
-        let state = Arc::new(Mutex::new(ReaderState::default()));
-        let reader = tokio::spawn(read(exec.output, state.clone()));
         Ok(Self {
             exec_id: exec.id,
             input: exec.input,
-            state,
-            reader,
+            state: Arc::new(Mutex::new(ReaderState::default())),
+            output: Some(exec.output),
+            reader: None,
         })
     }
 
@@ -121,6 +127,9 @@ impl StepShell {
             }
             state.listener = Some(Listener::new(nonce, lines, done));
         }
+        if let Some(output) = self.output.take() {
+            self.reader = Some(tokio::spawn(read(output, self.state.clone())));
+        }
         let mut text = String::with_capacity(block.len() + 16);
         let body = block.strip_suffix('\n').unwrap_or(block);
         text.push_str(&format!("{}\n", body.split('\n').count()));
@@ -140,7 +149,7 @@ impl StepShell {
 }
 
 /// Reads the shell's output until it ends, handing it to the step that is running.
-async fn read(mut output: crate::backend::ExecOutput, state: Arc<Mutex<ReaderState>>) {
+async fn read(mut output: ExecOutput, state: Arc<Mutex<ReaderState>>) {
     while let Some(Ok((stream, chunk))) = output.next_chunk().await {
         let mut state = state.lock().expect("not poisoned");
         let Some(listener) = state.listener.as_mut() else {
