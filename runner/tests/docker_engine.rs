@@ -47,6 +47,40 @@ impl Ran {
             .unwrap_or_else(|| panic!("no step `{name}`"))
     }
 
+    /// (outcome, conclusion) of the step named `name` in the job run displayed as `job`.
+    pub(crate) fn step_in(&self, job: &str, name: &str) -> (StepOutcome, StepOutcome) {
+        self.events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::StepFinished {
+                    job: j,
+                    name: n,
+                    outcome,
+                    conclusion,
+                    ..
+                } if j.display == job && n == name => Some((*outcome, *conclusion)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no step `{name}` in `{job}`: {:#?}", self.events))
+    }
+
+    pub(crate) fn job(&self, display: &str) -> JobResult {
+        self.report
+            .jobs
+            .iter()
+            .find(|j| j.job.display == display)
+            .unwrap_or_else(|| panic!("no job `{display}`: {:#?}", self.report.jobs))
+            .result
+    }
+
+    /// Index of the first event matching `f`.
+    fn index(&self, f: impl Fn(&EventKind) -> bool) -> usize {
+        self.events
+            .iter()
+            .position(|e| f(&e.kind))
+            .unwrap_or_else(|| panic!("event not found: {:#?}", self.events))
+    }
+
     /// Asserts with the engine's API that nothing of the run is left.
     pub(crate) async fn assert_nothing_left(&self) {
         let left = self
@@ -404,6 +438,242 @@ jobs:
     );
     assert!(lines.contains("another `name`"), "{lines}");
     ran.assert_nothing_left().await;
+}
+
+#[tokio::test]
+async fn a_dag_and_a_matrix_pass_outputs_between_jobs_in_containers() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  make:
+    container: gpuflow-base:test
+    outputs:
+      word: ${{ steps.w.outputs.word }}
+    steps:
+      - id: w
+        run: test -f /.dockerenv && echo "word=made-in-a-container" >> "$GITHUB_OUTPUT"
+  use:
+    needs: make
+    strategy:
+      matrix:
+        n: [1, 2]
+    container: gpuflow-base:test
+    outputs:
+      seen: ${{ steps.s.outputs.seen }}
+    steps:
+      - id: s
+        run: |
+          echo "cell ${{ matrix.n }} got ${{ needs.make.outputs.word }}"
+          echo "seen=${{ needs.make.outputs.word }}" >> "$GITHUB_OUTPUT"
+  last:
+    needs: use
+    steps:
+      - uses: start-container
+        id: box
+        with: { image: gpuflow-base:test, command: sleep 300 }
+      - container: box
+        run: echo "last saw ${{ needs.use.outputs.seen }}"
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    for n in [1, 2] {
+        assert_eq!(
+            ran.lines(&format!("use ({n})")),
+            [format!("cell {n} got made-in-a-container")]
+        );
+    }
+    assert_eq!(ran.lines("last"), ["last saw made-in-a-container"]);
+    // The cells start only once `make` has finished.
+    let make_done =
+        ran.index(|k| matches!(k, EventKind::JobFinished { job, .. } if job.job == "make"));
+    let use_started = ran.index(|k| matches!(k, EventKind::JobStarted { job } if job.job == "use"));
+    assert!(make_done < use_started);
+    ran.assert_nothing_left().await;
+}
+
+#[tokio::test]
+async fn if_always_and_continue_on_error_in_a_container() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  j:
+    steps:
+      - uses: start-container
+        id: box
+        with: { image: gpuflow-base:test, command: sleep 300 }
+      - id: flaky
+        name: flaky
+        container: box
+        continue-on-error: true
+        run: exit 4
+      - name: after flaky
+        container: box
+        run: echo "flaky was ${{ steps.flaky.outcome }}/${{ steps.flaky.conclusion }}"
+      - name: broken
+        container: box
+        run: echo "partial line without a newline"; printf 'no newline'; exit 5
+      - name: skipped
+        container: box
+        run: echo never
+      - name: on failure
+        if: failure()
+        container: box
+        run: echo "failure seen"
+      - name: cleanup
+        if: always()
+        container: box
+        run: echo "status ${{ job.status }}"
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(
+        ran.step_in("j", "flaky"),
+        (StepOutcome::Failure, StepOutcome::Success)
+    );
+    assert_eq!(ran.step_in("j", "broken").0, StepOutcome::Failure);
+    assert_eq!(ran.step_in("j", "skipped").0, StepOutcome::Skipped);
+    assert_eq!(ran.step_in("j", "on failure").0, StepOutcome::Success);
+    assert_eq!(ran.step_in("j", "cleanup").0, StepOutcome::Success);
+    let lines = ran.lines("j");
+    for want in [
+        "flaky was failure/success",
+        "no newline",
+        "failure seen",
+        "status failure",
+    ] {
+        assert!(lines.iter().any(|l| l == want), "{want}: {lines:?}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("exited with code 5")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l == "never"), "{lines:?}");
+    ran.assert_nothing_left().await;
+}
+
+/// A step's timeout ends every process it started in the container (its shell, a child in
+/// the background, a grandchild in a subshell) while the container lives on for later steps;
+/// a job's timeout stops its running step and still runs its `always()` step.
+#[tokio::test]
+async fn step_and_job_timeouts_in_a_container_end_the_steps_processes() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  step-timeout:
+    steps:
+      - uses: start-container
+        id: box
+        with: { image: gpuflow-base:test, command: sleep 300 }
+      - name: slow
+        container: box
+        timeout-minutes: 0.03
+        run: |
+          sleep 287 &
+          (sleep 288; echo never) &
+          sleep 289
+      - name: next
+        container: box
+        run: echo never
+      - name: survivors
+        if: always()
+        container: box
+        run: |
+          for i in 1 2 3 4 5 6 7 8 9 10; do
+            ps -o args | grep -q '^sleep 28[789]' || { echo "none survived"; exit 0; }
+            sleep 0.2
+          done
+          ps -o pid,args; exit 1
+  job-timeout:
+    timeout-minutes: 0.05
+    steps:
+      - uses: start-container
+        id: box
+        with: { image: gpuflow-base:test, command: sleep 300 }
+      - name: slow
+        container: box
+        run: sleep 120
+      - name: cleanup
+        if: always()
+        container: box
+        run: echo "cleanup ran"
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.step_in("step-timeout", "slow").0, StepOutcome::Failure);
+    assert_eq!(ran.step_in("step-timeout", "next").0, StepOutcome::Skipped);
+    assert_eq!(
+        ran.step_in("step-timeout", "survivors").0,
+        StepOutcome::Success,
+        "{:?}",
+        ran.lines("step-timeout")
+    );
+    let lines = ran.lines("step-timeout");
+    assert!(lines.iter().any(|l| l.contains("timed out")), "{lines:?}");
+    assert!(lines.contains(&"none survived".to_string()), "{lines:?}");
+    assert_eq!(ran.job("job-timeout"), JobResult::Failure);
+    let lines = ran.lines("job-timeout");
+    assert!(
+        lines.iter().any(|l| l.contains("the job timed out")),
+        "{lines:?}"
+    );
+    assert!(lines.contains(&"cleanup ran".to_string()), "{lines:?}");
+    ran.assert_nothing_left().await;
+}
+
+/// A lone container runs on Docker's default network and the job makes no network; a second
+/// container brings the job's network, and the first joins it, so each reaches the other by
+/// name.
+#[tokio::test]
+async fn the_job_network_comes_with_the_second_container() {
+    let Some(ran) = run(r#"
+on: workflow_dispatch
+jobs:
+  j:
+    steps:
+      - uses: start-container
+        id: first
+        with: { image: gpuflow-base:test, command: sleep 300 }
+      - name: count alone
+        run: echo "networks alone $(docker network ls -q --filter label=dev.gpuflow.run-id=$GPUFLOW_RUN_ID | wc -l)"
+      - uses: start-container
+        id: second
+        with: { image: gpuflow-base:test, command: sleep 300 }
+      - name: count with two
+        run: echo "networks with two $(docker network ls -q --filter label=dev.gpuflow.run-id=$GPUFLOW_RUN_ID | wc -l)"
+      - container: first
+        run: ping -c 1 -W 5 second >/dev/null && echo "first reaches second"
+      - container: second
+        run: ping -c 1 -W 5 first >/dev/null && echo "second reaches first"
+"#)
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    let lines = ran.lines("j");
+    for want in [
+        "networks alone 0",
+        "networks with two 1",
+        "first reaches second",
+        "second reaches first",
+    ] {
+        assert!(lines.iter().any(|l| l == want), "{want}: {lines:?}");
+    }
+    ran.assert_nothing_left().await;
+    let networks = std::process::Command::new("docker")
+        .args(["network", "ls", "-q", "--filter"])
+        .arg(format!("label=dev.gpuflow.run-id={}", ran.report.run_id))
+        .output()
+        .unwrap();
+    assert!(networks.stdout.is_empty(), "the job's network survived");
 }
 
 /// A workspace (a `.git` folder, `w.yml`, and `files`) holding a valid workflow, loaded and

@@ -1,14 +1,20 @@
 //! Running a command in a running container (`docker exec`), its output streamed as lines and
-//! its exit code returned.
+//! its exit code returned; or started with its stdin open ([`InteractiveExec`]), for a
+//! long-lived shell that is sent commands.
 
+use std::fmt;
+use std::pin::Pin;
 use std::time::Duration;
 
+use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use futures_util::StreamExt;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use indexmap::IndexMap;
+use tokio::io::AsyncWrite;
 
 use super::error::{describe, status_code};
-use super::log_line::{FrameLines, LineSink};
+use super::log_line::{FrameLines, LineSink, OutputStream};
 use super::{BackendError, DockerBackend};
 
 /// A command to run in a container.
@@ -91,8 +97,58 @@ impl DockerBackend {
         self.exec_exit_code(&created.id).await
     }
 
+    /// Starts `spec` in `container` with its stdin open: what is written to
+    /// [`InteractiveExec::input`] is the command's stdin, its output arrives as raw chunks
+    /// (not lines: the caller decides where a line ends), and once the output has ended
+    /// [`DockerBackend::exec_exit_code`] tells how it exited.
+    pub async fn exec_interactive(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+    ) -> Result<InteractiveExec, BackendError> {
+        if let Some(name) = spec.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return Err(BackendError::InvalidEnvName { name: name.clone() });
+        }
+        let options = CreateExecOptions {
+            cmd: Some(spec.command.clone()),
+            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+            working_dir: spec.workdir.clone(),
+            user: spec.user.clone(),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            attach_stdin: Some(true),
+            tty: Some(false),
+            ..Default::default()
+        };
+        let created = self
+            .client()
+            .create_exec(container, options)
+            .await
+            .map_err(|e| self.exec_error(container, &e))?;
+        let started = self
+            .client()
+            .start_exec(&created.id, None)
+            .await
+            .map_err(|e| self.exec_error(container, &e))?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(BackendError::Engine {
+                operation: "run a command in a container".into(),
+                endpoint: self.endpoint_text(),
+                message: "the engine did not attach the command's input and output".into(),
+            });
+        };
+        Ok(InteractiveExec {
+            id: created.id,
+            input,
+            output: ExecOutput {
+                frames: output,
+                endpoint: self.endpoint_text(),
+            },
+        })
+    }
+
     /// The exit code, once the engine has recorded it (it may lag the end of the output).
-    async fn exec_exit_code(&self, exec_id: &str) -> Result<i64, BackendError> {
+    pub async fn exec_exit_code(&self, exec_id: &str) -> Result<i64, BackendError> {
         let deadline = tokio::time::Instant::now() + EXIT_CODE_WAIT;
         loop {
             let inspected = self
@@ -126,6 +182,56 @@ impl DockerBackend {
                 container: container.to_string(),
             },
             _ => self.engine_error("run a command in a container", e),
+        }
+    }
+}
+
+/// A command started by [`DockerBackend::exec_interactive`].
+pub struct InteractiveExec {
+    /// The exec's id, for [`DockerBackend::exec_exit_code`].
+    pub id: String,
+    /// The command's stdin; dropping it (with the output) closes it.
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    pub output: ExecOutput,
+}
+
+impl fmt::Debug for InteractiveExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InteractiveExec")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+type Frames = Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
+
+/// The stdout and stderr of an [`InteractiveExec`], chunk by chunk as the engine sends them.
+pub struct ExecOutput {
+    frames: Frames,
+    endpoint: String,
+}
+
+impl ExecOutput {
+    /// The next chunk and the stream it came from; `None` once the command's output ended.
+    pub async fn next_chunk(&mut self) -> Option<Result<(OutputStream, Bytes), BackendError>> {
+        loop {
+            let frame = match self.frames.next().await? {
+                Ok(frame) => frame,
+                Err(e) => {
+                    return Some(Err(BackendError::Engine {
+                        operation: "read a command's output".into(),
+                        endpoint: self.endpoint.clone(),
+                        message: describe(&e),
+                    }));
+                }
+            };
+            return Some(Ok(match frame {
+                LogOutput::StdErr { message } => (OutputStream::Stderr, message),
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    (OutputStream::Stdout, message)
+                }
+                LogOutput::StdIn { .. } => continue,
+            }));
         }
     }
 }

@@ -31,7 +31,7 @@ pub use container_spec::{ContainerSpec, PortMapping, Protocol, Restart, Ulimit, 
 pub use docker::DockerBackend;
 pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use error::BackendError;
-pub use exec::ExecSpec;
+pub use exec::{ExecOutput, ExecSpec, InteractiveExec};
 pub use gpu_request::GpuRequest;
 pub use labels::{
     LABEL_JOB, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_PREFIX,

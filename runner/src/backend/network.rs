@@ -1,7 +1,7 @@
 //! Networks gpuflow creates for a run (so a job's containers reach each other by name); they
 //! carry the same labels as containers and go with them.
 
-use bollard::models::NetworkCreateRequest;
+use bollard::models::{EndpointSettings, NetworkConnectRequest, NetworkCreateRequest};
 
 use super::{BackendError, DockerBackend, RunLabels};
 
@@ -24,6 +24,26 @@ impl DockerBackend {
             .await
             .map_err(|e| self.engine_error("create a network", &e))?;
         Ok(created.id)
+    }
+
+    /// Connects a container (running or not) to `network`, where it answers to `aliases` too.
+    pub async fn connect_network(
+        &self,
+        network: &str,
+        container: &str,
+        aliases: &[String],
+    ) -> Result<(), BackendError> {
+        let request = NetworkConnectRequest {
+            container: container.to_string(),
+            endpoint_config: Some(EndpointSettings {
+                aliases: Some(aliases.to_vec()),
+                ..Default::default()
+            }),
+        };
+        self.client()
+            .connect_network(network, request)
+            .await
+            .map_err(|e| self.not_found_or(container, "connect a container to a network", &e))
     }
 
     /// Removes a network; one that is already gone is fine.

@@ -1,26 +1,31 @@
 //! `run:` steps inside a running container (the job's `container:`, or one a `start-container`
-//! step started), through `docker exec`.
+//! step started).
 //!
-//! The script travels in an environment variable and a small `sh` wrapper writes it to a file
-//! next to the step's output files in the container's `/tmp`, so any image with a POSIX `sh`
-//! works and nothing is copied in. The step's shell records its pid: a cancelled step is
-//! stopped with `kill` from a second exec (an exec has no handle to signal through the API).
-//! After the script, the wrapper prints the step's output files tagged with a per-step nonce,
-//! so a step costs one exec, not one per file.
+//! Each step is a block of shell sent to the container's long-lived [`StepShell`] (one
+//! `docker exec` for all the steps in a container, not one per step). The block writes the
+//! script to a file next to the step's output files in the container's `/tmp`, so any image
+//! with a POSIX `sh` works and nothing is copied in; runs it in a session of its own (`setsid`
+//! where the image has it) with the step's environment; then prints the step's files and its
+//! exit status, tagged with a per-step nonce. The step's shell records its pid: a cancelled step
+//! is stopped by signalling its process group (and its children, where there is no `setsid`)
+//! from a second exec, as the API has no handle to signal an exec through.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
+use tokio::sync::{Mutex, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::event::Stream;
-use super::script_runner::{
-    LineFn, MAX_FILE_BYTES, RunnerError, ScriptExit, ScriptRun, ScriptRunner, Shell,
-};
-use crate::backend::{DockerBackend, ExecSpec, LogLine, OutputStream};
+use super::script_runner::{LineFn, RunnerError, ScriptExit, ScriptRun, ScriptRunner, Shell};
+use super::step_shell::{Ended, StepFiles, StepShell};
+use crate::backend::{BackendError, DockerBackend, ExecSpec};
+
+/// The step shell of one container, shared by every runner of that container (started by
+/// the first step that needs it, replaced when it died).
+pub type SharedShell = Arc<Mutex<Option<StepShell>>>;
 
 /// Runs steps in `container` (an id or name) on `docker`.
 #[derive(Clone, Debug)]
@@ -30,20 +35,24 @@ pub struct ContainerRunner {
     /// The name steps use for it, for messages.
     name: String,
     grace: Duration,
+    shell: SharedShell,
 }
 
 impl ContainerRunner {
+    /// `shell` is the container's: every runner of one container must get the same.
     pub fn new(
         docker: DockerBackend,
         container: impl Into<String>,
         name: impl Into<String>,
         grace: Duration,
+        shell: SharedShell,
     ) -> Self {
         Self {
             docker,
             container: container.into(),
             name: name.into(),
             grace,
+            shell,
         }
     }
 
@@ -53,100 +62,102 @@ impl ContainerRunner {
         lines: LineFn,
         cancel: CancellationToken,
     ) -> Result<ScriptExit, RunnerError> {
-        let dir = format!("/tmp/gpuflow/step-{}", run.key.replace('.', "-"));
-        let script = format!("{dir}/script");
-        let launch = match &run.shell {
-            Shell::Default => format!(
-                "if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -eo pipefail {s}; else exec sh -e {s}; fi",
-                s = quote(&script)
-            ),
-            shell => {
-                let argv = shell.command(&script, |_| true);
-                format!(
-                    "exec {}",
-                    argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
-                )
-            }
-        };
-        // `cd` rather than the exec's working directory: a relative `working-directory` is
-        // then relative to the container's own (the workspace, in the job's container).
-        let cd = match &run.working_directory {
-            Some(w) => format!("cd {} || exit 1; ", quote(w)),
-            None => String::new(),
-        };
-        // The step's shell writes its pid and becomes the script's shell, so `signal` reaches
-        // it; the wrapper stays to print the step's files afterwards, each line tagged with a
-        // nonce, so one exec per step is enough (an exec costs tens of milliseconds).
-        let nonce = nonce();
-        let step = format!("echo $$ > \"$0\"/pid; {cd}{launch}");
-        let wrapper = format!(
-            "set -e; d={d}; mkdir -p \"$d\"; printf '%s' \"$GPUFLOW_SCRIPT\" > \"$d/script\"; \
-             : > \"$d/output\"; : > \"$d/env\"; : > \"$d/summary\"; unset GPUFLOW_SCRIPT; \
-             set +e; sh -c {step} \"$d\"; c=$?; for f in output env summary; do \
-             while IFS= read -r l || [ -n \"$l\" ]; do printf '%s %s %s\\n' {nonce} \"$f\" \"$l\"; \
-             done < \"$d/$f\"; done; exit $c",
-            d = quote(&dir),
-            step = quote(&step),
-        );
-        let mut spec = ExecSpec::new(["sh", "-c", wrapper.as_str()]);
-        spec.env = run.env.clone();
-        spec.env.insert("GPUFLOW_SCRIPT".into(), run.script.clone());
-        for (name, file) in [
-            ("GITHUB_OUTPUT", "output"),
-            ("GPUFLOW_OUTPUT", "output"),
-            ("GITHUB_ENV", "env"),
-            ("GITHUB_STEP_SUMMARY", "summary"),
-        ] {
-            spec.env.insert(name.into(), format!("{dir}/{file}"));
+        if let Some(name) = run.env.keys().find(|k| k.is_empty() || k.contains('=')) {
+            return Err(BackendError::InvalidEnvName { name: name.clone() }.into());
         }
-        let files = Arc::new(Mutex::new(StepFiles::default()));
-        let sink = {
-            let (lines, files, tag) = (lines.clone(), files.clone(), format!("{nonce} "));
-            move |line: LogLine| {
-                if line.stream == OutputStream::Stdout
-                    && let Some(tagged) = line.text.strip_prefix(&tag)
-                {
-                    files.lock().expect("not poisoned").push(tagged);
-                    return;
-                }
-                let stream = match line.stream {
-                    OutputStream::Stdout => Stream::Stdout,
-                    OutputStream::Stderr => Stream::Stderr,
-                };
-                lines(stream, line.text);
-            }
-        };
-        let exec = self.docker.exec(&self.container, &spec, sink);
-        tokio::pin!(exec);
-        let code = tokio::select! {
-            code = &mut exec => Some(code?),
+        let dir = format!("/tmp/gpuflow/step-{}", run.key.replace('.', "-"));
+        let nonce = nonce();
+        let block = step_block(run, &dir, &nonce);
+        // Held for the whole step: one step at a time per shell.
+        let mut slot = self.shell.lock().await;
+        let ended = self.send(&mut slot, &block, &nonce, lines).await?;
+        tokio::pin!(ended);
+        let mut stopped = false;
+        let ended = tokio::select! {
+            ended = &mut ended => ended.ok(),
             () = cancel.cancelled() => {
+                stopped = true;
                 self.signal(&dir, "TERM").await;
-                if tokio::time::timeout(self.grace, &mut exec).await.is_err() {
-                    self.signal(&dir, "KILL").await;
-                    let _ = tokio::time::timeout(Duration::from_secs(5), &mut exec).await;
+                match tokio::time::timeout(self.grace, &mut ended).await {
+                    Ok(ended) => ended.ok(),
+                    Err(_) => {
+                        self.signal(&dir, "KILL").await;
+                        tokio::time::timeout(Duration::from_secs(5), &mut ended)
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                    }
                 }
-                None
             }
         };
-        let files = std::mem::take(&mut *files.lock().expect("not poisoned"));
+        let (code, files) = match ended {
+            Some(Ended::Exited { code, files }) => (Some(code), files),
+            Some(Ended::ShellGone) => {
+                // The container stopped (or the shell was killed) during the step: the
+                // shell's own exit code says how, as a one-off exec's would have.
+                let shell = slot.take().expect("the shell ran the step");
+                let code = if stopped {
+                    None
+                } else {
+                    Some(self.docker.exec_exit_code(shell.exec_id()).await?)
+                };
+                (code, StepFiles::default())
+            }
+            None => {
+                // The block never ended, even after SIGKILL: this shell is not trusted again.
+                *slot = None;
+                (None, StepFiles::default())
+            }
+        };
         if let Some(file) = files.too_large {
             return Err(RunnerError::FileTooLarge {
                 file: format!("{dir}/{file}"),
             });
         }
         Ok(ScriptExit {
-            code,
+            code: code.filter(|_| !stopped),
             output_file: files.output,
             env_file: files.env,
             summary_file: files.summary,
         })
     }
 
-    /// Signals the step's shell and its children (best effort: the container may be gone).
+    /// Sends `block` to the container's shell, starting one when there is none yet or the
+    /// last one died (once: a second failure is the container's).
+    async fn send(
+        &self,
+        slot: &mut Option<StepShell>,
+        block: &str,
+        nonce: &str,
+        lines: LineFn,
+    ) -> Result<oneshot::Receiver<Ended>, RunnerError> {
+        let mut fresh = false;
+        loop {
+            if !slot.as_ref().is_some_and(StepShell::is_ready) {
+                *slot = Some(StepShell::start(&self.docker, &self.container).await?);
+                fresh = true;
+            }
+            let shell = slot.as_mut().expect("set above");
+            match shell.send(block, nonce, lines.clone()).await {
+                Ok(ended) => return Ok(ended),
+                Err(e) if fresh => {
+                    *slot = None;
+                    return Err(RunnerError::Spawn {
+                        program: "sh".into(),
+                        reason: format!("the step's shell in the container stopped: {e}"),
+                    });
+                }
+                Err(_) => *slot = None,
+            }
+        }
+    }
+
+    /// Signals the step's process group, its shell and the shell's children (best effort:
+    /// the container may be gone).
     async fn signal(&self, dir: &str, signal: &str) {
         let script = format!(
-            "p=$(cat {d}/pid 2>/dev/null) || exit 0; pkill -{signal} -P \"$p\" 2>/dev/null; kill -{signal} \"$p\" 2>/dev/null; exit 0",
+            "p=$(cat {d}/pid 2>/dev/null) || exit 0; kill -{signal} -\"$p\" 2>/dev/null; \
+             pkill -{signal} -P \"$p\" 2>/dev/null; kill -{signal} \"$p\" 2>/dev/null; exit 0",
             d = quote(dir)
         );
         let _ = self
@@ -175,33 +186,87 @@ impl ScriptRunner for ContainerRunner {
     }
 }
 
-/// The step's files as the wrapper printed them after the script.
-#[derive(Default)]
-struct StepFiles {
-    output: String,
-    env: String,
-    summary: String,
-    /// The first file over [`MAX_FILE_BYTES`].
-    too_large: Option<&'static str>,
+/// The shell code of one step, for the container's [`StepShell`]: prepare the step's files in
+/// `dir`, run the script in a session of its own with the step's environment, then print the
+/// files and the exit status tagged with `nonce` (the end lines [`StepShell`] waits for).
+///
+/// Variables are exported in a subshell that then becomes the step's shell, so nothing leaks
+/// into the next step; a name `export` refuses (`MY-VAR`) goes through `env` instead (bash
+/// passes such names on to the script; `dash` and busybox drop them, as with `docker exec`).
+fn step_block(run: &ScriptRun, dir: &str, nonce: &str) -> String {
+    let script = format!("{dir}/script");
+    let launch = match &run.shell {
+        Shell::Default => format!(
+            "if command -v bash >/dev/null 2>&1; then exec bash --noprofile --norc -eo pipefail {s}; else exec sh -e {s}; fi",
+            s = quote(&script)
+        ),
+        shell => {
+            let argv = shell.command(&script, |_| true);
+            format!(
+                "exec {}",
+                argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
+            )
+        }
+    };
+    // `cd` rather than the exec's working directory: a relative `working-directory` is
+    // then relative to the container's own (the workspace, in the job's container).
+    let cd = match &run.working_directory {
+        Some(w) => format!("cd {} || exit 1; ", quote(w)),
+        None => String::new(),
+    };
+    // The step's shell writes its pid (its process group's id, under `setsid`) and becomes
+    // the script's shell, so `signal` reaches it.
+    let step = quote(&format!("echo $$ > \"$0\"/pid; {cd}{launch}"));
+    let mut env = run.env.clone();
+    for (name, file) in [
+        ("GITHUB_OUTPUT", "output"),
+        ("GPUFLOW_OUTPUT", "output"),
+        ("GITHUB_ENV", "env"),
+        ("GITHUB_STEP_SUMMARY", "summary"),
+    ] {
+        env.insert(name.into(), format!("{dir}/{file}"));
+    }
+    let mut exports = String::new();
+    let mut others = Vec::new();
+    for (name, value) in &env {
+        if is_shell_name(name) {
+            exports.push_str(&format!("export {name}={}\n", quote(value)));
+        } else {
+            others.push(quote(&format!("{name}={value}")));
+        }
+    }
+    let env_prefix = if others.is_empty() {
+        String::new()
+    } else {
+        format!("env {} ", others.join(" "))
+    };
+    format!(
+        "d={d}\n\
+         if mkdir -p \"$d\" && printf '%s' {text} > \"$d/script\" && : > \"$d/output\" \
+         && : > \"$d/env\" && : > \"$d/summary\"; then\n\
+         (\n\
+         {exports}\
+         if command -v setsid >/dev/null 2>&1; then exec {env_prefix}setsid sh -c {step} \"$d\"; fi\n\
+         exec {env_prefix}sh -c {step} \"$d\"\n\
+         )\n\
+         c=$?\n\
+         else c=1; fi\n\
+         for f in output env summary; do while IFS= read -r l || [ -n \"$l\" ]; do \
+         printf '%s %s %s\\n' {nonce} \"$f\" \"$l\"; done < \"$d/$f\"; done\n\
+         printf '%s end %s\\n' {nonce} \"$c\"\n\
+         printf '%s end\\n' {nonce} >&2\n",
+        d = quote(dir),
+        text = quote(&run.script),
+    )
 }
 
-impl StepFiles {
-    /// One tagged line, `FILE TEXT`, without the nonce.
-    fn push(&mut self, tagged: &str) {
-        let (name, text) = tagged.split_once(' ').unwrap_or((tagged, ""));
-        let (name, file): (&'static str, &mut String) = match name {
-            "output" => ("output", &mut self.output),
-            "env" => ("env", &mut self.env),
-            "summary" => ("summary", &mut self.summary),
-            _ => return,
-        };
-        if file.len() + text.len() + 1 > MAX_FILE_BYTES {
-            self.too_large.get_or_insert(name);
-            return;
-        }
-        file.push_str(text);
-        file.push('\n');
-    }
+/// Whether `export NAME=…` accepts `name`.
+fn is_shell_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A tag no step prints by chance: a hash of the time, the process and a counter.
@@ -230,30 +295,72 @@ pub fn quote(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use indexmap::IndexMap;
 
+    /// The step blocks and the loop of [`super::super::step_shell::LOOP`], run by the real
+    /// shells of this machine: output, files, exit status and environment come back as the
+    /// step shell expects, and nothing of one step's environment reaches the next.
     #[test]
-    fn tagged_lines_fill_the_files_they_name() {
-        let mut files = StepFiles::default();
-        files.push("output a=1");
-        files.push("env X=y z");
-        files.push("output b=");
-        files.push("summary");
-        files.push("other ignored");
-        assert_eq!(files.output, "a=1\nb=\n");
-        assert_eq!(files.env, "X=y z\n");
-        assert_eq!(files.summary, "\n");
-        assert_eq!(files.too_large, None);
-    }
-
-    #[test]
-    fn a_file_over_the_limit_is_reported() {
-        let mut files = StepFiles::default();
-        let line = "x".repeat(1024);
-        for _ in 0..=(MAX_FILE_BYTES / 1024) {
-            files.push(&format!("output {line}"));
+    fn blocks_run_in_the_loop_of_real_shells() {
+        use std::io::Write;
+        let has_busybox = std::process::Command::new("busybox")
+            .arg("true")
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut shells = vec![vec!["sh"]];
+        if has_busybox {
+            shells.push(vec!["busybox", "sh"]);
         }
-        assert_eq!(files.too_large, Some("output"));
-        assert!(files.output.len() <= MAX_FILE_BYTES);
+        for shell in shells {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = |key: &str| tmp.path().join(key).display().to_string();
+            let first = ScriptRun {
+                key: "1".into(),
+                script: "echo \"hi $GREETING\"\n\
+                         printf 'x=1\\n' >> \"$GITHUB_OUTPUT\"; printf 'it'\\''s'; exit 3"
+                    .into(),
+                shell: Shell::Sh,
+                env: [("GREETING", "it's\nme"), ("MY-VAR", "v")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                working_directory: None,
+            };
+            let second = ScriptRun {
+                key: "2".into(),
+                script: "echo \"leak=${GREETING-none}\"; cat >/dev/null".into(),
+                shell: Shell::Default,
+                env: IndexMap::new(),
+                working_directory: Some(tmp.path().display().to_string()),
+            };
+            let mut input = String::new();
+            for (run, nonce) in [(&first, "N1"), (&second, "N2")] {
+                let block = step_block(run, &dir(&run.key), nonce);
+                input.push_str(&format!("{}\n{block}", block.lines().count()));
+            }
+            let mut child = std::process::Command::new(shell[0])
+                .args(&shell[1..])
+                .args(["-c", super::super::step_shell::LOOP])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                stdout, "hi it's\nme\nit'sN1 output x=1\nN1 end 3\nleak=none\nN2 end 0\n",
+                "{shell:?}: {stderr}"
+            );
+            assert_eq!(stderr, "N1 end\nN2 end\n", "{shell:?}");
+        }
     }
 
     #[test]

@@ -406,13 +406,19 @@ impl JobRun {
                 .start(&shared, &jref, "job-container", spec)
                 .await
                 .map_err(|e| format!("could not start the job's container: {e}"))?;
-            let id = started.id.clone();
+            let (id, shell) = (started.id.clone(), started.shell.clone());
             let docker = containers.docker.clone();
             job_ctx.insert(
                 "container".into(),
                 object([("id", Value::String(id.clone()))]),
             );
-            self.job_container = Some(ContainerRunner::new(docker, id, "job-container", grace));
+            self.job_container = Some(ContainerRunner::new(
+                docker,
+                id,
+                "job-container",
+                grace,
+                shell,
+            ));
         }
         job_ctx.insert("status".into(), Value::String("success".into()));
         self.contexts.insert("job".into(), Value::Object(job_ctx));
@@ -934,7 +940,13 @@ impl JobRun {
                     file.location(c.span)
                 ));
             };
-            named = ContainerRunner::new(docker, started.id.clone(), name.clone(), grace);
+            named = ContainerRunner::new(
+                docker,
+                started.id.clone(),
+                name.clone(),
+                grace,
+                started.shell.clone(),
+            );
             &named
         } else if let Some(jc) = &self.job_container {
             jc

@@ -33,6 +33,7 @@ pub mod preflight;
 pub mod preflight_checks;
 pub mod script;
 pub mod script_runner;
+pub mod step_shell;
 
 pub use dispatcher::{RunReport, run};
 pub use engines::{Connect, Engines};
