@@ -96,6 +96,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             git_ref: args.git_ref.clone().unwrap_or_default(),
             before: args.before.clone().unwrap_or_default(),
             after: args.after.clone().unwrap_or_default(),
+            local_ref: None,
         }],
     };
 
@@ -113,7 +114,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     let mut queued = Vec::new();
     let mut json = Vec::new();
     for update in &updates {
-        let push = match PushEvent::read(&repo, &update.git_ref, &update.before, &update.after) {
+        let push = match PushEvent::read(&repo, update) {
             Ok(p) => p,
             Err(e) => {
                 return fail(

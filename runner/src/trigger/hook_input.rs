@@ -7,18 +7,11 @@
 
 use git2::Repository;
 
+pub use super::push_event::RefUpdate;
 use super::push_event::ZERO_SHA;
 
 /// The hooks `gpuflow hooks install` writes.
 pub const HOOKS: &[&str] = &["post-commit", "pre-push", "post-merge", "post-receive"];
-
-/// One ref update.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefUpdate {
-    pub git_ref: String,
-    pub before: String,
-    pub after: String,
-}
 
 /// Reads the updates a hook was given.
 pub fn updates(hook: &str, stdin: &str, repo: &Repository) -> Result<Vec<RefUpdate>, String> {
@@ -41,6 +34,7 @@ pub fn updates(hook: &str, stdin: &str, repo: &Repository) -> Result<Vec<RefUpda
                     before: f[0].clone(),
                     after: f[1].clone(),
                     git_ref: f[2].clone(),
+                    local_ref: None,
                 })
             })
             .collect(),
@@ -51,6 +45,7 @@ pub fn updates(hook: &str, stdin: &str, repo: &Repository) -> Result<Vec<RefUpda
                     after: f[1].clone(),
                     git_ref: f[2].clone(),
                     before: f[3].clone(),
+                    local_ref: Some(f[0].clone()),
                 })
             })
             .collect(),
@@ -76,6 +71,7 @@ pub fn updates(hook: &str, stdin: &str, repo: &Repository) -> Result<Vec<RefUpda
                 git_ref: name.to_string(),
                 before: before.unwrap_or_else(|| ZERO_SHA.to_string()),
                 after: commit.id().to_string(),
+                local_ref: None,
             }])
         }
         other => Err(format!(

@@ -22,6 +22,17 @@ pub const ZERO_SHA: &str = "0000000000000000000000000000000000000000";
 /// changed files are computed from all of them).
 const LISTED_COMMITS: usize = 20;
 
+/// One ref update, as a hook or `gpuflow trigger`'s flags give it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefUpdate {
+    pub git_ref: String,
+    pub before: String,
+    pub after: String,
+    /// The local branch a `pre-push` sends (it already points at `after`): the commits it
+    /// holds are not "already known" to the receiving side.
+    pub local_ref: Option<String>,
+}
+
 /// One push of one ref.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PushEvent {
@@ -59,13 +70,13 @@ pub enum PushError {
 }
 
 impl PushEvent {
-    /// Reads the push of `git_ref` from `before` to `after` in `repo`.
-    pub fn read(
-        repo: &Repository,
-        git_ref: &str,
-        before: &str,
-        after: &str,
-    ) -> Result<Self, PushError> {
+    /// Reads the push of `update.git_ref` from `before` to `after` in `repo`.
+    pub fn read(repo: &Repository, update: &RefUpdate) -> Result<Self, PushError> {
+        let (git_ref, before, after) = (
+            update.git_ref.as_str(),
+            update.before.as_str(),
+            update.after.as_str(),
+        );
         if !git_ref.starts_with("refs/") || git_ref.len() <= "refs/".len() {
             return Err(PushError::BadRef(git_ref.to_string()));
         }
@@ -93,7 +104,7 @@ impl PushEvent {
         walk.push(after_oid)?;
         match &before_commit {
             Some(b) => walk.hide(b.id())?,
-            None => hide_other_refs(repo, &mut walk, git_ref, after_oid)?,
+            None => hide_other_refs(repo, &mut walk, git_ref, update.local_ref.as_deref())?,
         }
         let new_commits: Vec<Oid> = walk.collect::<Result<_, _>>()?;
 
@@ -210,22 +221,20 @@ fn find_commit<'r>(
 }
 
 /// For a new ref: the commits it brings are those no other ref has. The pushed ref itself and
-/// refs already pointing at `after` (the local branch of a pre-push) are not counted.
+/// the local branch a pre-push sends are not counted as having them.
 fn hide_other_refs(
     repo: &Repository,
     walk: &mut git2::Revwalk<'_>,
     pushed: &str,
-    after: Oid,
+    local: Option<&str>,
 ) -> Result<(), git2::Error> {
     for reference in repo.references()? {
         let reference = reference?;
-        if reference.name().ok() == Some(pushed) {
+        let name = reference.name().ok();
+        if name == Some(pushed) || (local.is_some() && name == local) {
             continue;
         }
-        let Ok(commit) = reference.peel_to_commit() else {
-            continue;
-        };
-        if commit.id() != after {
+        if let Ok(commit) = reference.peel_to_commit() {
             walk.hide(commit.id())?;
         }
     }
