@@ -431,8 +431,8 @@ fn bad_trigger_arguments_say_what_is_wrong() {
     assert!(text(&out.stderr).contains("pre-push"), "{}", text(&out.stderr));
 }
 
-/// The worker and its `gpuflow run` are both killed with SIGKILL while a container step
-/// runs: nothing can clean up. The next worker marks the run failed and removes the
+/// The worker and its `gpuflow run` are killed together with SIGKILL (their process group,
+/// as a crash of the whole service would) while a container step runs: nothing can clean up. The next worker marks the run failed and removes the
 /// container.
 #[tokio::test]
 async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
@@ -462,10 +462,10 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
     }
     let run = node.runs().remove(0);
     let run_id = run["id"].as_str().unwrap().to_string();
-    let child = run["process"]["pid"].as_u64().unwrap();
-    worker.kill().unwrap();
+    assert!(run["process"]["pid"].as_u64().is_some(), "{run:#?}");
+    let group = format!("-{}", worker.id());
+    assert!(StdCommand::new("kill").args(["-KILL", "--", &group]).status().unwrap().success());
     worker.wait().unwrap();
-    let _ = StdCommand::new("kill").args(["-KILL", &child.to_string()]).status();
     assert_eq!(docker.run_containers(&run_id).await.unwrap().len(), 1, "nothing was left to sweep");
     assert_eq!(node.runs()[0]["state"], "running");
 
@@ -480,9 +480,12 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
     assert!(message.contains("stopped before it ended") && message.contains("1 container"), "{message}");
 }
 
-/// A worker in the foreground of the test (not detached), so the test can kill it.
+/// A worker started by the test (not detached), in a process group of its own that its
+/// `gpuflow run` children join, so the test can kill them all at once.
 fn spawn_worker(node: &Node) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
     StdCommand::new(assert_cmd::cargo::cargo_bin("gpuflow"))
+        .process_group(0)
         .arg("worker")
         .current_dir(node.dev())
         .env("GPUFLOW_HOME", node.home())

@@ -252,8 +252,14 @@ mod tests {
             decide(t.clone(), &push("refs/heads/wip/a", &["configs/a"])),
             Decision::Skipped(_)
         ));
+        // ...and it filters branches only: a tag does not run it.
+        assert!(matches!(decide(t, &push("refs/tags/v1", &[])), Decision::Skipped(_)));
         // Path filters are not evaluated for tags.
-        assert_eq!(decide(t, &push("refs/tags/v1", &[])), Decision::Runs);
+        let only_paths = PushTrigger {
+            paths: list(&["configs/**"]),
+            ..PushTrigger::default()
+        };
+        assert_eq!(decide(only_paths, &push("refs/tags/v1", &[])), Decision::Runs);
 
         let ignore = PushTrigger {
             paths_ignore: list(&["configs/**"]),

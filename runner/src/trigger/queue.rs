@@ -235,7 +235,7 @@ impl Queue {
                 let why = format!("superseded by run {} (concurrency group `{group}`)", run.id);
                 let mut stmt = tx.prepare(
                     "SELECT id, state FROM runs WHERE repo = ?1 AND concurrency_group = ?2 \
-                     AND state IN ('queued', 'running')",
+                     AND state IN ('queued', 'running') ORDER BY seq",
                 )?;
                 let members: Vec<(String, String)> = stmt
                     .query_map(params![repo, group], |r| Ok((r.get(0)?, r.get(1)?)))?
