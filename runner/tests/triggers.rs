@@ -30,7 +30,15 @@ impl Node {
         for (k, v) in [("user.email", "dev@example.com"), ("user.name", "dev")] {
             git(&node.dev(), &["config", k, v]);
         }
-        git(&node.dev(), &["remote", "add", "node", &format!("file://{}", node.bare().display())]);
+        git(
+            &node.dev(),
+            &[
+                "remote",
+                "add",
+                "node",
+                &format!("file://{}", node.bare().display()),
+            ],
+        );
         for (name, text) in workflows {
             node.write(&format!("workflows/{name}"), text);
         }
@@ -90,7 +98,11 @@ impl Node {
             .env("GPUFLOW_WORKER_IDLE_EXIT", IDLE_EXIT)
             .output()
             .unwrap();
-        assert!(out.status.success(), "git push failed: {}", text(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git push failed: {}",
+            text(&out.stderr)
+        );
         out
     }
 
@@ -112,14 +124,22 @@ impl Node {
             .collect()
     }
 
-    fn wait_for(&self, what: &str, timeout: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
         let deadline = Instant::now() + timeout;
         loop {
             let runs = self.runs();
             if done(&runs) {
                 return runs;
             }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}: {runs:#?}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {runs:#?}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -161,13 +181,18 @@ fn text(b: &[u8]) -> String {
 }
 
 fn rev(dir: &Path, what: &str) -> String {
-    text(&git(dir, &["rev-parse", what]).stdout).trim().to_string()
+    text(&git(dir, &["rev-parse", what]).stdout)
+        .trim()
+        .to_string()
 }
 
-const ON_CONFIGS: &str = "on:\n  push:\n    paths: ['configs/**']\njobs:\n  a:\n    steps:\n      - run: echo configs\n";
+const ON_CONFIGS: &str =
+    "on:\n  push:\n    paths: ['configs/**']\njobs:\n  a:\n    steps:\n      - run: echo configs\n";
 const NOT_ON_CONFIGS: &str = "on:\n  push:\n    paths-ignore: ['configs/**']\njobs:\n  a:\n    steps:\n      - run: echo not-configs\n";
-const ON_TAGS: &str = "on:\n  push:\n    tags: ['v[0-9]*']\njobs:\n  a:\n    steps:\n      - run: echo tag\n";
-const ON_MAIN: &str = "on:\n  push:\n    branches: [main]\njobs:\n  a:\n    steps:\n      - run: echo main\n";
+const ON_TAGS: &str =
+    "on:\n  push:\n    tags: ['v[0-9]*']\njobs:\n  a:\n    steps:\n      - run: echo tag\n";
+const ON_MAIN: &str =
+    "on:\n  push:\n    branches: [main]\njobs:\n  a:\n    steps:\n      - run: echo main\n";
 
 #[test]
 fn a_push_touching_configs_queues_the_paths_workflow_and_not_the_paths_ignore_one() {
@@ -181,7 +206,10 @@ fn a_push_touching_configs_queues_the_paths_workflow_and_not_the_paths_ignore_on
     node.push("HEAD:refs/heads/main");
     assert_eq!(
         node.workflows_of_runs(),
-        [("workflows/configs.yml".to_string(), "refs/heads/main".to_string())]
+        [(
+            "workflows/configs.yml".to_string(),
+            "refs/heads/main".to_string()
+        )]
     );
 
     node.write("README.md", "more\n");
@@ -203,8 +231,14 @@ fn a_tag_push_matches_tags_and_not_a_branch_only_workflow() {
     assert_eq!(
         node.workflows_of_runs(),
         [
-            ("workflows/main.yml".to_string(), "refs/heads/main".to_string()),
-            ("workflows/tags.yml".to_string(), "refs/tags/v1.0".to_string()),
+            (
+                "workflows/main.yml".to_string(),
+                "refs/heads/main".to_string()
+            ),
+            (
+                "workflows/tags.yml".to_string(),
+                "refs/tags/v1.0".to_string()
+            ),
         ]
     );
 }
@@ -241,14 +275,29 @@ jobs:
     let logs = node.gpuflow().args(["logs", id]).output().unwrap();
     let logs = text(&logs.stdout);
     assert_eq!(runs[0]["state"], "success", "{logs}");
-    assert!(logs.contains("event=push ref=refs/heads/main name=main type=branch"), "{logs}");
-    assert!(logs.contains(&format!("sha={after} before={before}")), "{logs}");
+    assert!(
+        logs.contains("event=push ref=refs/heads/main name=main type=branch"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains(&format!("sha={after} before={before}")),
+        "{logs}"
+    );
     // A deleted file is a changed file.
     assert!(logs.contains("files=README.md,configs/a.toml"), "{logs}");
     assert!(logs.contains("commits=tune a"), "{logs}");
-    assert!(logs.contains("a = 42"), "the checkout is of the pushed commit: {logs}");
+    assert!(
+        logs.contains("a = 42"),
+        "the checkout is of the pushed commit: {logs}"
+    );
     // Logs stay with the node repository; the checkout is gone.
-    assert!(node.bare().join(".gpuflow/runs").join(id).join("events.jsonl").is_file());
+    assert!(
+        node.bare()
+            .join(".gpuflow/runs")
+            .join(id)
+            .join("events.jsonl")
+            .is_file()
+    );
     assert!(!node.home().join("work").join(id).exists());
 }
 
@@ -274,27 +323,55 @@ fn git_push_returns_before_the_run_finishes() {
 
 #[test]
 fn a_hook_already_there_still_runs_and_uninstall_puts_it_back() {
-    let node = Node::new(&[("any.yml", "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n")]);
+    let node = Node::new(&[(
+        "any.yml",
+        "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
+    )]);
     let hook = node.bare().join("hooks/post-receive");
     let seen = node.dir.path().join("seen");
     let original = format!("#!/bin/sh\ncat >> '{}'\n", seen.display());
     std::fs::write(&hook, &original).unwrap();
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
-    let out = node.gpuflow().args(["hooks", "install", "--repo"]).arg(node.bare()).output().unwrap();
-    assert!(text(&out.stdout).contains("kept as"), "{}", text(&out.stdout));
+    let out = node
+        .gpuflow()
+        .args(["hooks", "install", "--repo"])
+        .arg(node.bare())
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stdout).contains("kept as"),
+        "{}",
+        text(&out.stdout)
+    );
     // Installing twice rewrites gpuflow's hook; it does not chain gpuflow to itself.
-    node.gpuflow().args(["hooks", "install", "--repo"]).arg(node.bare()).assert().code(0);
+    node.gpuflow()
+        .args(["hooks", "install", "--repo"])
+        .arg(node.bare())
+        .assert()
+        .code(0);
     node.push("HEAD:refs/heads/main");
     let head = rev(&node.dev(), "HEAD");
     let seen_text = std::fs::read_to_string(&seen).unwrap();
     assert_eq!(seen_text.lines().count(), 1, "{seen_text}");
-    assert!(seen_text.contains(&format!("{head} refs/heads/main")), "{seen_text}");
+    assert!(
+        seen_text.contains(&format!("{head} refs/heads/main")),
+        "{seen_text}"
+    );
     assert_eq!(node.runs().len(), 1);
 
-    node.gpuflow().args(["hooks", "uninstall", "--repo"]).arg(node.bare()).assert().code(0);
+    node.gpuflow()
+        .args(["hooks", "uninstall", "--repo"])
+        .arg(node.bare())
+        .assert()
+        .code(0);
     assert_eq!(std::fs::read_to_string(&hook).unwrap(), original);
-    assert!(!node.bare().join("hooks/post-receive.gpuflow-chained").exists());
+    assert!(
+        !node
+            .bare()
+            .join("hooks/post-receive.gpuflow-chained")
+            .exists()
+    );
 }
 
 #[test]
@@ -346,7 +423,10 @@ fn a_commit_with_the_post_commit_hook_queues_a_run() {
     assert_eq!(runs[0]["sha"], rev(&node.dev(), "HEAD"));
     // Logs of a work-tree repository go to its own `.gpuflow/`.
     let log_dir = runs[0]["log_dir"].as_str().unwrap();
-    assert!(log_dir.starts_with(&node.dev().canonicalize().unwrap().display().to_string()), "{log_dir}");
+    assert!(
+        log_dir.starts_with(&node.dev().canonicalize().unwrap().display().to_string()),
+        "{log_dir}"
+    );
 }
 
 #[test]
@@ -360,7 +440,15 @@ fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
     let trigger = |before: &str, after: &str| {
         let out = node
             .gpuflow()
-            .args(["trigger", "--no-worker", "--json", "--event", "push", "--ref", "refs/heads/main"])
+            .args([
+                "trigger",
+                "--no-worker",
+                "--json",
+                "--event",
+                "push",
+                "--ref",
+                "refs/heads/main",
+            ])
             .args(["--before", before, "--after", after])
             .output()
             .unwrap();
@@ -374,7 +462,12 @@ fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
     assert_eq!(b[0]["superseded"][0], a_id);
     let runs = node.runs();
     assert_eq!(runs[0]["state"], "cancelled");
-    assert!(runs[0]["message"].as_str().unwrap().contains("superseded by run"));
+    assert!(
+        runs[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("superseded by run")
+    );
     assert_eq!(runs[1]["state"], "queued");
     assert_eq!(runs[1]["concurrency_group"], "bench-refs/heads/main");
 
@@ -387,10 +480,15 @@ fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
 
 #[test]
 fn cancel_stops_a_running_run() {
-    let node = Node::new(&[("long.yml", "on: push\njobs:\n  a:\n    steps:\n      - run: sleep 120\n")]);
+    let node = Node::new(&[(
+        "long.yml",
+        "on: push\njobs:\n  a:\n    steps:\n      - run: sleep 120\n",
+    )]);
     node.install_node_hook();
     node.push("HEAD:refs/heads/main");
-    let runs = node.wait_for("the run to start", Duration::from_secs(30), |r| r[0]["state"] == "running");
+    let runs = node.wait_for("the run to start", Duration::from_secs(30), |r| {
+        r[0]["state"] == "running"
+    });
     let id = runs[0]["id"].as_str().unwrap().to_string();
     node.gpuflow().args(["cancel", &id]).assert().code(0);
     let runs = node.wait_for("the run to be cancelled", Duration::from_secs(30), |r| {
@@ -404,31 +502,56 @@ fn bad_trigger_arguments_say_what_is_wrong() {
     let node = Node::new(&[]);
     let out = node
         .gpuflow()
-        .args(["trigger", "--event", "push", "--ref", "main", "--before", "x", "--after", "y"])
+        .args([
+            "trigger", "--event", "push", "--ref", "main", "--before", "x", "--after", "y",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("`main` is not a full ref"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("`main` is not a full ref"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = node
         .gpuflow()
-        .args(["trigger", "--event", "push", "--ref", "refs/heads/main", "--before"])
+        .args([
+            "trigger",
+            "--event",
+            "push",
+            "--ref",
+            "refs/heads/main",
+            "--before",
+        ])
         .arg("0".repeat(40))
         .arg("--after")
         .arg("1".repeat(40))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("is not in the repository"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("is not in the repository"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = node.gpuflow().args(["logs", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("no run `nope`"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no run `nope`"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = node
         .gpuflow()
         .args(["hooks", "install", "--hook", "post-commit", "--wait"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("pre-push"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("pre-push"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// The worker and its `gpuflow run` are killed together with SIGKILL (their process group,
@@ -450,26 +573,52 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
     let head = rev(&node.dev(), "HEAD");
     let mut worker = spawn_worker(&node);
     node.gpuflow()
-        .args(["trigger", "--no-worker", "--event", "push", "--ref", "refs/heads/main", "--before"])
+        .args([
+            "trigger",
+            "--no-worker",
+            "--event",
+            "push",
+            "--ref",
+            "refs/heads/main",
+            "--before",
+        ])
         .arg("0".repeat(40))
         .args(["--after", &head])
         .assert()
         .code(0);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !ready.exists() {
-        assert!(Instant::now() < deadline, "the step never started: {:#?}", node.runs());
+        assert!(
+            Instant::now() < deadline,
+            "the step never started: {:#?}",
+            node.runs()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let run = node.runs().remove(0);
     let run_id = run["id"].as_str().unwrap().to_string();
     assert!(run["process"]["pid"].as_u64().is_some(), "{run:#?}");
     let group = format!("-{}", worker.id());
-    assert!(StdCommand::new("kill").args(["-KILL", "--", &group]).status().unwrap().success());
+    assert!(
+        StdCommand::new("kill")
+            .args(["-KILL", "--", &group])
+            .status()
+            .unwrap()
+            .success()
+    );
     worker.wait().unwrap();
-    assert_eq!(docker.run_containers(&run_id).await.unwrap().len(), 1, "nothing was left to sweep");
+    assert_eq!(
+        docker.run_containers(&run_id).await.unwrap().len(),
+        1,
+        "nothing was left to sweep"
+    );
     assert_eq!(node.runs()[0]["state"], "running");
 
-    let out = node.gpuflow().args(["worker", "--idle-exit", "1s"]).output().unwrap();
+    let out = node
+        .gpuflow()
+        .args(["worker", "--idle-exit", "1s"])
+        .output()
+        .unwrap();
     let left = docker.run_containers(&run_id).await.unwrap();
     docker.remove_run(&run_id).await.unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -477,7 +626,10 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
     let run = node.runs().remove(0);
     assert_eq!(run["state"], "failure");
     let message = run["message"].as_str().unwrap();
-    assert!(message.contains("stopped before it ended") && message.contains("1 container"), "{message}");
+    assert!(
+        message.contains("stopped before it ended") && message.contains("1 container"),
+        "{message}"
+    );
 }
 
 /// A worker started by the test (not detached), in a process group of its own that its
@@ -493,4 +645,24 @@ fn spawn_worker(node: &Node) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+#[test]
+fn validate_points_at_a_bad_filter_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        "on:\n  push:\n    branches: [main, 'release/[0-9']\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("gpuflow")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["validate", "w.yml", "--color", "never"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr) + &text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("w.yml:3:31"), "{stderr}");
+    assert!(stderr.contains("never closed"), "{stderr}");
 }

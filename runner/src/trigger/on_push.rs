@@ -253,13 +253,19 @@ mod tests {
             Decision::Skipped(_)
         ));
         // ...and it filters branches only: a tag does not run it.
-        assert!(matches!(decide(t, &push("refs/tags/v1", &[])), Decision::Skipped(_)));
+        assert!(matches!(
+            decide(t, &push("refs/tags/v1", &[])),
+            Decision::Skipped(_)
+        ));
         // Path filters are not evaluated for tags.
         let only_paths = PushTrigger {
             paths: list(&["configs/**"]),
             ..PushTrigger::default()
         };
-        assert_eq!(decide(only_paths, &push("refs/tags/v1", &[])), Decision::Runs);
+        assert_eq!(
+            decide(only_paths, &push("refs/tags/v1", &[])),
+            Decision::Runs
+        );
 
         let ignore = PushTrigger {
             paths_ignore: list(&["configs/**"]),

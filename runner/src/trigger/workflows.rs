@@ -102,6 +102,7 @@ pub fn concurrency(
     ctx.insert("github", github.clone());
     ctx.insert("gpuflow", github);
     ctx.insert("inputs", Value::Object(Default::default()));
+    ctx.insert("vars", Value::Object(Default::default()));
     let eval = |s: &str| {
         parse_template(s)
             .and_then(|t| t.evaluate(&ctx))
