@@ -268,12 +268,17 @@ jobs:
     let after = rev(&node.dev(), "HEAD");
     node.push("HEAD:refs/heads/main");
 
-    let runs = node.wait_for("the run to end", Duration::from_secs(60), |runs| {
-        runs.len() == 1 && runs[0]["state"] != "queued" && runs[0]["state"] != "running"
-    });
-    let id = runs[0]["id"].as_str().unwrap();
-    let logs = node.gpuflow().args(["logs", id]).output().unwrap();
+    // The hook queued it before the push returned; `logs -f` follows it to its end.
+    let id = node.runs()[0]["id"].as_str().unwrap().to_string();
+    let id = id.as_str();
+    let logs = node
+        .gpuflow()
+        .args(["logs", "-f", id])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
     let logs = text(&logs.stdout);
+    let runs = node.runs();
     assert_eq!(runs[0]["state"], "success", "{logs}");
     assert!(
         logs.contains("event=push ref=refs/heads/main name=main type=branch"),
