@@ -618,6 +618,8 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
         "nothing was left to sweep"
     );
     assert_eq!(node.runs()[0]["state"], "running");
+    let table = text(&node.gpuflow().args(["runs"]).output().unwrap().stdout);
+    assert!(table.contains("its worker is gone"), "{table}");
 
     let out = node
         .gpuflow()
@@ -647,7 +649,7 @@ fn spawn_worker(node: &Node) -> std::process::Child {
         .current_dir(node.dev())
         .env("GPUFLOW_HOME", node.home())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(node.dir.path().join("worker.err")).unwrap())
         .spawn()
         .unwrap()
 }

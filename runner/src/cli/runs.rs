@@ -2,7 +2,7 @@
 //! table or `--json`. Also how `logs` and `cancel` find a run by id or unique id prefix.
 
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
-use crate::trigger::{GpuflowHome, Queue, QueuedRun, queue::now};
+use crate::trigger::{GpuflowHome, Queue, QueuedRun, RunState, queue::now};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -58,8 +58,20 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             .map(|(cell, w)| format!("{cell:w$}"))
             .collect();
         println!("{}", line.join("  ").trim_end());
-        if let Some(message) = i.checked_sub(1).and_then(|i| runs[i].message.as_ref()) {
+        let Some(run) = i.checked_sub(1).map(|i| &runs[i]) else {
+            continue;
+        };
+        if let Some(message) = &run.message {
             println!("  {message}");
+        }
+        if run.state == RunState::Running
+            && run
+                .worker
+                .is_some_and(|w| !crate::worker::recover::is_alive(w))
+        {
+            println!(
+                "  its worker is gone: the next worker marks it failed and removes its containers (`gpuflow worker`)"
+            );
         }
     }
     Ok(ExitCode::Success)

@@ -167,6 +167,13 @@ pub struct Queue {
     path: PathBuf,
 }
 
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 pub fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -177,6 +184,22 @@ pub fn now() -> f64 {
 impl Queue {
     /// Opens the queue at `path`, creating it (and its folder) when missing.
     pub fn open(path: &Path) -> Result<Self, QueueError> {
+        // A trigger and a worker starting together may both create the file: switching it to
+        // WAL needs it to themselves and SQLite answers "busy" without waiting, so retry.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match Self::open_once(path) {
+                Err(QueueError::Sqlite { source, .. })
+                    if is_busy(&source) && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(path: &Path) -> Result<Self, QueueError> {
         let wrap = |source| QueueError::Sqlite {
             path: path.to_owned(),
             source,
@@ -198,9 +221,11 @@ impl Queue {
                 found: version,
             });
         }
-        conn.execute_batch(SCHEMA).map_err(wrap)?;
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-            .map_err(wrap)?;
+        if version < SCHEMA_VERSION {
+            conn.execute_batch(SCHEMA).map_err(wrap)?;
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(wrap)?;
+        }
         Ok(Self {
             conn,
             path: path.to_owned(),
