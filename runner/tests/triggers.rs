@@ -673,3 +673,30 @@ fn validate_points_at_a_bad_filter_pattern() {
     assert!(stderr.contains("w.yml:3:31"), "{stderr}");
     assert!(stderr.contains("never closed"), "{stderr}");
 }
+
+#[test]
+fn cancel_in_progress_stops_the_running_run_of_the_group_for_the_newer_one() {
+    let grouped = "on: push\nconcurrency:\n  group: gpu\n  cancel-in-progress: true\njobs:\n  a:\n    steps:\n      - run: sleep 120\n";
+    let node = Node::new(&[("grouped.yml", grouped)]);
+    node.install_node_hook();
+    node.push("HEAD:refs/heads/main");
+    let runs = node.wait_for("the first run to start", Duration::from_secs(30), |r| {
+        r[0]["state"] == "running"
+    });
+    let first = runs[0]["id"].as_str().unwrap().to_string();
+    node.write("configs/a.toml", "a = 9\n");
+    node.commit("newer");
+    node.push("HEAD:refs/heads/main");
+    let runs = node.wait_for("the newer run to take over", Duration::from_secs(30), |r| {
+        r.len() == 2 && r[0]["state"] == "cancelled" && r[1]["state"] == "running"
+    });
+    assert_eq!(runs[0]["id"], first.as_str());
+    let why = runs[0]["message"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "superseded by run {}",
+            runs[1]["id"].as_str().unwrap()
+        )),
+        "{why}"
+    );
+}
