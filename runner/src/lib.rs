@@ -10,7 +10,8 @@
 //! `runs-on`), [`signal`] turns Ctrl-C and SIGTERM into cancellation, [`bench`] is the built-in
 //! load generator, [`store`], [`stats`] and [`compare`] keep results and judge them against
 //! baselines, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
-//! for SGLang/vLLM, [`cli`] wires them into commands.
+//! for SGLang/vLLM, [`trigger`] turns git pushes into queued runs of the workflows whose
+//! `on:` matches and [`worker`] runs them, [`cli`] wires them into commands.
 
 pub mod actions;
 pub mod backend;
@@ -31,5 +32,7 @@ pub mod sim;
 pub mod stats;
 pub mod steps;
 pub mod store;
+pub mod trigger;
 pub mod ui;
+pub mod worker;
 pub mod workflow;

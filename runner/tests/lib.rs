@@ -24,3 +24,4 @@ mod signals;
 mod sim;
 mod store;
 mod syntax_page;
+mod triggers;

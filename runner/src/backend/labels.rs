@@ -109,7 +109,7 @@ fn host_name() -> String {
 
 /// Field 22 of `/proc/<pid>/stat`. The command name (field 2) may hold spaces and parentheses,
 /// so fields are counted from the last `)`.
-fn process_start_time(pid: u32) -> Option<u64> {
+pub fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_start_time(&stat)
 }

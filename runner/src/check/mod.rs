@@ -53,6 +53,13 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
         diags.extend(check_action(action));
     }
     diags.extend(check_graph(wf, file));
+    // `on.push` filter patterns: a pattern GitHub's syntax does not allow is found here, not
+    // when the first push is silently matched against it.
+    if let Some(push) = &wf.on.push
+        && let Err(d) = crate::trigger::on_push::PushFilters::parse(push, file)
+    {
+        diags.push(*d);
+    }
     diags.sorted()
 }
 

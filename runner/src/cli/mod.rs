@@ -5,19 +5,25 @@
 mod actions;
 mod baseline;
 mod bench;
+mod cancel;
 mod completions;
 mod docs;
 mod eval;
 mod gc;
 mod history;
+mod hooks;
 mod hosts;
+mod logs;
 mod plan;
 mod report;
 mod run;
+mod runs;
 mod schema;
 mod store_path;
+mod trigger;
 mod validate;
 mod wait_for_signal;
+mod worker;
 
 use std::io::IsTerminal;
 
@@ -81,6 +87,19 @@ pub enum Command {
     /// Remove containers and networks of runs whose runner is gone (or, with `--all-runs`,
     /// every gpuflow container and network on the host).
     Gc(gc::Args),
+    /// Queue the runs a push starts: every workflow whose `on: push` matches (what the git
+    /// hooks call).
+    Trigger(Box<trigger::Args>),
+    /// Run the host's queued runs, one at a time, in order.
+    Worker(worker::Args),
+    /// List the triggered runs: queued, running and finished.
+    Runs(runs::Args),
+    /// Print a triggered run's output; `-f` follows it.
+    Logs(logs::Args),
+    /// Cancel a queued or running triggered run.
+    Cancel(cancel::Args),
+    /// Install or remove the git hooks that trigger workflows.
+    Hooks(hooks::Args),
     /// Test hook: wait for SIGINT/SIGTERM with gpuflow's signal handling, exit 130.
     #[command(name = "__wait-for-signal", hide = true)]
     WaitForSignal(wait_for_signal::Args),
@@ -113,6 +132,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Completions(args) => completions::run(&args),
         Command::Hosts(args) => hosts::run(&args, render),
         Command::Gc(args) => gc::run(&args, render),
+        Command::Trigger(args) => trigger::run(&args, render),
+        Command::Worker(args) => worker::run(&args),
+        Command::Runs(args) => runs::run(&args, render),
+        Command::Logs(args) => logs::run(&args, render),
+        Command::Cancel(args) => cancel::run(&args, render),
+        Command::Hooks(args) => hooks::run(&args, render),
         Command::WaitForSignal(args) => wait_for_signal::run(&args),
     };
     result.unwrap_or_else(|err| {

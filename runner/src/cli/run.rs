@@ -76,6 +76,24 @@ pub struct Args {
 
     #[command(flatten)]
     pub config: ConfigArg,
+
+    /// Set by the queue's worker (docs/triggers.md): the run's id, given when it was queued.
+    #[arg(long, hide = true)]
+    pub run_id: Option<String>,
+
+    /// Set by the queue's worker: where the run's logs go (default `.gpuflow/runs/<run-id>`).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+
+    /// Set by the queue's worker: a JSON file with the event that started the run (the
+    /// `github` context: event name, sha, ref, payload).
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub event: Option<PathBuf>,
+
+    /// Set by the queue's worker: cancel the run (as SIGTERM does) when stdin reaches its
+    /// end, which happens when the worker holding the other end dies, however it dies.
+    #[arg(long, hide = true)]
+    pub stop_on_stdin_eof: bool,
 }
 
 pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
@@ -137,8 +155,28 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     })
     .map_err(|errors| anyhow::anyhow!("planning failed after validation passed: {errors:?}"))?;
 
+    let event = match &args.event {
+        None => None,
+        Some(path) => match std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(event) => Some(event),
+            Err(e) => {
+                return Ok(usage(
+                    &format!("the event file `{}` cannot be read: {e}", path.display()),
+                    render,
+                ));
+            }
+        },
+    };
     let workspace = std::env::current_dir()?;
-    let mut opts = RunOptions::new(new_run_id(), &workspace);
+    let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
+    let mut opts = RunOptions::new(run_id, &workspace);
+    opts.event = event;
+    if let Some(dir) = &args.log_dir {
+        opts.log_dir = dir.clone();
+    }
     opts.inputs = inputs;
     opts.secrets = secrets;
     opts.vars = vars;
@@ -201,6 +239,9 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
             }
         };
         opts.force = shutdown.force.clone();
+        if args.stop_on_stdin_eof {
+            cancel_at_stdin_eof(cancel.clone());
+        }
         let wf = Arc::new(*wf);
         let result = crate::engine::run(wf, plan, opts, sink, engines, cancel).await;
         if let Some(problem) = store.write_error() {
@@ -300,6 +341,21 @@ fn say(SignalEvent::Shutdown { signal, count }: SignalEvent, escalation: Escalat
              next `gpuflow run` or `gpuflow gc` removes them"
         ),
     }
+}
+
+/// The queue's worker holds the other end of stdin and never writes: end-of-file means it is
+/// gone, and a run nobody watches is cancelled (containers removed) rather than left going.
+fn cancel_at_stdin_eof(cancel: CancellationToken) {
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 256];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+        if !cancel.is_cancelled() {
+            eprintln!("the worker that started this run is gone: cancelling");
+            cancel.cancel();
+        }
+    });
 }
 
 fn connect_and_sweep(host: Host) -> Connect {

@@ -587,12 +587,45 @@ fn base_contexts(
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
             .unwrap_or_default()
     };
-    let sha = git(&["rev-parse", "HEAD"]);
-    let git_ref = git(&["symbolic-ref", "-q", "HEAD"]);
-    let ref_name = git_ref
-        .strip_prefix("refs/heads/")
-        .unwrap_or(&git_ref)
-        .to_string();
+    // A triggered run takes all of it from its event; a run by hand from the checkout.
+    let (event_name, sha, git_ref, ref_name, ref_type, event) = match &opts.event {
+        Some(e) => (
+            e.event_name.clone(),
+            e.sha.clone(),
+            e.git_ref.clone(),
+            e.ref_name.clone(),
+            e.ref_type.clone(),
+            Value::from_json(e.event.clone()),
+        ),
+        None => {
+            let git_ref = git(&["symbolic-ref", "-q", "HEAD"]);
+            let ref_name = git_ref
+                .strip_prefix("refs/heads/")
+                .unwrap_or(&git_ref)
+                .to_string();
+            (
+                "workflow_dispatch".to_string(),
+                git(&["rev-parse", "HEAD"]),
+                git_ref,
+                ref_name,
+                "branch".to_string(),
+                object([("inputs", inputs.clone())]),
+            )
+        }
+    };
+    let actor = opts.event.as_ref().map_or_else(
+        || std::env::var("USER").unwrap_or_else(|_| "gpuflow".into()),
+        |e| e.actor.clone(),
+    );
+    let repository = opts.event.as_ref().map_or_else(
+        || {
+            opts.workspace
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        },
+        |e| e.repository.clone(),
+    );
     let s = |v: &str| Value::String(v.to_string());
     let workspace = opts.workspace.display().to_string();
     let github = object([
@@ -601,26 +634,16 @@ fn base_contexts(
         ("run_attempt", Value::Number(1.0)),
         ("workflow", s(&plan.workflow)),
         ("workspace", s(&workspace)),
-        ("event_name", s("workflow_dispatch")),
-        ("event", object([("inputs", inputs.clone())])),
+        ("event_name", s(&event_name)),
+        ("event", event),
         ("sha", s(&sha)),
         ("ref", s(&git_ref)),
         ("ref_name", s(&ref_name)),
-        ("ref_type", s("branch")),
+        ("ref_type", s(&ref_type)),
         ("head_ref", s("")),
         ("base_ref", s("")),
-        (
-            "actor",
-            s(&std::env::var("USER").unwrap_or_else(|_| "gpuflow".into())),
-        ),
-        (
-            "repository",
-            s(&opts
-                .workspace
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()),
-        ),
+        ("actor", s(&actor)),
+        ("repository", s(&repository)),
         ("server_url", s("")),
         ("workflow_file", s(&wf.file.name)),
     ]);

@@ -37,6 +37,26 @@ pub struct RunOptions {
     /// Fired by a second Ctrl-C: `always()` steps after a cancellation are stopped at once,
     /// so only the removal of containers is still waited for.
     pub force: CancellationToken,
+    /// The event that started the run (a push, from `gpuflow trigger`); `None` for a run
+    /// started by hand (`workflow_dispatch`, the checkout's own `HEAD`).
+    pub event: Option<EventContext>,
+}
+
+/// What a triggered run sees as `github` (and `gpuflow`): the event's name, commit and ref,
+/// and its payload as `github.event`. Written by the queue, read by `gpuflow run --event`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EventContext {
+    pub event_name: String,
+    pub sha: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    pub ref_name: String,
+    /// `branch` or `tag`.
+    pub ref_type: String,
+    pub actor: String,
+    pub repository: String,
+    /// `github.event`: GitHub's payload for the event.
+    pub event: serde_json::Value,
 }
 
 impl RunOptions {
@@ -58,6 +78,7 @@ impl RunOptions {
             grace: Duration::from_secs(10),
             cleanup_timeout: Duration::from_secs(300),
             force: CancellationToken::new(),
+            event: None,
         }
     }
 }

@@ -1,0 +1,129 @@
+//! `gpuflow runs`: the host's queued, running and finished triggered runs (newest last), as a
+//! table or `--json`. Also how `logs` and `cancel` find a run by id or unique id prefix.
+
+use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
+use crate::trigger::{GpuflowHome, Queue, QueuedRun, RunState, queue::now};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print the runs as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Show at most this many runs (the newest).
+    #[arg(long, default_value_t = 30)]
+    pub limit: usize,
+}
+
+pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
+    let queue = match open_queue(render_opts) {
+        Ok(q) => q,
+        Err(code) => return Ok(code),
+    };
+    let runs = queue.list(args.limit)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(ExitCode::Success);
+    }
+    if runs.is_empty() {
+        println!(
+            "no triggered runs yet (`gpuflow hooks install` sets up the git hooks that queue them)"
+        );
+        return Ok(ExitCode::Success);
+    }
+    let rows: Vec<[String; 6]> = runs
+        .iter()
+        .map(|r| {
+            [
+                r.id.clone(),
+                r.state.as_str().to_string(),
+                format!("{} ({})", r.name, r.workflow),
+                r.git_ref.trim_start_matches("refs/heads/").to_string(),
+                r.sha.chars().take(10).collect(),
+                timing(r),
+            ]
+        })
+        .collect();
+    let header = ["RUN", "STATE", "WORKFLOW", "REF", "COMMIT", "TIME"].map(String::from);
+    let mut widths = [0; 6];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for (i, row) in std::iter::once(&header).chain(&rows).enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:w$}"))
+            .collect();
+        println!("{}", line.join("  ").trim_end());
+        let Some(run) = i.checked_sub(1).map(|i| &runs[i]) else {
+            continue;
+        };
+        if let Some(message) = &run.message {
+            println!("  {message}");
+        }
+        if run.state == RunState::Running
+            && run
+                .worker
+                .is_some_and(|w| !crate::worker::recover::is_alive(w))
+        {
+            println!(
+                "  its worker is gone: the next worker marks it failed and removes its containers (`gpuflow worker`)"
+            );
+        }
+    }
+    Ok(ExitCode::Success)
+}
+
+/// "queued 3s", "running 12s", "took 1m 4s".
+fn timing(r: &QueuedRun) -> String {
+    let secs = |d: f64| {
+        humantime::format_duration(std::time::Duration::from_secs(d.max(0.0) as u64)).to_string()
+    };
+    match (r.started_at, r.finished_at) {
+        (_, Some(end)) => format!("took {}", secs(end - r.started_at.unwrap_or(end))),
+        (Some(start), None) => format!("running {}", secs(now() - start)),
+        (None, None) => format!("queued {}", secs(now() - r.queued_at)),
+    }
+}
+
+pub(super) fn open_queue(render_opts: RenderOptions) -> Result<Queue, ExitCode> {
+    let home = GpuflowHome::from_env();
+    Queue::open(&home.queue()).map_err(|e| {
+        eprintln!(
+            "{}",
+            render(&Diagnostic::unlocated(e.to_string()), render_opts)
+        );
+        ExitCode::Infrastructure
+    })
+}
+
+/// The run with this id, or the one run whose id starts with it; a clear error otherwise.
+pub(super) fn find_run(
+    queue: &Queue,
+    id: &str,
+    render_opts: RenderOptions,
+) -> Result<QueuedRun, ExitCode> {
+    if let Ok(Some(run)) = queue.get(id) {
+        return Ok(run);
+    }
+    let all = queue.list(usize::MAX >> 1).unwrap_or_default();
+    let matching: Vec<&QueuedRun> = all.iter().filter(|r| r.id.starts_with(id)).collect();
+    let d = match matching.as_slice() {
+        [one] => return Ok((*one).clone()),
+        [] => Diagnostic::unlocated(format!("no run `{id}` in the queue"))
+            .hint("`gpuflow runs` lists the runs"),
+        many => Diagnostic::unlocated(format!("`{id}` names {} runs", many.len())).hint(format!(
+            "give more of the id: {}",
+            many.iter()
+                .take(5)
+                .map(|r| format!("`{}`", r.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    };
+    eprintln!("{}", render(&d, render_opts));
+    Err(ExitCode::Usage)
+}

@@ -1,0 +1,702 @@
+//! Triggers end to end, with real git repositories: a bare "GPU node" repository pushed to
+//! over `file://` with gpuflow's `post-receive` hook, the SQLite queue, the worker running
+//! the queued runs (host steps here; the crash test uses Docker), `runs`/`logs`/`cancel`, and
+//! hooks chained to the ones a repository already had.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// A bare node repository with gpuflow's hook, a developer clone of it, and a private
+/// `GPUFLOW_HOME` (queue, worker lock). Dropping it stops the worker it started.
+struct Node {
+    dir: tempfile::TempDir,
+}
+
+const IDLE_EXIT: &str = "3s";
+
+impl Node {
+    /// `workflows` are committed in the clone (not pushed yet), beside `configs/a.toml` and
+    /// `README.md`.
+    fn new(workflows: &[(&str, &str)]) -> Self {
+        let node = Self {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        git(node.dir.path(), &["init", "-q", "--bare", "node.git"]);
+        git(node.dir.path(), &["init", "-q", "-b", "main", "dev"]);
+        for (k, v) in [("user.email", "dev@example.com"), ("user.name", "dev")] {
+            git(&node.dev(), &["config", k, v]);
+        }
+        git(
+            &node.dev(),
+            &[
+                "remote",
+                "add",
+                "node",
+                &format!("file://{}", node.bare().display()),
+            ],
+        );
+        for (name, text) in workflows {
+            node.write(&format!("workflows/{name}"), text);
+        }
+        node.write("configs/a.toml", "a = 1\n");
+        node.write("README.md", "hello\n");
+        node.commit("initial");
+        node
+    }
+
+    fn bare(&self) -> PathBuf {
+        self.dir.path().join("node.git")
+    }
+
+    fn dev(&self) -> PathBuf {
+        self.dir.path().join("dev")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn write(&self, path: &str, text: &str) {
+        let path = self.dev().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn commit(&self, message: &str) {
+        git(&self.dev(), &["add", "-A"]);
+        git(&self.dev(), &["commit", "-q", "-m", message]);
+    }
+
+    fn gpuflow(&self) -> Command {
+        let mut c = Command::cargo_bin("gpuflow").unwrap();
+        c.current_dir(self.dev())
+            .env("GPUFLOW_HOME", self.home())
+            .env("GPUFLOW_WORKER_IDLE_EXIT", IDLE_EXIT)
+            .env_remove("GIT_DIR");
+        c
+    }
+
+    fn install_node_hook(&self) {
+        self.gpuflow()
+            .args(["hooks", "install", "--repo"])
+            .arg(self.bare())
+            .assert()
+            .code(0);
+    }
+
+    /// `git push node <refspec>` from the clone, with the test's `GPUFLOW_HOME` (the hook
+    /// runs in the push's environment).
+    fn push(&self, refspec: &str) -> Output {
+        let out = StdCommand::new("git")
+            .args(["push", "-q", "node", refspec])
+            .current_dir(self.dev())
+            .env("GPUFLOW_HOME", self.home())
+            .env("GPUFLOW_WORKER_IDLE_EXIT", IDLE_EXIT)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git push failed: {}",
+            text(&out.stderr)
+        );
+        out
+    }
+
+    fn runs(&self) -> Vec<Value> {
+        let out = self.gpuflow().args(["runs", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    }
+
+    fn workflows_of_runs(&self) -> Vec<(String, String)> {
+        self.runs()
+            .iter()
+            .map(|r| {
+                (
+                    r["workflow"].as_str().unwrap().to_string(),
+                    r["ref"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let runs = self.runs();
+            if done(&runs) {
+                return runs;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {runs:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn worker_pid(&self) -> Option<u32> {
+        let home = gpuflow::trigger::GpuflowHome::at(self.home());
+        gpuflow::worker::worker_running(&home)
+            .then(|| gpuflow::worker::worker_pid(&home))
+            .flatten()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(pid) = self.worker_pid() {
+            let _ = StdCommand::new("kill").arg(pid.to_string()).status();
+            // The worker cancels its run and leaves; give it a moment before the folder goes.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while self.worker_pid().is_some() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Output {
+    let out = StdCommand::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_remove("GIT_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn rev(dir: &Path, what: &str) -> String {
+    text(&git(dir, &["rev-parse", what]).stdout)
+        .trim()
+        .to_string()
+}
+
+const ON_CONFIGS: &str =
+    "on:\n  push:\n    paths: ['configs/**']\njobs:\n  a:\n    steps:\n      - run: echo configs\n";
+const NOT_ON_CONFIGS: &str = "on:\n  push:\n    paths-ignore: ['configs/**']\njobs:\n  a:\n    steps:\n      - run: echo not-configs\n";
+const ON_TAGS: &str =
+    "on:\n  push:\n    tags: ['v[0-9]*']\njobs:\n  a:\n    steps:\n      - run: echo tag\n";
+const ON_MAIN: &str =
+    "on:\n  push:\n    branches: [main]\njobs:\n  a:\n    steps:\n      - run: echo main\n";
+
+#[test]
+fn a_push_touching_configs_queues_the_paths_workflow_and_not_the_paths_ignore_one() {
+    let node = Node::new(&[("configs.yml", ON_CONFIGS), ("other.yml", NOT_ON_CONFIGS)]);
+    node.push("HEAD:refs/heads/main"); // before the hook: nothing queued
+    node.install_node_hook();
+    assert!(node.runs().is_empty());
+
+    node.write("configs/a.toml", "a = 2\n");
+    node.commit("tune");
+    node.push("HEAD:refs/heads/main");
+    assert_eq!(
+        node.workflows_of_runs(),
+        [(
+            "workflows/configs.yml".to_string(),
+            "refs/heads/main".to_string()
+        )]
+    );
+
+    node.write("README.md", "more\n");
+    node.commit("docs");
+    node.push("HEAD:refs/heads/main");
+    let queued: Vec<String> = node.workflows_of_runs().into_iter().map(|w| w.0).collect();
+    assert_eq!(queued, ["workflows/configs.yml", "workflows/other.yml"]);
+}
+
+#[test]
+fn a_tag_push_matches_tags_and_not_a_branch_only_workflow() {
+    let node = Node::new(&[("tags.yml", ON_TAGS), ("main.yml", ON_MAIN)]);
+    node.install_node_hook();
+    node.push("HEAD:refs/heads/main");
+    git(&node.dev(), &["tag", "v1.0"]);
+    git(&node.dev(), &["tag", "nightly"]);
+    node.push("refs/tags/v1.0");
+    node.push("refs/tags/nightly");
+    assert_eq!(
+        node.workflows_of_runs(),
+        [
+            (
+                "workflows/main.yml".to_string(),
+                "refs/heads/main".to_string()
+            ),
+            (
+                "workflows/tags.yml".to_string(),
+                "refs/tags/v1.0".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn the_worker_runs_the_queued_run_from_a_checkout_with_the_push_as_github() {
+    let workflow = r#"
+name: show
+on: push
+jobs:
+  show:
+    steps:
+      - run: |
+          echo "event=${{ github.event_name }} ref=${{ github.ref }} name=${{ gpuflow.ref_name }} type=${{ github.ref_type }}"
+          echo "sha=${{ github.sha }} before=${{ github.event.before }}"
+          echo "files=${{ join(github.event.changed_files, ',') }}"
+          echo "commits=${{ github.event.commits[0].message }}"
+          cat configs/a.toml
+"#;
+    let node = Node::new(&[("show.yml", workflow)]);
+    node.push("HEAD:refs/heads/main");
+    let before = rev(&node.dev(), "HEAD");
+    node.install_node_hook();
+    node.write("configs/a.toml", "a = 42\n");
+    git(&node.dev(), &["rm", "-q", "README.md"]);
+    node.commit("tune a");
+    let after = rev(&node.dev(), "HEAD");
+    node.push("HEAD:refs/heads/main");
+
+    // The hook queued it before the push returned; `logs -f` follows it to its end.
+    let id = node.runs()[0]["id"].as_str().unwrap().to_string();
+    let id = id.as_str();
+    let logs = node
+        .gpuflow()
+        .args(["logs", "-f", id])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let logs = text(&logs.stdout);
+    let runs = node.runs();
+    assert_eq!(runs[0]["state"], "success", "{logs}");
+    assert!(
+        logs.contains("event=push ref=refs/heads/main name=main type=branch"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains(&format!("sha={after} before={before}")),
+        "{logs}"
+    );
+    // A deleted file is a changed file.
+    assert!(logs.contains("files=README.md,configs/a.toml"), "{logs}");
+    assert!(logs.contains("commits=tune a"), "{logs}");
+    assert!(
+        logs.contains("a = 42"),
+        "the checkout is of the pushed commit: {logs}"
+    );
+    // Logs stay with the node repository; the checkout is gone.
+    assert!(
+        node.bare()
+            .join(".gpuflow/runs")
+            .join(id)
+            .join("events.jsonl")
+            .is_file()
+    );
+    assert!(!node.home().join("work").join(id).exists());
+}
+
+#[test]
+fn git_push_returns_before_the_run_finishes() {
+    let slow = "on: push\njobs:\n  a:\n    steps:\n      - run: sleep 5\n";
+    let node = Node::new(&[("slow.yml", slow)]);
+    node.install_node_hook();
+    let started = Instant::now();
+    node.push("HEAD:refs/heads/main");
+    let pushed_in = started.elapsed();
+    let runs = node.runs();
+    assert_eq!(runs.len(), 1);
+    assert!(
+        pushed_in < Duration::from_secs(4) && runs[0]["state"] != "success",
+        "the push took {pushed_in:?} and the run is {}",
+        runs[0]["state"]
+    );
+    node.wait_for("the run to succeed", Duration::from_secs(60), |runs| {
+        runs[0]["state"] == "success"
+    });
+}
+
+#[test]
+fn a_hook_already_there_still_runs_and_uninstall_puts_it_back() {
+    let node = Node::new(&[(
+        "any.yml",
+        "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
+    )]);
+    let hook = node.bare().join("hooks/post-receive");
+    let seen = node.dir.path().join("seen");
+    let original = format!("#!/bin/sh\ncat >> '{}'\n", seen.display());
+    std::fs::write(&hook, &original).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    let out = node
+        .gpuflow()
+        .args(["hooks", "install", "--repo"])
+        .arg(node.bare())
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stdout).contains("kept as"),
+        "{}",
+        text(&out.stdout)
+    );
+    // Installing twice rewrites gpuflow's hook; it does not chain gpuflow to itself.
+    node.gpuflow()
+        .args(["hooks", "install", "--repo"])
+        .arg(node.bare())
+        .assert()
+        .code(0);
+    node.push("HEAD:refs/heads/main");
+    let head = rev(&node.dev(), "HEAD");
+    let seen_text = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(seen_text.lines().count(), 1, "{seen_text}");
+    assert!(
+        seen_text.contains(&format!("{head} refs/heads/main")),
+        "{seen_text}"
+    );
+    assert_eq!(node.runs().len(), 1);
+
+    node.gpuflow()
+        .args(["hooks", "uninstall", "--repo"])
+        .arg(node.bare())
+        .assert()
+        .code(0);
+    assert_eq!(std::fs::read_to_string(&hook).unwrap(), original);
+    assert!(
+        !node
+            .bare()
+            .join("hooks/post-receive.gpuflow-chained")
+            .exists()
+    );
+}
+
+#[test]
+fn pre_push_with_wait_fails_the_push_when_the_run_fails() {
+    let node = Node::new(&[(
+        "gate.yml",
+        "on: push\njobs:\n  gate:\n    steps:\n      - run: test ! -e configs/broken\n",
+    )]);
+    node.gpuflow()
+        .args(["hooks", "install", "--hook", "pre-push", "--wait"])
+        .assert()
+        .code(0);
+    node.push("HEAD:refs/heads/main");
+    assert_eq!(node.runs()[0]["state"], "success");
+
+    node.write("configs/broken", "x");
+    node.commit("break it");
+    let out = StdCommand::new("git")
+        .args(["push", "-q", "node", "HEAD:refs/heads/main"])
+        .current_dir(node.dev())
+        .env("GPUFLOW_HOME", node.home())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "the push went through: {stderr}");
+    assert!(stderr.contains("failure"), "{stderr}");
+    // The node did not get the commit.
+    let remote = text(&git(&node.bare(), &["rev-parse", "refs/heads/main"]).stdout);
+    assert_ne!(remote.trim(), rev(&node.dev(), "HEAD"));
+}
+
+#[test]
+fn a_commit_with_the_post_commit_hook_queues_a_run() {
+    let node = Node::new(&[("on-commit.yml", ON_CONFIGS)]);
+    node.gpuflow().args(["hooks", "install"]).assert().code(0);
+    assert!(node.dev().join(".git/hooks/post-commit").is_file());
+    node.write("configs/b.toml", "b = 1\n");
+    git(&node.dev(), &["add", "-A"]);
+    let out = StdCommand::new("git")
+        .args(["commit", "-q", "-m", "b"])
+        .current_dir(node.dev())
+        .env("GPUFLOW_HOME", node.home())
+        .env("GPUFLOW_WORKER_IDLE_EXIT", IDLE_EXIT)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let runs = node.runs();
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert_eq!(runs[0]["sha"], rev(&node.dev(), "HEAD"));
+    // Logs of a work-tree repository go to its own `.gpuflow/`.
+    let log_dir = runs[0]["log_dir"].as_str().unwrap();
+    assert!(
+        log_dir.starts_with(&node.dev().canonicalize().unwrap().display().to_string()),
+        "{log_dir}"
+    );
+}
+
+#[test]
+fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
+    let grouped = "on: push\nconcurrency: bench-${{ github.ref }}\njobs:\n  a:\n    steps:\n      - run: 'true'\n";
+    let node = Node::new(&[("grouped.yml", grouped)]);
+    let first = rev(&node.dev(), "HEAD");
+    node.write("configs/a.toml", "a = 3\n");
+    node.commit("next");
+    let second = rev(&node.dev(), "HEAD");
+    let trigger = |before: &str, after: &str| {
+        let out = node
+            .gpuflow()
+            .args([
+                "trigger",
+                "--no-worker",
+                "--json",
+                "--event",
+                "push",
+                "--ref",
+                "refs/heads/main",
+            ])
+            .args(["--before", before, "--after", after])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    };
+    let zero = "0".repeat(40);
+    let a = trigger(&zero, &first);
+    let b = trigger(&first, &second);
+    let a_id = a[0]["run_id"].as_str().unwrap();
+    assert_eq!(b[0]["superseded"][0], a_id);
+    let runs = node.runs();
+    assert_eq!(runs[0]["state"], "cancelled");
+    assert!(
+        runs[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("superseded by run")
+    );
+    assert_eq!(runs[1]["state"], "queued");
+    assert_eq!(runs[1]["concurrency_group"], "bench-refs/heads/main");
+
+    // `cancel` takes a queued run out; a second cancel says it already ended (exit 1).
+    let b_id = b[0]["run_id"].as_str().unwrap();
+    node.gpuflow().args(["cancel", b_id]).assert().code(0);
+    node.gpuflow().args(["cancel", b_id]).assert().code(1);
+    assert_eq!(node.runs()[1]["state"], "cancelled");
+}
+
+#[test]
+fn cancel_stops_a_running_run() {
+    let node = Node::new(&[(
+        "long.yml",
+        "on: push\njobs:\n  a:\n    steps:\n      - run: sleep 120\n",
+    )]);
+    node.install_node_hook();
+    node.push("HEAD:refs/heads/main");
+    let runs = node.wait_for("the run to start", Duration::from_secs(30), |r| {
+        r[0]["state"] == "running"
+    });
+    let id = runs[0]["id"].as_str().unwrap().to_string();
+    node.gpuflow().args(["cancel", &id]).assert().code(0);
+    let runs = node.wait_for("the run to be cancelled", Duration::from_secs(30), |r| {
+        r[0]["state"] != "running"
+    });
+    assert_eq!(runs[0]["state"], "cancelled", "{runs:#?}");
+}
+
+#[test]
+fn bad_trigger_arguments_say_what_is_wrong() {
+    let node = Node::new(&[]);
+    let out = node
+        .gpuflow()
+        .args([
+            "trigger", "--event", "push", "--ref", "main", "--before", "x", "--after", "y",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("`main` is not a full ref"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = node
+        .gpuflow()
+        .args([
+            "trigger",
+            "--event",
+            "push",
+            "--ref",
+            "refs/heads/main",
+            "--before",
+        ])
+        .arg("0".repeat(40))
+        .arg("--after")
+        .arg("1".repeat(40))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is not in the repository"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = node.gpuflow().args(["logs", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no run `nope`"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = node
+        .gpuflow()
+        .args(["hooks", "install", "--hook", "post-commit", "--wait"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("pre-push"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The worker and its `gpuflow run` are killed together with SIGKILL (their process group,
+/// as a crash of the whole service would) while a container step runs: nothing can clean up. The next worker marks the run failed and removes the
+/// container.
+#[tokio::test]
+async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
+    let Some(docker) = crate::docker::connect_or_skip().await else {
+        return;
+    };
+    let node_dir = tempfile::tempdir().unwrap();
+    let ready = node_dir.path().join("ready");
+    let workflow = format!(
+        "on: push\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: gpuflow-base:test, command: sleep 300 }}\n      - run: touch '{}'; sleep 120\n",
+        ready.display()
+    );
+    let node = Node::new(&[("box.yml", &workflow)]);
+    node.push("HEAD:refs/heads/main");
+    let head = rev(&node.dev(), "HEAD");
+    let mut worker = spawn_worker(&node);
+    node.gpuflow()
+        .args([
+            "trigger",
+            "--no-worker",
+            "--event",
+            "push",
+            "--ref",
+            "refs/heads/main",
+            "--before",
+        ])
+        .arg("0".repeat(40))
+        .args(["--after", &head])
+        .assert()
+        .code(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the step never started: {:#?}",
+            node.runs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run = node.runs().remove(0);
+    let run_id = run["id"].as_str().unwrap().to_string();
+    assert!(run["process"]["pid"].as_u64().is_some(), "{run:#?}");
+    let group = format!("-{}", worker.id());
+    assert!(
+        StdCommand::new("kill")
+            .args(["-KILL", "--", &group])
+            .status()
+            .unwrap()
+            .success()
+    );
+    worker.wait().unwrap();
+    assert_eq!(
+        docker.run_containers(&run_id).await.unwrap().len(),
+        1,
+        "nothing was left to sweep"
+    );
+    assert_eq!(node.runs()[0]["state"], "running");
+    let table = text(&node.gpuflow().args(["runs"]).output().unwrap().stdout);
+    assert!(table.contains("its worker is gone"), "{table}");
+
+    let out = node
+        .gpuflow()
+        .args(["worker", "--idle-exit", "1s"])
+        .output()
+        .unwrap();
+    let left = docker.run_containers(&run_id).await.unwrap();
+    docker.remove_run(&run_id).await.unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(left, Vec::<String>::new(), "the container survived");
+    let run = node.runs().remove(0);
+    assert_eq!(run["state"], "failure");
+    let message = run["message"].as_str().unwrap();
+    assert!(
+        message.contains("stopped before it ended") && message.contains("1 container"),
+        "{message}"
+    );
+}
+
+/// A worker started by the test (not detached), in a process group of its own that its
+/// `gpuflow run` children join, so the test can kill them all at once.
+fn spawn_worker(node: &Node) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    StdCommand::new(assert_cmd::cargo::cargo_bin("gpuflow"))
+        .process_group(0)
+        .arg("worker")
+        .current_dir(node.dev())
+        .env("GPUFLOW_HOME", node.home())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(node.dir.path().join("worker.err")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn validate_points_at_a_bad_filter_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        "on:\n  push:\n    branches: [main, 'release/[0-9']\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("gpuflow")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["validate", "w.yml", "--color", "never"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr) + &text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("w.yml:3:31"), "{stderr}");
+    assert!(stderr.contains("never closed"), "{stderr}");
+}
+
+#[test]
+fn cancel_in_progress_stops_the_running_run_of_the_group_for_the_newer_one() {
+    let grouped = "on: push\nconcurrency:\n  group: gpu\n  cancel-in-progress: true\njobs:\n  a:\n    steps:\n      - run: sleep 120\n";
+    let node = Node::new(&[("grouped.yml", grouped)]);
+    node.install_node_hook();
+    node.push("HEAD:refs/heads/main");
+    let runs = node.wait_for("the first run to start", Duration::from_secs(30), |r| {
+        r[0]["state"] == "running"
+    });
+    let first = runs[0]["id"].as_str().unwrap().to_string();
+    node.write("configs/a.toml", "a = 9\n");
+    node.commit("newer");
+    node.push("HEAD:refs/heads/main");
+    let runs = node.wait_for("the newer run to take over", Duration::from_secs(30), |r| {
+        r.len() == 2 && r[0]["state"] == "cancelled" && r[1]["state"] == "running"
+    });
+    assert_eq!(runs[0]["id"], first.as_str());
+    let why = runs[0]["message"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "superseded by run {}",
+            runs[1]["id"].as_str().unwrap()
+        )),
+        "{why}"
+    );
+}
