@@ -307,6 +307,37 @@ jobs:
 }
 
 #[test]
+fn an_annotated_tag_runs_the_commit_it_tags() {
+    let workflow = "on:\n  push:\n    tags: ['v*']\njobs:\n  show:\n    steps:\n      - run: echo \"sha=${{ github.sha }} after=${{ github.event.after }}\"\n";
+    let node = Node::new(&[("release.yml", workflow)]);
+    node.push("HEAD:refs/heads/main");
+    node.install_node_hook();
+    git(&node.dev(), &["tag", "-a", "v2.0", "-m", "release 2.0"]);
+    let commit = rev(&node.dev(), "HEAD");
+    let tag_object = rev(&node.dev(), "v2.0");
+    assert_ne!(
+        commit, tag_object,
+        "an annotated tag is an object of its own"
+    );
+    node.push("refs/tags/v2.0");
+
+    let id = node.runs()[0]["id"].as_str().unwrap().to_string();
+    let logs = node
+        .gpuflow()
+        .args(["logs", "-f", &id])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let logs = text(&logs.stdout);
+    assert_eq!(node.runs()[0]["state"], "success", "{logs}");
+    // As on GitHub: `github.sha` is the tagged commit, the payload keeps the tag object.
+    assert!(
+        logs.contains(&format!("sha={commit} after={tag_object}")),
+        "{logs}"
+    );
+}
+
+#[test]
 fn git_push_returns_before_the_run_finishes() {
     let slow = "on: push\njobs:\n  a:\n    steps:\n      - run: sleep 5\n";
     let node = Node::new(&[("slow.yml", slow)]);

@@ -213,20 +213,50 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         }
     }
     if args.wait && !queued.is_empty() {
-        return wait_for(&queue, &queued, args);
+        return wait_for(&queue, &home, &queued, args);
     }
     Ok(ExitCode::Success)
 }
 
 /// Waits for every run in `ids` to end; exit 1 unless all succeeded.
-fn wait_for(queue: &Queue, ids: &[String], args: &Args) -> anyhow::Result<ExitCode> {
+fn wait_for(
+    queue: &Queue,
+    home: &GpuflowHome,
+    ids: &[String],
+    args: &Args,
+) -> anyhow::Result<ExitCode> {
     say(args, &format!("waiting for {} run(s)...", ids.len()));
+    let gpuflow = std::env::current_exe()?;
     let mut failed = false;
+    let mut told_no_worker = false;
     for id in ids {
+        let mut polls = 0u32;
         let run = loop {
             match queue.get(id)? {
                 Some(run) if run.state.is_final() => break run,
-                Some(_) => std::thread::sleep(Duration::from_millis(200)),
+                Some(_) => {
+                    polls += 1;
+                    // A worker that died (SIGKILL, OOM) would leave git waiting for ever: a
+                    // new one marks its run failed (`recover`) and goes on with the queue.
+                    if polls.is_multiple_of(5) && !crate::worker::worker_running(home) {
+                        if args.no_worker {
+                            if !told_no_worker {
+                                say(
+                                    args,
+                                    "no worker is running: start one with `gpuflow worker`",
+                                );
+                                told_no_worker = true;
+                            }
+                        } else {
+                            crate::worker::start_detached(
+                                home,
+                                &gpuflow,
+                                Some(args.worker_idle_exit),
+                            )?;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
                 None => anyhow::bail!("run {id} vanished from the queue"),
             }
         };

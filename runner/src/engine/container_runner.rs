@@ -240,14 +240,16 @@ fn step_block(run: &ScriptRun, dir: &str, nonce: &str) -> String {
     } else {
         format!("env {} ", others.join(" "))
     };
+    // Inside the subshell the step's own env may name a variable `d`: the folder is written
+    // out literally there, never read back from `$d`.
     format!(
         "d={d}\n\
          if mkdir -p \"$d\" && printf '%s' {text} > \"$d/script\" && : > \"$d/output\" \
          && : > \"$d/env\" && : > \"$d/summary\"; then\n\
          (\n\
          {exports}\
-         if command -v setsid >/dev/null 2>&1; then exec {env_prefix}setsid sh -c {step} \"$d\"; fi\n\
-         exec {env_prefix}sh -c {step} \"$d\"\n\
+         if command -v setsid >/dev/null 2>&1; then exec {env_prefix}setsid sh -c {step} {d}; fi\n\
+         exec {env_prefix}sh -c {step} {d}\n\
          )\n\
          c=$?\n\
          else c=1; fi\n\
@@ -320,7 +322,8 @@ mod tests {
                          printf 'x=1\\n' >> \"$GITHUB_OUTPUT\"; printf 'it'\\''s'; exit 3"
                     .into(),
                 shell: Shell::Sh,
-                env: [("GREETING", "it's\nme"), ("MY-VAR", "v")]
+                // `d` is also the block's own name for the step's folder.
+                env: [("GREETING", "it's\nme"), ("MY-VAR", "v"), ("d", "/nowhere")]
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
@@ -360,6 +363,8 @@ mod tests {
                 "{shell:?}: {stderr}"
             );
             assert_eq!(stderr, "N1 end\nN2 end\n", "{shell:?}");
+            // Where `signal` looks for the step to stop it.
+            assert!(tmp.path().join("1/pid").is_file(), "{shell:?}");
         }
     }
 

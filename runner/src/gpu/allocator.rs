@@ -114,6 +114,13 @@ pub fn choose(inv: &Inventory, free: &[bool], request: &Request) -> Fit {
             let mut set = Vec::new();
             for id in ids {
                 match inv.position(id) {
+                    // The same GPU by index and by UUID would be locked twice and wait for ever.
+                    Some(p) if set.contains(&p) => {
+                        return Fit::Never(format!(
+                            "`{id}` names GPU {} again: each GPU can be asked for once",
+                            inv.gpus[p].index
+                        ));
+                    }
                     Some(p) => set.push(p),
                     None => {
                         return Fit::Never(format!(
@@ -273,6 +280,9 @@ mod tests {
         assert_eq!(choose(&inv, &free, &ids(&["1"])), Fit::Wait);
         assert!(
             matches!(choose(&inv, &free, &ids(&["12"])), Fit::Never(m) if m.contains("0, 1, 2"))
+        );
+        assert!(
+            matches!(choose(&inv, &[true; 8], &ids(&["6", "GPU-test-6"])), Fit::Never(m) if m.contains("names GPU 6 again"))
         );
         let all = Request {
             want: Want::All,

@@ -128,11 +128,19 @@ impl HostGpus {
     /// Tries to lease GPUs meeting `request`, written to the lease files as `holder`.
     pub async fn try_lease(&self, request: &Request, holder: &str) -> Result<Leased, String> {
         let inv = self.inventory().await;
+        let unusable = |e: std::io::Error| {
+            format!(
+                "could not use the GPU lease folder `{}`: {e} (set {} to a folder every runner of this machine can write)",
+                self.leases.path().display(),
+                super::lease::LEASE_DIR_ENV
+            )
+        };
         let free: Vec<bool> = inv
             .gpus
             .iter()
             .map(|g| self.leases.is_free(&g.uuid))
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(unusable)?;
         match choose(&inv, &free, request) {
             Fit::Never(why) => Ok(Leased::Never(why)),
             Fit::Wait => Ok(Leased::Wait),
@@ -142,12 +150,7 @@ impl HostGpus {
                     .map(|&p| (inv.gpus[p].index, inv.gpus[p].uuid.clone()))
                     .collect();
                 let uuids: Vec<String> = devices.iter().map(|(_, u)| u.clone()).collect();
-                let lease = self.leases.try_lease(&uuids, holder).map_err(|e| {
-                    format!(
-                        "could not use the GPU lease folder `{}`: {e}",
-                        self.leases.path().display()
-                    )
-                })?;
+                let lease = self.leases.try_lease(&uuids, holder).map_err(unusable)?;
                 // Taken by another runner between looking and leasing: wait like any other.
                 Ok(lease.map_or(Leased::Wait, |lease| {
                     Leased::Now(JobGpus {
@@ -166,7 +169,7 @@ impl HostGpus {
         let free = inv
             .gpus
             .iter()
-            .filter(|g| self.leases.is_free(&g.uuid))
+            .filter(|g| self.leases.is_free(&g.uuid).unwrap_or(false))
             .count();
         (free, inv.gpus.len())
     }

@@ -9,8 +9,9 @@
 //! files stay (removing one while another process opens it would split the lock); they hold
 //! the last holder's description, shown by `gpuflow hosts`.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, Permissions};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, flock};
@@ -68,13 +69,31 @@ impl LeaseDir {
     }
 
     fn file(&self, uuid: &str) -> std::io::Result<File> {
-        std::fs::create_dir_all(&self.dir)?;
-        OpenOptions::new()
+        if !self.dir.is_dir() {
+            std::fs::create_dir_all(&self.dir)?;
+            // Every user's runners lease the same GPUs: the folders are shared like /tmp
+            // (sticky) and the lock files writable by all, whatever the creator's umask.
+            for dir in [self.dir.parent(), Some(self.dir.as_path())]
+                .into_iter()
+                .flatten()
+            {
+                let _ = std::fs::set_permissions(dir, Permissions::from_mode(0o1777));
+            }
+        }
+        let path = self.dir.join(format!("{uuid}.lock"));
+        let created = !path.exists();
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(self.dir.join(format!("{uuid}.lock")))
+            .open(&path)
+            // `flock` needs no write access: another user's lock file still locks.
+            .or_else(|_| OpenOptions::new().read(true).open(&path))?;
+        if created {
+            let _ = file.set_permissions(Permissions::from_mode(0o666));
+        }
+        Ok(file)
     }
 
     /// Takes every GPU of `uuids` or none: `Ok(None)` when one is held by anyone (this
@@ -101,18 +120,21 @@ impl LeaseDir {
         }))
     }
 
-    /// Whether the GPU `uuid` is free now (a moment later it may not be).
-    pub fn is_free(&self, uuid: &str) -> bool {
-        let Ok(file) = self.file(uuid) else {
-            return false;
-        };
+    /// Whether the GPU `uuid` is free now (a moment later it may not be). An error (a lease
+    /// folder this user cannot use) is not "taken": a job would wait for it for ever.
+    pub fn is_free(&self, uuid: &str) -> std::io::Result<bool> {
+        let file = self.file(uuid)?;
         // Locking and closing at once: held for an instant, never longer.
-        flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Who holds `uuid`, as its holder wrote; `None` when it is free.
     pub fn holder(&self, uuid: &str) -> Option<String> {
-        if self.is_free(uuid) {
+        if self.is_free(uuid).unwrap_or(false) {
             return None;
         }
         let mut text = String::new();
@@ -143,7 +165,7 @@ mod tests {
             .try_lease(&uuids(&["GPU-0", "GPU-1"]), "a")
             .unwrap()
             .unwrap();
-        assert!(!dir.is_free("GPU-0"));
+        assert!(!dir.is_free("GPU-0").unwrap());
         assert_eq!(dir.holder("GPU-1").as_deref(), Some("a"));
         // All or nothing: GPU-2 is free, GPU-1 is not.
         assert!(
@@ -151,9 +173,12 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
-        assert!(dir.is_free("GPU-2"), "a failed lease keeps nothing");
+        assert!(
+            dir.is_free("GPU-2").unwrap(),
+            "a failed lease keeps nothing"
+        );
         drop(a);
-        assert!(dir.is_free("GPU-0"));
+        assert!(dir.is_free("GPU-0").unwrap());
         assert_eq!(dir.holder("GPU-0"), None);
         assert!(dir.try_lease(&uuids(&["GPU-1"]), "b").unwrap().is_some());
     }

@@ -13,6 +13,8 @@ use super::host::{Host, LOCAL};
 /// The image the probe runs when the host names none: the NVIDIA Container Toolkit puts
 /// `nvidia-smi` into any image it gives GPUs to.
 pub const DEFAULT_PROBE_IMAGE: &str = "ubuntu:24.04";
+const PULL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Host {
     /// How this host's GPUs are found.
@@ -66,9 +68,18 @@ impl Host {
             .clone()
             .unwrap_or_else(|| DEFAULT_PROBE_IMAGE.to_string());
         if !docker.has_image(&image).await.map_err(|e| e.to_string())? {
-            docker.pull_image(&image).await.map_err(|e| {
-                format!("the GPU probe image `{image}` is not on the host and could not be pulled: {e} (set `gpu-probe-image` in gpuflow.toml)")
-            })?;
+            // Bounded: jobs of this host wait for the probe before they start.
+            match tokio::time::timeout(PULL_TIMEOUT, docker.pull_image(&image)).await {
+                Ok(pulled) => pulled.map_err(|e| {
+                    format!("the GPU probe image `{image}` is not on the host and could not be pulled: {e} (set `gpu-probe-image` in gpuflow.toml)")
+                })?,
+                Err(_) => {
+                    return Err(format!(
+                        "pulling the GPU probe image `{image}` took over {}s (set `gpu-probe-image` in gpuflow.toml to an image the host has)",
+                        PULL_TIMEOUT.as_secs()
+                    ));
+                }
+            }
         }
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -99,8 +110,18 @@ impl Host {
                 )
                 .await?;
             Ok::<_, crate::backend::BackendError>((code, out))
-        }
-        .await;
+        };
+        // A hung `nvidia-smi` (a GPU fallen off the bus) must not hold the run's jobs for ever.
+        let outcome = match tokio::time::timeout(PROBE_TIMEOUT, outcome).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                let _ = docker.remove_run(&run.run_id).await;
+                return Err(format!(
+                    "`nvidia-smi` on the host did not answer within {}s",
+                    PROBE_TIMEOUT.as_secs()
+                ));
+            }
+        };
         // Removed on every path; a failed removal is left to `gpuflow gc`.
         let _ = docker.remove_run(&run.run_id).await;
         let (code, out) = outcome.map_err(|e| match e.hint() {

@@ -82,7 +82,7 @@ pub fn default_hooks(repo: &Repository) -> Vec<String> {
 }
 
 /// `core.hooksPath` when set (relative to the work tree, or the git folder when bare), else
-/// `<git dir>/hooks`.
+/// `<common git dir>/hooks`.
 pub fn hooks_dir(repo: &Repository) -> PathBuf {
     let configured = repo
         .config()
@@ -91,7 +91,9 @@ pub fn hooks_dir(repo: &Repository) -> PathBuf {
     match configured {
         Some(p) if p.is_absolute() => p,
         Some(p) => repo.workdir().unwrap_or_else(|| repo.path()).join(p),
-        None => repo.path().join("hooks"),
+        // A linked worktree's git dir is `.git/worktrees/NAME`; git reads hooks from the
+        // common dir.
+        None => repo.commondir().join("hooks"),
     }
 }
 

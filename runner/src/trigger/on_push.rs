@@ -40,19 +40,38 @@ pub struct PushFilters {
 impl PushFilters {
     /// Parses every list; a bad pattern is an error at its place in `file`.
     pub fn parse(push: &PushTrigger, file: &Arc<SourceFile>) -> Result<Self, Box<Diagnostic>> {
-        let list =
-            |key: &str, patterns: &[Spanned<String>]| -> Result<Option<Filter>, Box<Diagnostic>> {
-                if patterns.is_empty() {
-                    return Ok(None);
-                }
-                let mut filter = Filter::default();
-                for p in patterns {
-                    let parsed = Filter::parse([p.value.as_str()])
-                        .map_err(|e| Box::new(pattern_diagnostic(key, p, &e, file)))?;
-                    filter.patterns.extend(parsed.patterns);
-                }
-                Ok(Some(filter))
-            };
+        let list = |key: &str,
+                    patterns: &[Spanned<String>]|
+         -> Result<Option<Filter>, Box<Diagnostic>> {
+            if patterns.is_empty() {
+                return Ok(None);
+            }
+            let mut filter = Filter::default();
+            for p in patterns {
+                let parsed = Filter::parse([p.value.as_str()])
+                    .map_err(|e| Box::new(pattern_diagnostic(key, p, &e, file)))?;
+                filter.patterns.extend(parsed.patterns);
+            }
+            // GitHub's rule: a `!` takes back what an earlier pattern selected, so a list
+            // of `!` patterns alone selects nothing and the workflow would never run.
+            if !key.ends_with("-ignore") && filter.patterns.iter().all(|p| p.negated) {
+                let first = &patterns[0];
+                return Err(Box::new(
+                        Diagnostic::error(
+                            file,
+                            first.span,
+                            format!(
+                                "every pattern of `on.push.{key}` starts with `!`, so it selects nothing and the workflow never runs"
+                            ),
+                        )
+                        .label("only exceptions, nothing they are exceptions to")
+                        .hint(format!(
+                            "put a pattern that selects first (`'**'`), then the `!` exceptions, or list the exceptions under `{key}-ignore` without `!`"
+                        )),
+                    ));
+            }
+            Ok(Some(filter))
+        };
         Ok(Self {
             branches: list("branches", &push.branches)?,
             branches_ignore: list("branches-ignore", &push.branches_ignore)?,
@@ -178,9 +197,26 @@ mod tests {
             git_ref: git_ref.into(),
             before: "1".repeat(40),
             after: "2".repeat(40),
+            commit: "2".repeat(40),
             commits: Vec::new(),
             changed: changed.iter().map(ToString::to_string).collect(),
         }
+    }
+
+    #[test]
+    fn a_list_of_only_exceptions_is_refused_at_its_first_pattern() {
+        let file = SourceFile::new("w.yml", "branches: ['!main']\n");
+        let only_exceptions = PushTrigger {
+            branches: list(&["!main", "!dev"]),
+            ..PushTrigger::default()
+        };
+        let e = PushFilters::parse(&only_exceptions, &file).unwrap_err();
+        assert!(e.message.contains("selects nothing"), "{}", e.message);
+        let with_a_selector = PushTrigger {
+            branches: list(&["**", "!main"]),
+            ..PushTrigger::default()
+        };
+        assert!(PushFilters::parse(&with_a_selector, &file).is_ok());
     }
 
     fn decide(trigger: PushTrigger, event: &PushEvent) -> Decision {

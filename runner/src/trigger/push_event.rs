@@ -39,7 +39,11 @@ pub struct PushEvent {
     /// The full ref: `refs/heads/main`, `refs/tags/v1.0`.
     pub git_ref: String,
     pub before: String,
+    /// What the ref now names: a commit, or an annotated tag object.
     pub after: String,
+    /// The commit `after` names (the tag peeled), which runs check out and see as
+    /// `github.sha`, as on GitHub; empty when the ref was deleted.
+    pub commit: String,
     /// Newest first, as `git log` shows them.
     pub commits: Vec<PushedCommit>,
     /// Every path the push adds, modifies, renames or deletes, sorted.
@@ -86,6 +90,7 @@ impl PushEvent {
             git_ref: git_ref.to_string(),
             before: before.to_string(),
             after: after.to_string(),
+            commit: String::new(),
             commits: Vec::new(),
             changed: Vec::new(),
         };
@@ -93,6 +98,7 @@ impl PushEvent {
             return Ok(event);
         }
         let after_commit = find_commit(repo, after_oid, after)?;
+        event.commit = after_commit.id().to_string();
         let before_commit = if before_oid.is_zero() {
             None
         } else {
@@ -189,7 +195,7 @@ impl PushEvent {
         });
         EventContext {
             event_name: "push".into(),
-            sha: self.after.clone(),
+            sha: self.commit.clone(),
             git_ref: self.git_ref.clone(),
             ref_name: self.ref_name().to_string(),
             ref_type: if self.is_tag() { "tag" } else { "branch" }.into(),

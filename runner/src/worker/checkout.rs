@@ -7,8 +7,10 @@ use std::path::Path;
 use git2::{ObjectType, Repository, Tree};
 
 pub fn export(repo: &Repository, sha: &str, dir: &Path) -> Result<usize, String> {
+    // Peeled, so an annotated tag's object id still checks out the commit it tags.
     let commit = git2::Oid::from_str(sha)
-        .and_then(|oid| repo.find_commit(oid))
+        .and_then(|oid| repo.find_object(oid, None))
+        .and_then(|object| object.peel_to_commit())
         .map_err(|e| format!("commit `{sha}` cannot be read: {e}"))?;
     let tree = commit
         .tree()

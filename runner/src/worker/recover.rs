@@ -63,7 +63,7 @@ pub fn recover(
 
 /// Removes the run's containers and networks from the local engine, saying what happened.
 /// Other hosts are swept by the next `gpuflow run` that connects to them.
-fn remove_containers(run_id: &str) -> String {
+pub(crate) fn remove_containers(run_id: &str) -> String {
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -257,7 +257,7 @@ impl Worker {
         drop(child.stdin.take());
         let code = status.code();
         let asked = signalled.is_some();
-        match code {
+        let (state, code, message) = match code {
             Some(0) => (RunState::Success, code, None),
             Some(130) | None if asked => (
                 RunState::Cancelled,
@@ -270,6 +270,16 @@ impl Worker {
             Some(4) => (RunState::Failure, code, Some("an infrastructure error (exit 4), such as an unreachable Docker engine: see `gpuflow logs`".into())),
             Some(other) => (RunState::Failure, code, Some(format!("`gpuflow run` exited with {other}"))),
             None => (RunState::Failure, None, Some(format!("`gpuflow run` was killed ({status})"))),
+        };
+        if code.is_none() {
+            // Killed before its own clean-up (escalation, OOM killer): remove what it left.
+            let removed = super::recover::remove_containers(&run.id);
+            let message = Some(match message {
+                Some(m) => format!("{m}; {removed}"),
+                None => removed,
+            });
+            return (state, code, message);
         }
+        (state, code, message)
     }
 }
