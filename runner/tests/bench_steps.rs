@@ -18,7 +18,8 @@ fn gpuflow_in(dir: &Path) -> Command {
     c
 }
 
-fn git(dir: &Path, args: &[&str]) {
+/// Runs git in `dir` as a throw-away identity; fails the test when git does.
+pub(crate) fn git(dir: &Path, args: &[&str]) {
     let ok = std::process::Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
         .args(args)

@@ -52,30 +52,7 @@ impl DockerBackend {
         spec: &ExecSpec,
         mut sink: impl LineSink,
     ) -> Result<i64, BackendError> {
-        if let Some(name) = spec.env.keys().find(|k| k.is_empty() || k.contains('=')) {
-            return Err(BackendError::InvalidEnvName { name: name.clone() });
-        }
-        let options = CreateExecOptions {
-            cmd: Some(spec.command.clone()),
-            env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-            working_dir: spec.workdir.clone(),
-            user: spec.user.clone(),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            attach_stdin: Some(false),
-            tty: Some(false),
-            ..Default::default()
-        };
-        let created = self
-            .client()
-            .create_exec(container, options)
-            .await
-            .map_err(|e| self.exec_error(container, &e))?;
-        let started = self
-            .client()
-            .start_exec(&created.id, None)
-            .await
-            .map_err(|e| self.exec_error(container, &e))?;
+        let (exec_id, started) = self.create_and_start_exec(container, spec, false).await?;
         let StartExecResults::Attached { mut output, .. } = started else {
             return Err(BackendError::Engine {
                 operation: "run a command in a container".into(),
@@ -94,7 +71,7 @@ impl DockerBackend {
         for line in lines.finish() {
             sink.line(line).await;
         }
-        self.exec_exit_code(&created.id).await
+        self.exec_exit_code(&exec_id).await
     }
 
     /// Starts `spec` in `container` with its stdin open: what is written to
@@ -106,6 +83,32 @@ impl DockerBackend {
         container: &str,
         spec: &ExecSpec,
     ) -> Result<InteractiveExec, BackendError> {
+        let (exec_id, started) = self.create_and_start_exec(container, spec, true).await?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(BackendError::Engine {
+                operation: "run a command in a container".into(),
+                endpoint: self.endpoint_text(),
+                message: "the engine did not attach the command's input and output".into(),
+            });
+        };
+        Ok(InteractiveExec {
+            id: exec_id,
+            input,
+            output: ExecOutput {
+                frames: output,
+                endpoint: self.endpoint_text(),
+            },
+        })
+    }
+
+    /// Creates and starts `spec` in `container`, attached to its output (and its stdin when
+    /// `stdin`); returns the exec's id and what the engine attached.
+    async fn create_and_start_exec(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+        stdin: bool,
+    ) -> Result<(String, StartExecResults), BackendError> {
         if let Some(name) = spec.env.keys().find(|k| k.is_empty() || k.contains('=')) {
             return Err(BackendError::InvalidEnvName { name: name.clone() });
         }
@@ -116,7 +119,7 @@ impl DockerBackend {
             user: spec.user.clone(),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
-            attach_stdin: Some(true),
+            attach_stdin: Some(stdin),
             tty: Some(false),
             ..Default::default()
         };
@@ -130,21 +133,7 @@ impl DockerBackend {
             .start_exec(&created.id, None)
             .await
             .map_err(|e| self.exec_error(container, &e))?;
-        let StartExecResults::Attached { output, input } = started else {
-            return Err(BackendError::Engine {
-                operation: "run a command in a container".into(),
-                endpoint: self.endpoint_text(),
-                message: "the engine did not attach the command's input and output".into(),
-            });
-        };
-        Ok(InteractiveExec {
-            id: created.id,
-            input,
-            output: ExecOutput {
-                frames: output,
-                endpoint: self.endpoint_text(),
-            },
-        })
+        Ok((created.id, started))
     }
 
     /// The exit code, once the engine has recorded it (it may lag the end of the output).
