@@ -70,13 +70,12 @@ impl LeaseDir {
 
     fn file(&self, uuid: &str) -> std::io::Result<File> {
         if !self.dir.is_dir() {
+            let root = self.dir.parent().filter(|r| !r.is_dir());
             std::fs::create_dir_all(&self.dir)?;
-            // Every user's runners lease the same GPUs: the folders are shared like /tmp
-            // (sticky) and the lock files writable by all, whatever the creator's umask.
-            for dir in [self.dir.parent(), Some(self.dir.as_path())]
-                .into_iter()
-                .flatten()
-            {
+            // Every user's runners lease the same GPUs: the folders made here are shared like
+            // /tmp (sticky) and the lock files writable by all, whatever the creator's umask. A
+            // root that was already there (a chosen $GPUFLOW_LEASE_DIR) keeps its mode.
+            for dir in [root, Some(self.dir.as_path())].into_iter().flatten() {
                 let _ = std::fs::set_permissions(dir, Permissions::from_mode(0o1777));
             }
         }
