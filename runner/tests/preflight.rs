@@ -427,3 +427,154 @@ async fn gpuflow_run_prints_the_usage_and_suggestions_and_exits_1() {
     assert!(stdout.contains("preflight: 3 checks passed"), "{stdout}");
     assert!(!stdout.contains("container server started"), "{stdout}");
 }
+
+/// The shipped `sglang-server` action, as a file of the test's workspace.
+fn sglang_action() -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../actions/sglang-server/action.yml"),
+    )
+    .unwrap()
+}
+
+/// eagle3.yml's server, its model folder given by `models:` (a folder of the host, mounted at
+/// /models) — the server image stands in as `gpuflow-sim:test`: it is never started.
+fn server_with_models(models: Option<&std::path::Path>, before: &str) -> String {
+    let models = models.map_or(String::new(), |m| format!("models: {}", m.display()));
+    format!(
+        r#"
+on: workflow_dispatch
+env:
+  MODEL: /models/Qwen3-235B
+jobs:
+  bench:
+    steps:
+{before}
+      - id: server
+        uses: ./actions/sglang-server
+        with:
+          image: gpuflow-sim:test
+          gpus: 0
+          {models}
+          model: ${{{{ env.MODEL }}}}
+          args: --tp 8
+"#
+    )
+}
+
+fn folder_with(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for f in files {
+        let path = dir.path().join(f);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "{}").unwrap();
+    }
+    dir
+}
+
+/// The model is not in the host folder the action mounts: preflight says so in seconds, with
+/// the mount, its folder on the host, what is there instead and the fix; no server is created.
+#[tokio::test]
+async fn a_model_missing_from_the_mounted_folder_fails_preflight_naming_the_mount() {
+    let models = folder_with(&["Qwen3-235B-EAGLE3/config.json", "Qwen3-8B/config.json"]);
+    let Some(ran) = run_with(
+        &server_with_models(Some(models.path()), ""),
+        &[("actions/sglang-server/action.yml", &sglang_action())],
+        |_| {},
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
+    assert!(!ran.started("server"), "the server was started");
+    assert!(
+        ran.index(|k| matches!(k, EventKind::JobStarted { .. }))
+            .is_none()
+    );
+    let messages = ran.preflight_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let m = &messages[0];
+    let host = models.path().display();
+    for expected in [
+        "`/models/Qwen3-235B` does not exist in container `server` (image `gpuflow-sim:test`, with the step's volumes mounted)".to_string(),
+        format!("expected from the volume `{host}:/models:ro`: `{host}/Qwen3-235B` on the host"),
+        "`/models` holds `Qwen3-235B-EAGLE3`, `Qwen3-8B`".to_string(),
+        format!("help: put it at `{host}/Qwen3-235B` on the host, or mount the folder that holds it at `/models`"),
+    ] {
+        assert!(m.contains(&expected), "missing {expected:?} in:\n{m}");
+    }
+}
+
+/// No `models:` at all (eagle3.yml as it was): nothing is mounted at /models, and the fix
+/// names the action's input.
+#[tokio::test]
+async fn a_model_path_with_nothing_mounted_fails_preflight_with_the_input_to_give() {
+    let Some(ran) = run_with(
+        &server_with_models(None, ""),
+        &[("actions/sglang-server/action.yml", &sglang_action())],
+        |_| {},
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert!(!ran.started("server"));
+    let messages = ran.preflight_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let m = &messages[0];
+    for expected in [
+        "`/models/Qwen3-235B` does not exist in container `server`",
+        "expected from a volume mounted at `/models` or above it, and there is none: the step mounts nothing",
+        "give `models: /HOST/FOLDER`, mounted read-only at `/models`",
+    ] {
+        assert!(m.contains(expected), "missing {expected:?} in:\n{m}");
+    }
+}
+
+/// The model is there: preflight passes (the image, the model's path), nothing is started.
+#[tokio::test]
+async fn a_model_in_the_mounted_folder_passes_preflight() {
+    let models = folder_with(&["Qwen3-235B/config.json"]);
+    let Some(ran) = run_with(
+        &server_with_models(Some(models.path()), ""),
+        &[("actions/sglang-server/action.yml", &sglang_action())],
+        |o| o.preflight_only = true,
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    assert!(ran.report.preflight.passed());
+    assert!(ran.started("preflight-server"), "{:#?}", ran.events);
+    assert!(!ran.started("server"));
+}
+
+/// A `run:` step before the server could put the model there (a download): preflight leaves
+/// the path alone, and `start-container` looks for it itself, before creating the server.
+#[tokio::test]
+async fn after_a_script_the_model_is_looked_for_by_the_step_itself() {
+    let models = folder_with(&["other/config.json"]);
+    let Some(ran) = run_with(
+        &server_with_models(Some(models.path()), "      - run: echo downloading"),
+        &[("actions/sglang-server/action.yml", &sglang_action())],
+        |_| {},
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Failure);
+    assert_eq!(ran.report.preflight.checks, 0, "{:#?}", ran.events);
+    assert!(ran.started("server-paths"), "{:#?}", ran.events);
+    assert!(!ran.started("server"), "the server was started");
+    let said = ran.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::LogLine { text, .. }
+            if text.contains("`/models/Qwen3-235B` does not exist in container `server`"))
+    });
+    assert!(said, "{:#?}", ran.events);
+}

@@ -23,14 +23,24 @@ fn free_port() -> u16 {
 /// A git repository holding the shipped actions (copied from this checkout) and `w.yml`;
 /// `None` only when Docker tests are skipped knowingly.
 async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
+    repository_with(yaml, "gpuflow-sim:test").await
+}
+
+/// [`repository`], for a workflow that uses the test image `image`.
+async fn repository_with(yaml: &str, image: &str) -> Option<tempfile::TempDir> {
     let docker = connect_or_skip().await?;
     assert!(
-        docker.has_image("gpuflow-sim:test").await.unwrap(),
-        "the test image `gpuflow-sim:test` is missing: run `make test-images`"
+        docker.has_image(image).await.unwrap(),
+        "the test image `{image}` is missing: run `make test-images`"
     );
     let dir = tempfile::tempdir().unwrap();
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../actions");
-    for name in ["sglang-server", "vllm-server", "openai-bench"] {
+    for name in [
+        "sglang-server",
+        "vllm-server",
+        "llamacpp-server",
+        "openai-bench",
+    ] {
         let to = dir.path().join("actions").join(name);
         std::fs::create_dir_all(&to).unwrap();
         std::fs::copy(shipped.join(name).join("action.yml"), to.join("action.yml")).unwrap();
@@ -43,12 +53,19 @@ async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
 }
 
 fn run(dir: &Path) -> (i32, String) {
+    run_args(dir, &[], &[])
+}
+
+/// `gpuflow run --plain w.yml ARGS` with the environment variables `env`.
+fn run_args(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let out = Command::cargo_bin("gpuflow")
         .unwrap()
         .current_dir(dir)
         .env_remove("GPUFLOW_STORE")
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .args(["run", "--plain", "w.yml"])
+        .args(args)
         .output()
         .unwrap();
     let text = format!(
@@ -168,4 +185,145 @@ jobs:
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("CUDA out of memory"), "{out}");
     assert!(!out.contains("timed out"), "{out}");
+}
+
+/// The inputs a real GPU node needs, through the SGLang action to its container: the host's
+/// model folder read-only at /models, the Hugging Face cache read-write with `HF_HOME` there,
+/// `env` lines (an NCCL setting, a secret that stays masked) and `shm-size`.
+#[tokio::test]
+async fn server_actions_pass_models_hf_cache_env_and_shm_size_to_the_server() {
+    let port = free_port();
+    let models = tempfile::tempdir().unwrap();
+    std::fs::create_dir(models.path().join("Qwen3-235B")).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let Some(dir) = repository(&format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: ./actions/sglang-server
+        with:
+          models: {models}
+          model: /models/Qwen3-235B
+          hf-cache: {cache}
+          env: |
+            NCCL_DEBUG=INFO
+            HF_TOKEN=${{{{ secrets.HF_TOKEN }}}}
+          shm-size: 256m
+          image: gpuflow-sim:test
+          gpus: 0
+          port: {port}
+          command: gpuflow-sim --port {port}
+          timeout: 1m
+      - container: server
+        run: |
+          echo "token=$HF_TOKEN hf=$HF_HOME nccl=$NCCL_DEBUG"
+          echo "models: $(ls /models)"
+          touch /models/x 2>/dev/null && echo "models writable" || echo "models read-only"
+          touch "$HF_HOME/downloaded"
+          echo "shm=$(df -k /dev/shm | awk 'NR==2 {{ print $2 }}')k"
+"#,
+        models = models.path().display(),
+        cache = cache.path().display(),
+    ))
+    .await
+    else {
+        return;
+    };
+    let (code, out) = run_args(
+        dir.path(),
+        &["--secret", "HF_TOKEN"],
+        &[("HF_TOKEN", "hf_sEcReT1234")],
+    );
+    assert_eq!(code, 0, "{out}");
+    for expected in [
+        "token=*** hf=/root/.cache/huggingface nccl=INFO",
+        "models: Qwen3-235B",
+        "models read-only",
+        "shm=262144k",
+    ] {
+        assert!(out.contains(expected), "missing {expected:?} in:\n{out}");
+    }
+    assert!(!out.contains("hf_sEcReT1234"), "the secret leaked:\n{out}");
+    // The cache is the host's folder.
+    assert!(cache.path().join("downloaded").exists());
+}
+
+/// The folder `images/llamacpp/llama-server.sh` prints (`bin/llama-server`, `models/`); built
+/// with the image by `make test-images`, so here it returns at once.
+fn llama_server_folder() -> std::path::PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/llamacpp/llama-server.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "images/llamacpp/llama-server.sh failed (run `make test-images`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// llama.cpp's real `llama-server` (gpuflow-llamacpp:test) serving the tiny random-weight model
+/// from the host's model folder: the model is found by preflight, /health goes 503 → 200, and a
+/// completion comes back with the tokens asked for.
+#[tokio::test]
+async fn llamacpp_server_serves_the_tiny_model_from_the_models_folder() {
+    let port = free_port();
+    let yaml = |models: &Path| {
+        format!(
+            r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: ./actions/llamacpp-server
+        with:
+          image: gpuflow-llamacpp:test
+          models: {models}
+          model: /models/tiny.gguf
+          port: {port}
+          args: -c 512 -np 1
+          timeout: 1m
+      - container: server
+        run: >-
+          wget -q -O - --header 'Content-Type: application/json'
+          --post-data '{{"prompt":"hello","max_tokens":8}}'
+          http://127.0.0.1:{port}/v1/completions
+      - run: >-
+          echo "url=${{{{ steps.server.outputs.url }}}}
+          ready=${{{{ steps.server.outputs.ready-after >= 0 }}}}"
+"#,
+            models = models.display()
+        )
+    };
+    let models = llama_server_folder().join("models");
+    let Some(dir) = repository_with(&yaml(&models), "gpuflow-llamacpp:test").await else {
+        return;
+    };
+    let (code, out) = run(dir.path());
+    assert_eq!(code, 0, "{out}");
+    for expected in [
+        "preflight: 1 check".to_string(),
+        format!("url=http://127.0.0.1:{port} ready=true"),
+        "\"finish_reason\":\"length\"".to_string(),
+        "\"completion_tokens\":8".to_string(),
+    ] {
+        assert!(out.contains(&expected), "missing {expected:?} in:\n{out}");
+    }
+
+    // The same with a folder lacking the model: preflight stops it before the server starts.
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("w.yml"), yaml(empty.path())).unwrap();
+    let (code, out) = run(dir.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("`/models/tiny.gguf` does not exist in container `server`"),
+        "{out}"
+    );
+    assert!(!out.contains("container server started"), "{out}");
 }

@@ -139,15 +139,27 @@ pub fn split_words(s: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// A list, or text: each item (or the one text) holding one entry per line, blank lines and
+/// empty items left out. A composite action passes its text inputs so (`volumes: ["${{
+/// inputs.volumes }}"]`), and an input left empty adds nothing.
 fn list(v: Option<&Value>, input: &str) -> Result<Vec<String>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => Ok(items.iter().map(Value::to_expr_string).collect()),
-        Some(Value::Object(_)) => Err(format!("`{input}` is a mapping; give a list")),
-        Some(one) => Ok(vec![one.to_expr_string()]),
-    }
+    let items = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items.iter().map(Value::to_expr_string).collect(),
+        Some(Value::Object(_)) => return Err(format!("`{input}` is a mapping; give a list")),
+        Some(one) => vec![one.to_expr_string()],
+    };
+    Ok(items
+        .iter()
+        .flat_map(|i| i.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
 }
 
+/// A mapping, or (from an expression, such as a composite action's text input) `NAME=VALUE`
+/// lines; blank lines and `#` comments are left out, and a later line wins.
 fn map(v: &Value, input: &str) -> Result<IndexMap<String, String>, String> {
     match v {
         Value::Object(m) => Ok(m
@@ -155,6 +167,28 @@ fn map(v: &Value, input: &str) -> Result<IndexMap<String, String>, String> {
             .map(|(k, v)| (k.clone(), v.to_expr_string()))
             .collect()),
         Value::Null => Ok(IndexMap::new()),
+        Value::String(text) => {
+            let mut out = IndexMap::new();
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim_start();
+                if line.trim().is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                match line.split_once('=') {
+                    Some((name, value)) if !name.trim().is_empty() => {
+                        out.insert(name.trim().to_string(), value.to_string());
+                    }
+                    _ => {
+                        // The line itself is not shown: it may be a secret's value.
+                        return Err(format!(
+                            "`{input}` is text, and its line {} is not `NAME=VALUE` (help: one variable a line, or a mapping)",
+                            n + 1
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
         other => Err(format!("`{input}` must be a mapping, not {}", other.kind())),
     }
 }
@@ -284,6 +318,46 @@ mod tests {
     #[test_case("''", &[""] ; "empty word")]
     fn splits(s: &str, want: &[&str]) {
         assert_eq!(split_words(s).unwrap(), want);
+    }
+
+    #[test]
+    fn volumes_and_env_as_an_actions_text_inputs_give_them() {
+        let s = |t: &str| Value::String(t.into());
+        let inputs = IndexMap::from([
+            ("image".to_string(), s("img")),
+            (
+                "volumes".to_string(),
+                Value::Array(vec![s("/srv/m:/models:ro"), s(""), s("/a:/a\n\n/b:/b\n")]),
+            ),
+            (
+                "env".to_string(),
+                s("HF_HOME=/hf\n\n# a comment\nNCCL_IB_DISABLE=1\nX=a=b\nHF_HOME=/other\n"),
+            ),
+        ]);
+        let spec = start_container_spec(&inputs, None).unwrap();
+        let targets: Vec<&str> = spec.volumes.iter().map(|v| v.target.as_str()).collect();
+        assert_eq!(targets, ["/models", "/a", "/b"]);
+        assert!(spec.volumes[0].read_only);
+        assert_eq!(spec.env["HF_HOME"], "/other");
+        assert_eq!(spec.env["NCCL_IB_DISABLE"], "1");
+        assert_eq!(spec.env["X"], "a=b");
+        assert_eq!(spec.env.len(), 3);
+        // Nothing given: nothing mounted, no variable.
+        let empty = IndexMap::from([
+            ("image".to_string(), s("img")),
+            ("volumes".to_string(), Value::Array(vec![s(""), s("")])),
+            ("env".to_string(), s("\n")),
+        ]);
+        let spec = start_container_spec(&empty, None).unwrap();
+        assert!(spec.volumes.is_empty() && spec.env.is_empty());
+        // A line without `=` is refused without showing it (it may be a secret).
+        let bad = IndexMap::from([
+            ("image".to_string(), s("img")),
+            ("env".to_string(), s("A=1\nsecret-value")),
+        ]);
+        let e = start_container_spec(&bad, None).unwrap_err();
+        assert!(e.contains("line 2 is not `NAME=VALUE`"), "{e}");
+        assert!(!e.contains("secret-value"), "{e}");
     }
 
     #[test]

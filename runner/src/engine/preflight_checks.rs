@@ -226,6 +226,80 @@ fn follow_action(call: &Step, i: usize, action: &Action, walk: &mut Walk) {
     }
 }
 
+/// The `start-container` steps (of the job, or inside the composite actions it uses) whose
+/// `required-paths` preflight looks for, in step order. Only while nothing before them could
+/// have put the paths there: no `run:` step, no `benchmark` (it may run a command), no action
+/// gpuflow cannot see into, no earlier container with a writable volume (a downloader), no
+/// `services:` and no job this one `needs`. The others are looked for at their place.
+pub fn path_checks(wf: &Workflow, job: &Job) -> Vec<StartAt> {
+    let mut out = Vec::new();
+    if job.condition.is_some() || !job.needs.is_empty() || !job.services.is_empty() {
+        return out;
+    }
+    // Whether a step may have written somewhere a later container mounts; `false` ends the walk.
+    let step_keeps = |step: &Step, at: StartAt, out: &mut Vec<StartAt>| -> bool {
+        match step.uses.as_ref().map(|u| &u.value) {
+            Some(Uses::Builtin(name)) if name == "start-container" => {
+                if step.condition.is_none()
+                    && static_inputs(step, true)
+                    && step.with.contains_key("required-paths")
+                {
+                    out.push(at);
+                }
+                !writable_volumes(step)
+            }
+            Some(Uses::Builtin(name)) => name != "benchmark",
+            _ => false,
+        }
+    };
+    for (i, step) in job.steps.iter().enumerate() {
+        let keeps = match step.uses.as_ref().map(|u| &u.value) {
+            Some(uses @ (Uses::Local(_) | Uses::Remote { .. })) => {
+                match uses.action_key().and_then(|k| wf.actions.get(&k)) {
+                    Some(action) if step.condition.is_none() && static_inputs(step, true) => {
+                        action.runs.steps.iter().enumerate().all(|(j, inner)| {
+                            step_keeps(
+                                inner,
+                                StartAt {
+                                    step: i,
+                                    inner: Some(j),
+                                },
+                                &mut out,
+                            )
+                        })
+                    }
+                    _ => false,
+                }
+            }
+            _ => step_keeps(
+                step,
+                StartAt {
+                    step: i,
+                    inner: None,
+                },
+                &mut out,
+            ),
+        };
+        if !keeps {
+            break;
+        }
+    }
+    out
+}
+
+/// Whether a `start-container` step may mount something writable: a `volumes` item that is
+/// not a literal ending in `:ro`.
+fn writable_volumes(step: &Step) -> bool {
+    match step.with.get("volumes").map(|v| &v.value) {
+        None => false,
+        Some(ModelValue::List(items)) => items.iter().any(|i| match &i.value {
+            ModelValue::String(s) => literal(s).is_none_or(|s| !s.trim_end().ends_with(":ro")),
+            _ => true,
+        }),
+        Some(_) => true,
+    }
+}
+
 /// A value inside an action that is a literal, or exactly `${{ inputs.NAME }}` with `NAME`
 /// given literally by the calling step or by the input's default.
 fn action_literal(call: &Step, action: &Action, value: &str) -> Option<String> {
@@ -300,11 +374,23 @@ fn static_text(s: &str, env_known: bool) -> bool {
 struct Ready {
     jref: JobRef,
     step_key: String,
-    builtin: String,
+    check: Check,
     label: String,
     inputs: IndexMap<String, Value>,
     /// The container's name and the throw-away spec of its image.
     container: Option<(String, ContainerSpec)>,
+}
+
+/// What a preflight check runs.
+#[derive(Debug)]
+enum Check {
+    /// A built-in step (`check-cli-interface`, `assert-file`), through the engine's dispatch.
+    Builtin(String),
+    /// The `required-paths` of a `start-container`, with its volumes as written.
+    Paths {
+        paths: Vec<String>,
+        volumes: Vec<crate::backend::VolumeMount>,
+    },
 }
 
 /// Runs every preflight check of `runs`; says what it does through events. Checks with the
@@ -335,13 +421,17 @@ pub async fn run(
                 }
             }
         }
-        for c in candidates(&shared.wf, job) {
-            let Some(r) = prepare(shared, job, &c, (&ctx, &env), jref) else {
-                continue;
-            };
+        let paths = path_checks(&shared.wf, job)
+            .into_iter()
+            .filter_map(|at| prepare_paths(shared, job, at, (&ctx, &env), jref));
+        let checks = candidates(&shared.wf, job)
+            .into_iter()
+            .filter_map(|c| prepare(shared, job, &c, (&ctx, &env), jref).map(|r| (c.step, r)));
+        // The paths a server needs first: they are looked for before its flags.
+        for (step, r) in paths.chain(checks) {
             let key = format!(
-                "{}#{}#{:?}#{:?}",
-                planned.job_id, c.step, r.inputs, r.container
+                "{}#{step}#{:?}#{:?}#{:?}",
+                planned.job_id, r.check, r.inputs, r.container
             );
             if seen.insert(key) {
                 ready.push(r);
@@ -512,20 +602,7 @@ fn prepare(
     let container = match c.start {
         None => None,
         Some(at) => {
-            let call = &job.steps[at.step];
-            let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
-            let start_inputs = match at.inner {
-                None => builtin::inputs("start-container", call, &call_ctx, &wf.file).ok()?,
-                Some(j) => {
-                    let key = call.uses.as_ref()?.value.action_key()?;
-                    let action = wf.actions.get(&key)?;
-                    let mut action_ctx = call_ctx.clone();
-                    action_ctx.insert("inputs", action_inputs(call, action, &call_ctx, &wf.file)?);
-                    let inner = &action.runs.steps[j];
-                    let inner_ctx = ctx_for(&action_ctx, env, inner, &action.file)?;
-                    builtin::inputs("start-container", inner, &inner_ctx, &action.file).ok()?
-                }
-            };
+            let (_, start_inputs) = start_inputs(shared, job, at, (ctx, env))?;
             let spec = throwaway(start_container_spec(&start_inputs, None).ok()?);
             let name = inputs.get("container")?.to_expr_string();
             Some((name, spec))
@@ -538,11 +615,76 @@ fn prepare(
     Some(Ready {
         jref: jref.clone(),
         step_key: (c.step + 1).to_string(),
-        builtin: name.clone(),
+        check: Check::Builtin(name.clone()),
         label,
         inputs,
         container,
     })
+}
+
+/// The evaluated inputs of the `start-container` step at `at`, and the name its container gets
+/// (`name`, else the step's `id`).
+fn start_inputs(
+    shared: &Shared,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+) -> Option<(String, IndexMap<String, Value>)> {
+    let wf = &shared.wf;
+    let call = &job.steps[at.step];
+    let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
+    let (inputs, id) = match at.inner {
+        None => (
+            builtin::inputs("start-container", call, &call_ctx, &wf.file).ok()?,
+            call.id.as_ref(),
+        ),
+        Some(j) => {
+            let key = call.uses.as_ref()?.value.action_key()?;
+            let action = wf.actions.get(&key)?;
+            let mut action_ctx = call_ctx.clone();
+            action_ctx.insert("inputs", action_inputs(call, action, &call_ctx, &wf.file)?);
+            let inner = &action.runs.steps[j];
+            let inner_ctx = ctx_for(&action_ctx, env, inner, &action.file)?;
+            (
+                builtin::inputs("start-container", inner, &inner_ctx, &action.file).ok()?,
+                inner.id.as_ref(),
+            )
+        }
+    };
+    let name = inputs
+        .get("name")
+        .map(Value::to_expr_string)
+        .filter(|n| !n.is_empty())
+        .or_else(|| id.map(|i| i.value.clone()))?;
+    Some((name, inputs))
+}
+
+/// The `required-paths` check of the `start-container` at `at`, when it names any.
+fn prepare_paths(
+    shared: &Shared,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<(usize, Ready)> {
+    let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
+    let paths = builtin::required_paths::paths(&inputs);
+    if paths.is_empty() {
+        return None;
+    }
+    let spec = start_container_spec(&inputs, None).ok()?;
+    let volumes = spec.volumes.clone();
+    Some((
+        at.step,
+        Ready {
+            jref: jref.clone(),
+            step_key: (at.step + 1).to_string(),
+            check: Check::Paths { paths, volumes },
+            label: format!("the paths container `{name}` needs"),
+            inputs: IndexMap::new(),
+            container: Some((name, throwaway(spec))),
+        },
+    ))
 }
 
 /// The `inputs` an action's steps see, as the engine gives them (`with:`, else the default).
@@ -567,7 +709,7 @@ fn action_inputs(
 /// The server's spec made harmless: same image, environment, working directory and (read-only)
 /// volumes, so files and programs are where the step will look; no GPUs, ports or network,
 /// and it idles instead of loading a model.
-fn throwaway(mut spec: ContainerSpec) -> ContainerSpec {
+pub(crate) fn throwaway(mut spec: ContainerSpec) -> ContainerSpec {
     spec.entrypoint = Some(vec!["tail".into()]);
     spec.command = Some(vec!["-f".into(), "/dev/null".into()]);
     spec.ports.clear();
@@ -643,16 +785,33 @@ async fn run_job_checks(
                 gpus: None,
                 outputs_on_failure: IndexMap::new(),
             };
-            builtin::run(
-                &check.builtin,
-                &check.inputs,
-                Some(containers),
-                shared,
-                &check.jref,
-                None,
-                &mut step,
-            )
-            .await
+            match &check.check {
+                Check::Builtin(name) => builtin::run(
+                    name,
+                    &check.inputs,
+                    Some(containers),
+                    shared,
+                    &check.jref,
+                    None,
+                    &mut step,
+                )
+                .await
+                .map(|_| ()),
+                Check::Paths { paths, volumes } => {
+                    let Some((name, spec)) = &check.container else {
+                        return Err("no container to look in".to_string());
+                    };
+                    let Some(started) = containers.started.get(name) else {
+                        return Err(format!("the throw-away container `{name}` was not started"));
+                    };
+                    let place = builtin::assert_file::InContainer {
+                        docker: containers.docker.clone(),
+                        id: started.id.clone(),
+                        name: name.clone(),
+                    };
+                    builtin::required_paths::check(&place, &spec.image, volumes, paths).await
+                }
+            }
         }
         .await;
         report.checks += 1;
@@ -834,6 +993,39 @@ mod tests {
             steps(&format!("    steps:\n{START}{conditional}{CHECK}")),
             []
         );
+    }
+
+    #[test]
+    fn required_paths_are_looked_for_early_until_something_could_write_them() {
+        let server = |name: &str, volumes: &str| {
+            format!(
+                "      - uses: start-container\n        with: {{ name: {name}, image: gpuflow-python:test, volumes: [{volumes}], required-paths: [/models/m] }}\n"
+            )
+        };
+        let found = |job: &str| {
+            let wf = workflow(&format!("{HEAD}{job}"));
+            path_checks(&wf, &wf.jobs[0])
+                .into_iter()
+                .map(|s| s.step)
+                .collect::<Vec<_>>()
+        };
+        let ro = server("a", "'/m:/models:ro'");
+        let rw = server("a", "'/m:/models'");
+        let b = server("b", "'/m:/models:ro'");
+        // Read-only mounts cannot have written the second server's model.
+        assert_eq!(found(&format!("    steps:\n{ro}{b}")), [0, 1]);
+        // A writable one could (a downloader), and so could a script.
+        assert_eq!(found(&format!("    steps:\n{rw}{b}")), [0]);
+        assert_eq!(
+            found(&format!("    steps:\n      - run: echo get\n{b}")),
+            Vec::<usize>::new()
+        );
+        // A job that needs another: the other may have downloaded it.
+        let wf = workflow(&format!(
+            "{HEAD}    steps:\n{b}  second:\n    needs: bench\n    steps:\n{b}"
+        ));
+        assert_eq!(path_checks(&wf, &wf.jobs[0]).len(), 1);
+        assert!(path_checks(&wf, &wf.jobs[1]).is_empty());
     }
 
     #[test]

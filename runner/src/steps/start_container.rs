@@ -40,7 +40,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::Map,
             required: false,
             default: None,
-            doc: "Environment variables inside the container. `NVIDIA_VISIBLE_DEVICES` is refused when `gpus` is set (gpuflow sets it).",
+            doc: "Environment variables inside the container (`NCCL_DEBUG: INFO`, `HF_TOKEN: ${{ secrets.HF_TOKEN }}`: secrets stay masked in the output). From an expression (a composite action's text input), `NAME=VALUE` lines. `NVIDIA_VISIBLE_DEVICES` is refused when `gpus` is set (gpuflow sets it).",
         },
         InputSpec {
             name: "ports",
@@ -54,7 +54,14 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::List,
             required: false,
             default: None,
-            doc: "Mounts, as `SOURCE:TARGET[:ro]` (`/models:/models:ro`).",
+            doc: "Mounts, as `SOURCE:TARGET[:ro]` (`/models:/models:ro`). An item holding several lines is one mount a line, and an empty one none: a composite action passes its text inputs so.",
+        },
+        InputSpec {
+            name: "required-paths",
+            ty: InputType::List,
+            required: false,
+            default: None,
+            doc: "Paths the command needs in the container before it starts, such as the model's folder (`/models/Qwen3-235B`). Looked for in a throw-away container of the image with the same volumes: by preflight, before any job starts, and by this step before it creates the container. A missing one fails with the volume it was expected from (and where that is on the host) and how to fix it. Empty items and lines are left out.",
         },
         InputSpec {
             name: "workdir",

@@ -12,6 +12,7 @@ pub mod flag_check;
 mod gpu_timing;
 mod recording;
 mod report;
+pub mod required_paths;
 mod script_metrics;
 mod step_context;
 pub mod wait_for_health;
@@ -113,6 +114,11 @@ pub async fn run(
                     }
                 }
                 _ => {}
+            }
+            let paths = required_paths::paths(inputs);
+            if !paths.is_empty() {
+                required_paths::check_at_start(containers, shared, job, &container, &spec, &paths)
+                    .await?;
             }
             let started = containers
                 .start(shared, job, &container, spec)
