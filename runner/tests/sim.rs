@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gpuflow::sim::{self, Exit, SimConfig, SimServer};
+use gpuflow::sim::{self, Exit, SimConfig, SimServer, UsageChunk};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper::{Method, Request};
@@ -617,6 +617,402 @@ async fn crash_after_requests_stops_an_in_process_server() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// llama-server's manners, each behind its flag.
+
+/// The raw bytes of a streamed completion on `socket`, up to the end of its chunked body.
+async fn read_one_stream(socket: &mut TcpStream) -> String {
+    let mut seen = Vec::new();
+    let mut buffer = vec![0u8; 8192];
+    // The last chunk of the body (`data: [DONE]`) and the terminating zero-length chunk.
+    while !seen.ends_with(b"data: [DONE]\n\n\r\n0\r\n\r\n") {
+        let n = socket.read(&mut buffer).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buffer[..n]);
+    }
+    String::from_utf8(seen).unwrap()
+}
+
+const STREAM_REQUEST: &str = r#"{"prompt": "x", "max_tokens": 3, "stream": true}"#;
+
+fn raw_post(body: &str) -> String {
+    format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// What a client that reuses the connection at once gets: a stream, then (written the moment
+/// the stream's last byte is read, as a connection pool does) a second request. Returns the
+/// first response and every byte read after the second request was sent, until EOF, a reset
+/// or a whole second response.
+async fn stream_then_reuse_at_once(addr: SocketAddr) -> (String, Result<Vec<u8>, String>) {
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket.set_nodelay(true).unwrap();
+    socket
+        .write_all(raw_post(STREAM_REQUEST).as_bytes())
+        .await
+        .unwrap();
+    let first = read_one_stream(&mut socket).await;
+    let second = r#"{"prompt": "x", "max_tokens": 1}"#;
+    let written = socket.write_all(raw_post(second).as_bytes()).await;
+    let mut after = Vec::new();
+    let read = async {
+        let mut buffer = vec![0u8; 8192];
+        loop {
+            match socket.read(&mut buffer).await {
+                Ok(0) => return Ok(()),
+                Ok(n) => after.extend_from_slice(&buffer[..n]),
+                Err(err) => return Err(err.to_string()),
+            }
+            // A whole non-streamed answer: its JSON body ends with `}`.
+            if after.starts_with(b"HTTP/1.1 200") && after.ends_with(b"}") {
+                return Ok(());
+            }
+        }
+    };
+    let outcome = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("neither an answer nor a close within 10 s");
+    let outcome = written.map_err(|err| err.to_string()).and(outcome);
+    (first, outcome.map(|()| after))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_after_stream_closes_a_keep_alive_connection_under_the_next_request() {
+    let server = start(SimConfig {
+        close_after_stream: true,
+        ttft: Duration::from_millis(1),
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    for attempt in 0..5 {
+        let (first, second) = stream_then_reuse_at_once(addr).await;
+        let head = first.split("\r\n\r\n").next().unwrap().to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{first}");
+        assert!(head.contains("\r\nconnection: keep-alive\r\n"), "{head}");
+        assert!(
+            head.contains("\r\nkeep-alive: timeout=5, max=100\r\n"),
+            "{head}"
+        );
+        // Ended normally, then closed: EOF, or a reset because the request was never read;
+        // never an answer.
+        match second {
+            Ok(bytes) => assert!(
+                bytes.is_empty(),
+                "attempt {attempt}: the second request was answered: {}",
+                String::from_utf8_lossy(&bytes)
+            ),
+            Err(err) => assert!(err.contains("reset"), "attempt {attempt}: {err}"),
+        }
+    }
+
+    // The server closes by itself, not only when the client speaks again.
+    let mut socket = TcpStream::connect(addr).await.unwrap();
+    socket
+        .write_all(raw_post(STREAM_REQUEST).as_bytes())
+        .await
+        .unwrap();
+    read_one_stream(&mut socket).await;
+    let mut buffer = [0u8; 64];
+    let eof = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buffer))
+        .await
+        .expect("the connection stayed open");
+    assert_eq!(eof.unwrap(), 0, "EOF after the stream");
+
+    // The streams themselves were complete, and so is a non-streamed answer.
+    let requests = server.record_json()["requests"].clone();
+    let requests = requests.as_array().unwrap();
+    assert_eq!(requests.len(), 6, "the second requests were never read");
+    assert!(requests.iter().all(|r| r["outcome"] == "complete"));
+    let (status, _) = post(
+        addr,
+        "/v1/completions",
+        json!({"prompt": "x", "max_tokens": 1}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_close_after_stream_the_connection_is_reused() {
+    let server = start(SimConfig {
+        ttft: Duration::from_millis(1),
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let (first, second) = stream_then_reuse_at_once(server.addr()).await;
+    assert!(
+        !first.to_ascii_lowercase().contains("keep-alive: timeout"),
+        "{first}"
+    );
+    let second = String::from_utf8(second.unwrap()).unwrap();
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    assert!(second.contains(r#""finish_reason":"length""#), "{second}");
+    server.shutdown().await;
+}
+
+/// The time to first token of a request, from the record: first chunk minus start.
+fn recorded_ttft(server: &SimServer, id: &str) -> Duration {
+    let record = recorded(server, id);
+    let ns = ns(&record["chunks"][0]["mono_ns"]) - ns(&record["started"]["mono_ns"]);
+    Duration::from_nanos(ns as u64)
+}
+
+/// One streamed completion with usage: (response id, usage).
+async fn completion_usage(addr: SocketAddr, prompt: &str) -> (String, Value) {
+    let events = stream(
+        addr,
+        "/v1/completions",
+        json!({"prompt": prompt, "max_tokens": 2, "stream": true,
+               "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    let id = events[0]["id"].as_str().unwrap().to_owned();
+    let usage = events[events.len() - 2]["usage"].clone();
+    (id, usage)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_cache_charges_the_ttft_only_for_the_uncached_prompt() {
+    let ttft = Duration::from_millis(400);
+    let server = start(SimConfig {
+        prefix_cache: true,
+        ttft,
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    let twenty: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+    let prompt = twenty.join(" ");
+
+    let (first, usage) = completion_usage(addr, &prompt).await;
+    assert_eq!(usage["prompt_tokens_details"], json!({"cached_tokens": 0}));
+    assert!(recorded_ttft(&server, &first) >= ttft);
+
+    // All but the last token cached: ttft × 1/20 = 20 ms (the floor is 5%, also 20 ms).
+    let (again, usage) = completion_usage(addr, &prompt).await;
+    assert_eq!(usage["prompt_tokens"], 20);
+    assert_eq!(usage["prompt_tokens_details"], json!({"cached_tokens": 19}));
+    assert_eq!(recorded(&server, &again)["cached_tokens"], 19);
+    let cached_ttft = recorded_ttft(&server, &again);
+    assert!(
+        cached_ttft >= ttft / 20 && cached_ttft < ttft / 4,
+        "{cached_ttft:?}"
+    );
+
+    // Half the prompt shared: half the TTFT.
+    let tail: Vec<String> = (0..10).map(|i| format!("x{i}")).collect();
+    let half = format!("{} {}", twenty[..10].join(" "), tail.join(" "));
+    let (partial, usage) = completion_usage(addr, &half).await;
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 10);
+    let partial_ttft = recorded_ttft(&server, &partial);
+    assert!(
+        partial_ttft >= ttft / 2 && partial_ttft < ttft * 9 / 10,
+        "{partial_ttft:?}"
+    );
+
+    // A prompt that differs from the first word on: nothing cached, the whole TTFT.
+    let other: Vec<String> = (0..20).map(|i| format!("v{i}")).collect();
+    let (fresh, usage) = completion_usage(addr, &other.join(" ")).await;
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 0);
+    assert!(recorded_ttft(&server, &fresh) >= ttft);
+
+    // Chat prompts are cached too: the words of the messages, in order.
+    let chat = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 1});
+    let (status, body) = post(addr, "/v1/chat/completions", chat).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["usage"]["prompt_tokens_details"]["cached_tokens"], 19);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_prefix_cache_a_repeated_prompt_costs_the_full_ttft() {
+    let ttft = Duration::from_millis(50);
+    let server = start(SimConfig {
+        ttft,
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    for _ in 0..2 {
+        let (id, usage) = completion_usage(server.addr(), "the same prompt").await;
+        assert!(usage.get("prompt_tokens_details").is_none(), "{usage}");
+        assert!(recorded(&server, &id).get("cached_tokens").is_none());
+        assert!(recorded_ttft(&server, &id) >= ttft);
+    }
+    server.shutdown().await;
+}
+
+/// A POST's status, content type and body.
+async fn post_typed(addr: SocketAddr, path: &str, body: Value) -> (u16, String, String) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(connection);
+    let request = Request::post(path)
+        .header("host", addr.to_string())
+        .body(Full::new(Bytes::from(serde_json::to_vec(&body).unwrap())))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        content_type,
+        String::from_utf8(bytes.to_vec()).unwrap(),
+    )
+}
+
+fn words_prompt(n: usize) -> String {
+    vec!["w"; n].join(" ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_model_len_refuses_a_stream_with_a_json_400_by_default() {
+    let server = start(SimConfig {
+        max_model_len: 10,
+        ..SimConfig::local()
+    })
+    .await;
+    let (status, content_type, body) = post_typed(
+        server.addr(),
+        "/v1/completions",
+        json!({"prompt": words_prompt(4), "max_tokens": 7, "stream": true}),
+    )
+    .await;
+    assert_eq!((status, content_type.as_str()), (400, "application/json"));
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["param"], "max_tokens");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("maximum context length is 10 tokens, but 11 were requested"),
+        "{body}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_at_context_limit_refuses_long_prompts_and_cuts_long_completions() {
+    let server = start(SimConfig {
+        max_model_len: 10,
+        stop_at_context_limit: true,
+        ttft: Duration::from_millis(1),
+        tokens_per_second: 1000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let addr = server.addr();
+    for (prompt, stream) in [(12, true), (12, false), (10, true)] {
+        let (status, content_type, body) = post_typed(
+            addr,
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": words_prompt(prompt)}],
+                   "max_tokens": 1, "stream": stream}),
+        )
+        .await;
+        assert_eq!((status, content_type.as_str()), (400, "application/json"));
+        assert_eq!(
+            body,
+            format!(
+                r#"{{"error":{{"code":400,"message":"request ({prompt} tokens) exceeds the available context size (10 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":{prompt},"n_ctx":10}}}}"#
+            )
+        );
+    }
+
+    // 4 prompt tokens leave room for 6 of the 20 asked for.
+    let events = stream(
+        addr,
+        "/v1/completions",
+        json!({"prompt": words_prompt(4), "max_tokens": 20, "stream": true,
+               "stream_options": {"include_usage": true}}),
+    )
+    .await;
+    assert_eq!(events.len(), 8, "6 tokens, usage, [DONE]: {events:#?}");
+    assert_eq!(events[5]["choices"][0]["finish_reason"], "length");
+    assert_eq!(
+        events[6]["usage"],
+        json!({"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10})
+    );
+    let record = recorded(&server, events[0]["id"].as_str().unwrap());
+    assert_eq!(
+        (
+            record["max_tokens"].clone(),
+            record["completion_tokens"].clone()
+        ),
+        (json!(20), json!(6))
+    );
+    let (status, body) = post(
+        addr,
+        "/v1/completions",
+        json!({"prompt": words_prompt(9), "max_tokens": 20}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(words(body["choices"][0]["text"].as_str().unwrap()), 1);
+    assert_eq!(body["usage"]["completion_tokens"], 1);
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_chunk_puts_usage_in_its_own_event_or_on_the_finish_reason_chunk() {
+    for usage_chunk in [UsageChunk::Separate, UsageChunk::Final] {
+        let server = start(SimConfig {
+            usage_chunk,
+            ttft: Duration::from_millis(1),
+            tokens_per_second: 1000.0,
+            ..SimConfig::local()
+        })
+        .await;
+        let chat = json!({"messages": [{"role": "user", "content": "a b"}], "max_tokens": 3,
+                          "stream": true, "stream_options": {"include_usage": true}});
+        let completion = json!({"prompt": "a b", "max_tokens": 3, "stream": true,
+                                "stream_options": {"include_usage": true}});
+        let usage = json!({"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5});
+        for (path, body) in [
+            ("/v1/chat/completions", chat),
+            ("/v1/completions", completion),
+        ] {
+            let events = stream(server.addr(), path, body).await;
+            let finish = &events[2];
+            assert_eq!(finish["choices"][0]["finish_reason"], "length", "{path}");
+            assert!(events[..2].iter().all(|e| e.get("usage").is_none()));
+            match usage_chunk {
+                UsageChunk::Separate => {
+                    assert_eq!(events.len(), 5, "{path}: {events:#?}");
+                    assert!(finish.get("usage").is_none(), "{path}: {finish}");
+                    assert_eq!(events[3]["choices"], json!([]), "{path}");
+                    assert_eq!(events[3]["usage"], usage, "{path}");
+                    assert_eq!(events[3]["id"], events[0]["id"]);
+                }
+                UsageChunk::Final => {
+                    assert_eq!(events.len(), 4, "{path}: {events:#?}");
+                    assert_eq!(finish["usage"], usage, "{path}");
+                }
+            }
+            assert_eq!(events[events.len() - 1], Value::Null);
+        }
+        server.shutdown().await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // The binary.
 
 /// A running `gpuflow-sim` whose stdout lines arrive on a channel; killed when dropped.
@@ -802,6 +1198,10 @@ fn flags_have_environment_twins() {
         "GPUFLOW_SIM_TTFT",
         "GPUFLOW_SIM_TOKENS_PER_CHUNK",
         "GPUFLOW_SIM_OOM_AT_START",
+        "GPUFLOW_SIM_CLOSE_AFTER_STREAM",
+        "GPUFLOW_SIM_PREFIX_CACHE",
+        "GPUFLOW_SIM_STOP_AT_CONTEXT_LIMIT",
+        "GPUFLOW_SIM_USAGE_CHUNK",
     ] {
         assert!(help.contains(env), "`{env}` missing from --help");
     }
@@ -811,6 +1211,16 @@ fn flags_have_environment_twins() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("e.g. `500ms`"));
+    let out = Command::new(SIM)
+        .env("GPUFLOW_SIM_USAGE_CHUNK", "inline")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[possible values: separate, final]"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -93,7 +93,8 @@ pub struct SimConfig {
     pub default_max_tokens: u32,
 
     /// Context length: prompt plus completion tokens beyond it are refused with 400, as vLLM
-    /// does. Also bounds the memory one request can take.
+    /// does (see --stop-at-context-limit for llama-server's way). Also bounds the memory one
+    /// request can take.
     #[arg(
         long,
         env = "GPUFLOW_SIM_MAX_MODEL_LEN",
@@ -110,6 +111,29 @@ pub struct SimConfig {
     /// Never send `usage`, like servers that ignore `stream_options.include_usage`.
     #[arg(long, env = "GPUFLOW_SIM_NO_USAGE")]
     pub no_usage: bool,
+
+    /// Where a stream's `usage` goes: `separate` sends it in its own `"choices": []` event
+    /// after the finish_reason chunk (OpenAI, llama-server); `final` puts it on the
+    /// finish_reason chunk itself.
+    #[arg(long, env = "GPUFLOW_SIM_USAGE_CHUNK", value_enum, default_value_t = UsageChunk::Separate)]
+    pub usage_chunk: UsageChunk,
+
+    /// With --max-model-len N, behave like llama-server instead of vLLM: a prompt of N tokens
+    /// or more gets a 400 `exceed_context_size_error`; a prompt that fits generates until the
+    /// context is full, then stops with `finish_reason: "length"`.
+    #[arg(long, env = "GPUFLOW_SIM_STOP_AT_CONTEXT_LIMIT")]
+    pub stop_at_context_limit: bool,
+
+    /// Remember the prompts seen: the leading tokens a new prompt shares with an earlier one
+    /// are cached, the time to first token is charged only for the rest, and
+    /// `usage.prompt_tokens_details.cached_tokens` reports the cached count.
+    #[arg(long, env = "GPUFLOW_SIM_PREFIX_CACHE")]
+    pub prefix_cache: bool,
+
+    /// Like llama-server: streams say `Connection: keep-alive`, yet the connection is closed
+    /// about 0.75 ms after a stream's last byte, without reading another request on it.
+    #[arg(long, env = "GPUFLOW_SIM_CLOSE_AFTER_STREAM")]
+    pub close_after_stream: bool,
 
     /// Fail the model load with an out-of-memory error like the real servers print, then exit
     /// with status 1 (after --startup-delay, or --crash-after-delay when given).
@@ -161,6 +185,16 @@ pub struct SimConfig {
     pub shutdown_grace: Duration,
 }
 
+/// Where --usage-chunk puts a stream's `usage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum UsageChunk {
+    /// An extra event `{"choices": [], "usage": {…}}` after the finish_reason chunk, as
+    /// OpenAI and llama-server send when `stream_options.include_usage` is set.
+    Separate,
+    /// On the finish_reason chunk itself; no extra event.
+    Final,
+}
+
 /// The out-of-memory message printed by --oom-at-start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OomStyle {
@@ -189,6 +223,10 @@ impl Default for SimConfig {
             max_model_len: 131_072,
             eos_after: None,
             no_usage: false,
+            usage_chunk: UsageChunk::Separate,
+            stop_at_context_limit: false,
+            prefix_cache: false,
+            close_after_stream: false,
             oom_at_start: false,
             oom_style: OomStyle::Sglang,
             crash_after_delay: None,
@@ -341,8 +379,14 @@ mod tests {
             "--reject-when-busy",
             "--oom-at-start",
             "--crash-after-delay=3s",
+            "--usage-chunk=final",
+            "--stop-at-context-limit",
+            "--prefix-cache",
+            "--close-after-stream",
         ])
         .unwrap();
+        assert_eq!(config.usage_chunk, UsageChunk::Final);
+        assert!(config.stop_at_context_limit && config.prefix_cache && config.close_after_stream);
         assert_eq!(config.port, 0);
         assert_eq!(config.startup_delay, Duration::from_secs(60));
         assert_eq!(config.ttft, Duration::from_millis(20));

@@ -10,10 +10,12 @@
 //! - [`schedule`]: when each chunk is due. `timer`: sub-millisecond wake-ups.
 //! - [`record`]: the server-side record. `lifecycle`: log lines and crash messages.
 //! - `routes`, `stream`, `state`, `server`: HTTP, the streamed body, shared state, the loop.
+//!   `connection`: --close-after-stream's early close.
 //!
 //! This module knows nothing of workflows, Docker or the rest of gpuflow.
 
 pub mod config;
+mod connection;
 mod lifecycle;
 pub mod record;
 pub mod request;
@@ -25,7 +27,7 @@ mod state;
 mod stream;
 mod timer;
 
-pub use config::{OomStyle, SimConfig};
+pub use config::{OomStyle, SimConfig, UsageChunk};
 pub use lifecycle::READY_LINE;
 pub use server::{SimServer, run, serve};
 pub use state::Exit;

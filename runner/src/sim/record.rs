@@ -97,6 +97,9 @@ pub struct RequestRecord {
     pub endpoint: &'static str,
     pub stream: bool,
     pub prompt_tokens: u32,
+    /// Under --prefix-cache: the leading prompt tokens found in the cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
     pub max_tokens: u32,
     pub completion_tokens: u32,
     pub finish_reason: &'static str,
@@ -292,6 +295,7 @@ mod tests {
             endpoint: "/v1/completions",
             stream: true,
             prompt_tokens: 1,
+            cached_tokens: None,
             max_tokens: chunks,
             completion_tokens: chunks,
             finish_reason: "length",

@@ -6,6 +6,8 @@
 //! simulator has no use for (temperature, top_p, stop, …) are accepted and ignored. This file
 //! knows nothing of timing or connections.
 
+use std::hash::Hasher;
+
 use serde_json::{Map, Value};
 
 /// Which OpenAI endpoint a request came to; it decides the response shapes.
@@ -33,13 +35,31 @@ pub struct GenerationRequest {
     pub stream: bool,
     pub include_usage: bool,
     pub ignore_eos: bool,
+    /// With [`Limits::prefix_hashes`]: entry k identifies the prompt's first k + 1 tokens, so
+    /// two prompts share their first k + 1 tokens exactly when their entries k are equal (up to
+    /// 64-bit hash collisions). Empty otherwise.
+    pub prefix_hashes: Vec<u64>,
 }
 
-/// Limits a request is checked against.
+/// Limits a request is checked against, and what to read from it.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub default_max_tokens: u32,
     pub max_model_len: u32,
+    pub context: ContextPolicy,
+    /// Compute [`GenerationRequest::prefix_hashes`] (for --prefix-cache).
+    pub prefix_hashes: bool,
+}
+
+/// What a request beyond --max-model-len gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContextPolicy {
+    /// vLLM: prompt plus max_tokens beyond the context length is a 400.
+    Refuse,
+    /// llama-server (--stop-at-context-limit): only a prompt that leaves no room for one token
+    /// is a 400 (`exceed_context_size_error`); otherwise generation stops when the context is
+    /// full.
+    StopAtLimit,
 }
 
 /// An error answered to the client, as OpenAI-compatible servers shape it.
@@ -49,6 +69,15 @@ pub struct ApiError {
     pub kind: &'static str,
     pub message: String,
     pub param: Option<&'static str>,
+    /// llama-server's `exceed_context_size_error` carries the two counts instead of `param`.
+    pub context: Option<ContextExceeded>,
+}
+
+/// The counts of llama-server's `exceed_context_size_error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextExceeded {
+    pub n_prompt_tokens: u32,
+    pub n_ctx: u32,
 }
 
 impl ApiError {
@@ -58,6 +87,7 @@ impl ApiError {
             kind: "invalid_request_error",
             message: message.into(),
             param,
+            context: None,
         }
     }
 
@@ -67,11 +97,46 @@ impl ApiError {
             kind,
             message: message.into(),
             param: None,
+            context: None,
+        }
+    }
+
+    /// llama-server's refusal of a prompt that leaves no room in the context, word for word.
+    pub fn exceed_context(n_prompt_tokens: u32, n_ctx: u32) -> Self {
+        Self {
+            status: 400,
+            kind: "exceed_context_size_error",
+            message: format!(
+                "request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} \
+                 tokens), try increasing it"
+            ),
+            param: None,
+            context: Some(ContextExceeded {
+                n_prompt_tokens,
+                n_ctx,
+            }),
         }
     }
 
     /// The JSON body.
     pub fn body(&self) -> Vec<u8> {
+        if let Some(ContextExceeded {
+            n_prompt_tokens,
+            n_ctx,
+        }) = self.context
+        {
+            // llama-server's shape and key order: no `param`, the counts instead.
+            let body = serde_json::json!({
+                "error": {
+                    "code": self.status,
+                    "message": self.message,
+                    "type": self.kind,
+                    "n_prompt_tokens": n_prompt_tokens,
+                    "n_ctx": n_ctx,
+                }
+            });
+            return serde_json::to_vec(&body).unwrap_or_default();
+        }
         let body = serde_json::json!({
             "error": {
                 "message": self.message,
@@ -113,10 +178,16 @@ pub fn parse(
     {
         return Err(wrong_type("model", "a string", model));
     }
-    let prompt_tokens = match endpoint {
-        Endpoint::Completions => prompt_tokens(&fields)?,
-        Endpoint::ChatCompletions => message_tokens(&fields)?,
-    };
+    let mut tokens = PromptTokens::new(limits);
+    match endpoint {
+        Endpoint::Completions => prompt_tokens(&fields, &mut tokens)?,
+        Endpoint::ChatCompletions => message_tokens(&fields, &mut tokens)?,
+    }
+    let PromptTokens {
+        count: prompt_tokens,
+        hashes: prefix_hashes,
+        ..
+    } = tokens;
     match fields.get("n") {
         None | Some(Value::Null) => {}
         Some(n) if n.as_u64() == Some(1) => {}
@@ -145,7 +216,15 @@ pub fn parse(
     let ignore_eos = optional_bool(&fields, "ignore_eos")?.unwrap_or(false);
 
     let total = u64::from(prompt_tokens) + u64::from(max_tokens);
-    if total > u64::from(limits.max_model_len) {
+    if limits.context == ContextPolicy::StopAtLimit {
+        // llama-server refuses a prompt that fills the context: it needs room for one token.
+        if prompt_tokens >= limits.max_model_len {
+            return Err(ApiError::exceed_context(
+                prompt_tokens,
+                limits.max_model_len,
+            ));
+        }
+    } else if total > u64::from(limits.max_model_len) {
         return Err(ApiError::invalid(
             Some("max_tokens"),
             format!(
@@ -164,19 +243,91 @@ pub fn parse(
         stream,
         include_usage,
         ignore_eos,
+        prefix_hashes,
     })
 }
 
-fn prompt_tokens(fields: &Map<String, Value>) -> Result<u32, ApiError> {
+/// Counts a prompt's tokens and, when asked, hashes each of its prefixes as it goes.
+struct PromptTokens {
+    count: u32,
+    hashes: Vec<u64>,
+    /// How many prefix hashes to keep: none without --prefix-cache, and never more than the
+    /// context holds (a longer prompt is refused or cannot be cached past it anyway), so a
+    /// 16 MiB prompt cannot make the cache grow by millions of entries.
+    hash_limit: usize,
+    state: u64,
+}
+
+impl PromptTokens {
+    fn new(limits: Limits) -> Self {
+        let hash_limit = if limits.prefix_hashes {
+            limits.max_model_len as usize
+        } else {
+            0
+        };
+        Self {
+            count: 0,
+            hashes: Vec::new(),
+            hash_limit,
+            state: 0,
+        }
+    }
+
+    fn words(&mut self, text: &str) {
+        if self.hash_limit == 0 {
+            self.count = self.count.saturating_add(count_words(text));
+            return;
+        }
+        for word in text.split_whitespace() {
+            self.push(b'w', word.as_bytes());
+        }
+    }
+
+    /// A list of token ids, already checked to hold only whole numbers.
+    fn ids(&mut self, ids: &[Value]) {
+        for id in ids {
+            self.push(b'i', &id.as_u64().unwrap_or_default().to_le_bytes());
+        }
+    }
+
+    fn push(&mut self, kind: u8, token: &[u8]) {
+        self.count = self.count.saturating_add(1);
+        if self.hashes.len() >= self.hash_limit {
+            return;
+        }
+        // Chained: each prefix's hash covers the previous one, so equal hashes mean equal
+        // prefixes. `DefaultHasher::new` uses fixed keys, so hashes agree across requests.
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write_u64(self.state);
+        hasher.write_u8(kind);
+        hasher.write(token);
+        self.state = hasher.finish();
+        self.hashes.push(self.state);
+    }
+}
+
+fn prompt_tokens(fields: &Map<String, Value>, tokens: &mut PromptTokens) -> Result<(), ApiError> {
     let prompt = fields
         .get("prompt")
         .ok_or_else(|| ApiError::invalid(Some("prompt"), "`prompt` is required"))?;
     match prompt {
-        Value::String(text) => Ok(count_words(text)),
+        Value::String(text) => {
+            tokens.words(text);
+            Ok(())
+        }
         Value::Array(items) => match items.as_slice() {
-            [Value::String(text)] => Ok(count_words(text)),
-            [Value::Array(ids)] if ids.iter().all(Value::is_u64) => Ok(len_u32(ids.len())),
-            ids if !ids.is_empty() && ids.iter().all(Value::is_u64) => Ok(len_u32(ids.len())),
+            [Value::String(text)] => {
+                tokens.words(text);
+                Ok(())
+            }
+            [Value::Array(ids)] if ids.iter().all(Value::is_u64) => {
+                tokens.ids(ids);
+                Ok(())
+            }
+            ids if !ids.is_empty() && ids.iter().all(Value::is_u64) => {
+                tokens.ids(ids);
+                Ok(())
+            }
             _ => Err(ApiError::invalid(
                 Some("prompt"),
                 "`prompt` must be a string, a list of token ids, or a list holding one of those \
@@ -191,7 +342,7 @@ fn prompt_tokens(fields: &Map<String, Value>) -> Result<u32, ApiError> {
     }
 }
 
-fn message_tokens(fields: &Map<String, Value>) -> Result<u32, ApiError> {
+fn message_tokens(fields: &Map<String, Value>, tokens: &mut PromptTokens) -> Result<(), ApiError> {
     let messages = match fields.get("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
         Some(Value::Array(_)) => {
@@ -208,7 +359,6 @@ fn message_tokens(fields: &Map<String, Value>) -> Result<u32, ApiError> {
             ));
         }
     };
-    let mut words = 0u32;
     for (i, message) in messages.iter().enumerate() {
         let Value::Object(message) = message else {
             return Err(ApiError::invalid(
@@ -225,14 +375,13 @@ fn message_tokens(fields: &Map<String, Value>) -> Result<u32, ApiError> {
                 format!("`messages[{i}].role` must be a string such as `user`"),
             ));
         }
-        let counted = match message.get("content") {
-            None | Some(Value::Null) => 0,
-            Some(Value::String(text)) => count_words(text),
+        match message.get("content") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(text)) => tokens.words(text),
             Some(Value::Array(parts)) => parts
                 .iter()
                 .filter_map(|part| part.get("text").and_then(Value::as_str))
-                .map(count_words)
-                .fold(0u32, u32::saturating_add),
+                .for_each(|text| tokens.words(text)),
             Some(other) => {
                 return Err(ApiError::invalid(
                     Some("messages"),
@@ -242,10 +391,9 @@ fn message_tokens(fields: &Map<String, Value>) -> Result<u32, ApiError> {
                     ),
                 ));
             }
-        };
-        words = words.saturating_add(counted);
+        }
     }
-    Ok(words)
+    Ok(())
 }
 
 fn optional_count(
@@ -293,10 +441,6 @@ fn kind_of(value: &Value) -> String {
     }
 }
 
-fn len_u32(len: usize) -> u32 {
-    u32::try_from(len).unwrap_or(u32::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,6 +450,8 @@ mod tests {
     const LIMITS: Limits = Limits {
         default_max_tokens: 16,
         max_model_len: 1000,
+        context: ContextPolicy::Refuse,
+        prefix_hashes: false,
     };
 
     fn completions(body: &str) -> Result<GenerationRequest, ApiError> {
@@ -345,7 +491,60 @@ mod tests {
                 stream: true,
                 include_usage: true,
                 ignore_eos: true,
+                prefix_hashes: Vec::new(),
             }
+        );
+    }
+
+    fn hashes(body: &str) -> Vec<u64> {
+        let limits = Limits {
+            prefix_hashes: true,
+            ..LIMITS
+        };
+        let request = parse(Endpoint::Completions, body.as_bytes(), limits).unwrap();
+        assert_eq!(request.prefix_hashes.len() as u32, request.prompt_tokens);
+        request.prefix_hashes
+    }
+
+    #[test]
+    fn prefix_hashes_agree_exactly_as_far_as_the_prompts_do() {
+        let a = hashes(r#"{"prompt": "one two  three four", "max_tokens": 1}"#);
+        let b = hashes(r#"{"prompt": ["one two\nthree five"], "max_tokens": 1}"#);
+        assert_eq!(a[..3], b[..3], "whitespace does not matter, words do");
+        assert_ne!(a[3], b[3]);
+        let shifted = hashes(r#"{"prompt": "two three four", "max_tokens": 1}"#);
+        assert!(
+            shifted.iter().all(|h| !a.contains(h)),
+            "a prefix starts at the start"
+        );
+        let ids = hashes(r#"{"prompt": [1, 2, 3], "max_tokens": 1}"#);
+        assert_ne!(ids, hashes(r#"{"prompt": "1 2 3", "max_tokens": 1}"#));
+        // Kept only up to the context length (such a prompt is refused anyway); the count is
+        // still the whole prompt's.
+        let mut long = PromptTokens::new(Limits {
+            prefix_hashes: true,
+            max_model_len: 5,
+            ..LIMITS
+        });
+        long.words("a b c d e f g");
+        assert_eq!((long.count, long.hashes.len()), (7, 5));
+    }
+
+    #[test]
+    fn stop_at_context_limit_refuses_only_a_prompt_that_fills_the_context() {
+        let limits = Limits {
+            context: ContextPolicy::StopAtLimit,
+            max_model_len: 4,
+            ..LIMITS
+        };
+        let parse = |body: &str| parse(Endpoint::Completions, body.as_bytes(), limits);
+        let fits = parse(r#"{"prompt": "a b c", "max_tokens": 100}"#).unwrap();
+        assert_eq!((fits.prompt_tokens, fits.max_tokens), (3, 100));
+        let err = parse(r#"{"prompt": "a b c d", "max_tokens": 1}"#).unwrap_err();
+        let body: Value = serde_json::from_slice(&err.body()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"error":{"code":400,"message":"request (4 tokens) exceeds the available context size (4 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4,"n_ctx":4}}"#
         );
     }
 

@@ -32,6 +32,16 @@ pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub total_tokens: u32,
+    /// Only with --prefix-cache, as servers report it when they cache prefixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// OpenAI's breakdown of the prompt tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PromptTokensDetails {
+    /// Leading prompt tokens found in the prefix cache.
+    pub cached_tokens: u32,
 }
 
 impl Usage {
@@ -40,6 +50,15 @@ impl Usage {
             prompt_tokens,
             completion_tokens,
             total_tokens: prompt_tokens.saturating_add(completion_tokens),
+            prompt_tokens_details: None,
+        }
+    }
+
+    /// Adds `prompt_tokens_details.cached_tokens`.
+    pub fn with_cached(self, cached_tokens: u32) -> Self {
+        Self {
+            prompt_tokens_details: Some(PromptTokensDetails { cached_tokens }),
+            ..self
         }
     }
 }
@@ -122,8 +141,15 @@ impl Envelope<'_> {
         serde_json::to_vec(&message).unwrap_or_default()
     }
 
-    /// One streamed event with `text`; `finish_reason` on the last one.
-    pub fn chunk(&self, text: &str, first: bool, finish_reason: Option<&str>) -> Bytes {
+    /// One streamed event with `text`; `finish_reason` on the last one, and `usage` there too
+    /// under `--usage-chunk final`.
+    pub fn chunk(
+        &self,
+        text: &str,
+        first: bool,
+        finish_reason: Option<&str>,
+        usage: Option<Usage>,
+    ) -> Bytes {
         let json = match self.endpoint {
             Endpoint::Completions => self.message(
                 "text_completion",
@@ -133,7 +159,7 @@ impl Envelope<'_> {
                     logprobs: (),
                     finish_reason,
                 }],
-                None,
+                usage,
             ),
             Endpoint::ChatCompletions => self.message(
                 "chat.completion.chunk",
@@ -146,7 +172,7 @@ impl Envelope<'_> {
                     logprobs: (),
                     finish_reason,
                 }],
-                None,
+                usage,
             ),
         };
         sse(&json, &[])
@@ -240,7 +266,8 @@ mod tests {
 
     #[test]
     fn completion_chunks_carry_text_and_the_last_a_finish_reason() {
-        let chunk = event(&envelope(Endpoint::Completions).chunk(" a b", true, Some("length")));
+        let chunk =
+            event(&envelope(Endpoint::Completions).chunk(" a b", true, Some("length"), None));
         assert_eq!(
             chunk,
             json!({"id": "cmpl-1", "object": "text_completion", "created": 7, "model": "m",
@@ -251,14 +278,31 @@ mod tests {
     #[test]
     fn chat_chunks_name_the_role_once() {
         let env = envelope(Endpoint::ChatCompletions);
-        let first = event(&env.chunk(" a", true, None));
-        let later = event(&env.chunk(" b", false, None));
+        let first = event(&env.chunk(" a", true, None, None));
+        let later = event(&env.chunk(" b", false, None, None));
         assert_eq!(first["object"], "chat.completion.chunk");
         assert_eq!(
             first["choices"][0]["delta"],
             json!({"role": "assistant", "content": " a"})
         );
         assert_eq!(later["choices"][0]["delta"], json!({"content": " b"}));
+    }
+
+    #[test]
+    fn usage_can_ride_on_the_finish_reason_chunk_with_cached_tokens() {
+        let usage = Usage::new(3, 4).with_cached(2);
+        let chunk = event(&envelope(Endpoint::ChatCompletions).chunk(
+            " a",
+            false,
+            Some("length"),
+            Some(usage),
+        ));
+        assert_eq!(chunk["choices"][0]["finish_reason"], "length");
+        assert_eq!(
+            chunk["usage"],
+            json!({"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
+                   "prompt_tokens_details": {"cached_tokens": 2}})
+        );
     }
 
     #[test]

@@ -6,16 +6,17 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use hyper::header::{CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::connection::StreamEnd;
 use super::record::{ChunkStamp, Outcome, RequestRecord, Stamp};
-use super::request::{self, ApiError, Endpoint, GenerationRequest, Limits};
+use super::request::{self, ApiError, ContextPolicy, Endpoint, GenerationRequest, Limits};
 use super::response::{Envelope, Usage, token_text};
 use super::schedule::TokenSchedule;
 use super::state::State;
@@ -137,6 +138,8 @@ async fn generate(
     if !state.is_ready() {
         return loading();
     }
+    // Present only under --close-after-stream (the server loop puts it there).
+    let stream_end = req.extensions().get::<StreamEnd>().cloned();
     let admitted = match admit(&state, endpoint, req).await {
         Ok(admitted) => admitted,
         Err(refused) => return refused,
@@ -154,11 +157,22 @@ async fn generate(
     };
     let (plan, schedule, guard) = begin(&state, endpoint, admitted);
     if plan.stream {
-        let stream = SseStream::new(plan, schedule, guard, slot);
+        let mut stream = SseStream::new(plan, schedule, guard, slot);
+        if let Some(end) = &stream_end {
+            stream = stream.close_connection_after(end.clone());
+        }
         let mut response = Response::new(Either::Right(stream));
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        if stream_end.is_some() {
+            // What llama-server (cpp-httplib) promises, right before it closes anyway.
+            headers.insert(CONNECTION, HeaderValue::from_static("keep-alive"));
+            headers.insert(
+                HeaderName::from_static("keep-alive"),
+                HeaderValue::from_static("timeout=5, max=100"),
+            );
+        }
         return response;
     }
     let response = whole(&state, plan, schedule, guard).await;
@@ -205,6 +219,12 @@ async fn admit(
     let limits = Limits {
         default_max_tokens: state.config.default_max_tokens,
         max_model_len: state.config.max_model_len,
+        context: if state.config.stop_at_context_limit {
+            ContextPolicy::StopAtLimit
+        } else {
+            ContextPolicy::Refuse
+        },
+        prefix_hashes: state.config.prefix_cache,
     };
     let request = request::parse(endpoint, &body, limits).map_err(|err| error(&err))?;
     Ok(Admitted {
@@ -229,6 +249,12 @@ fn begin(
     let (start, started) = state.recorder.clock().now();
     let number = state.next_request_number();
     let (completion_tokens, finish_reason) = completion_length(state, &request);
+    // Looked up once the request holds its slot: a prompt queued behind an identical one
+    // finds it cached, as it would on a real server.
+    let cached_tokens = state.cached_prefix(&request.prefix_hashes);
+    let ttft = cached_tokens.map_or(state.config.ttft, |cached| {
+        prefill_time(state.config.ttft, request.prompt_tokens, cached)
+    });
     let id = match endpoint {
         Endpoint::Completions => format!("cmpl-{number}"),
         Endpoint::ChatCompletions => format!("chatcmpl-{number}"),
@@ -241,6 +267,7 @@ fn begin(
             endpoint: endpoint.path(),
             stream: request.stream,
             prompt_tokens: request.prompt_tokens,
+            cached_tokens,
             max_tokens: request.max_tokens,
             completion_tokens,
             finish_reason,
@@ -254,7 +281,7 @@ fn begin(
     let schedule = TokenSchedule::new(
         completion_tokens,
         state.config.tokens_per_chunk,
-        state.config.ttft,
+        ttft,
         state.config.chunk_gap(),
         state.config.jitter,
         state.config.seed,
@@ -269,8 +296,14 @@ fn begin(
         stream: request.stream,
         completion_tokens,
         finish_reason,
-        usage: (wants_usage && !state.config.no_usage)
-            .then(|| Usage::new(request.prompt_tokens, completion_tokens)),
+        usage: (wants_usage && !state.config.no_usage).then(|| {
+            let usage = Usage::new(request.prompt_tokens, completion_tokens);
+            match cached_tokens {
+                Some(cached) => usage.with_cached(cached),
+                None => usage,
+            }
+        }),
+        usage_chunk: state.config.usage_chunk,
         start,
     };
     (plan, schedule, guard)
@@ -306,14 +339,39 @@ async fn whole(
     json(StatusCode::OK, body)
 }
 
-/// How many tokens to generate and why it stops: `length` at max_tokens, or `stop` where
-/// --eos-after ends it first (unless the request ignores end-of-sequence).
+/// How many tokens to generate and why it stops: `length` at max_tokens (or, under
+/// --stop-at-context-limit, where the context is full), or `stop` where --eos-after ends it
+/// first (unless the request ignores end-of-sequence).
 fn completion_length(state: &State, request: &GenerationRequest) -> (u32, &'static str) {
+    let limit = if state.config.stop_at_context_limit {
+        // The request was refused unless the prompt leaves room for at least one token.
+        let room = state
+            .config
+            .max_model_len
+            .saturating_sub(request.prompt_tokens);
+        request.max_tokens.min(room)
+    } else {
+        request.max_tokens
+    };
     match state.config.eos_after {
-        Some(eos) if !request.ignore_eos && eos < request.max_tokens => (eos, "stop"),
-        _ => (request.max_tokens, "length"),
+        Some(eos) if !request.ignore_eos && eos < limit => (eos, "stop"),
+        _ => (limit, "length"),
     }
 }
+
+/// Under --prefix-cache, the time to first token is charged only for the uncached part of the
+/// prompt: `ttft × uncached / prompt_tokens`, but at least [`PREFILL_FLOOR`] of it (the
+/// first token's own decode step, and the scheduling every request pays).
+fn prefill_time(ttft: Duration, prompt_tokens: u32, cached: u32) -> Duration {
+    if prompt_tokens == 0 {
+        return ttft;
+    }
+    let uncached = f64::from(prompt_tokens.saturating_sub(cached)) / f64::from(prompt_tokens);
+    ttft.mul_f64(uncached.max(PREFILL_FLOOR))
+}
+
+/// The smallest share of --ttft a request pays, however much of its prompt is cached.
+const PREFILL_FLOOR: f64 = 0.05;
 
 fn unix_seconds() -> u64 {
     SystemTime::now()

@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use super::config::SimConfig;
+use super::connection::{CloseAfterStream, StreamEnd};
 use super::lifecycle::{self, READY_LINE};
 use super::record::{Clock, RecordedSettings, Recorder, Stamp};
 use super::routes;
@@ -190,12 +191,32 @@ async fn accept(listener: TcpListener, state: Arc<State>) -> Exit {
                 };
                 // Small SSE writes must leave at once, not wait for the previous ACK (Nagle).
                 let _ = stream.set_nodelay(true);
+                // Under --close-after-stream, a stream answered on this connection ends it.
+                let end = state.config.close_after_stream.then(StreamEnd::default);
+                let for_requests = end.clone();
                 let state = Arc::clone(&state);
-                let service = service_fn(move |req| routes::handle(Arc::clone(&state), req));
-                let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                let service = service_fn(move |mut req| {
+                    if let Some(end) = &for_requests {
+                        req.extensions_mut().insert(end.clone());
+                    }
+                    routes::handle(Arc::clone(&state), req)
+                });
+                let io = CloseAfterStream::new(TokioIo::new(stream), end.clone());
+                let connection = http1::Builder::new().serve_connection(io, service);
                 let connection = graceful.watch(connection);
                 connections.spawn(async move {
-                    let _ = connection.await;
+                    let closing = async {
+                        match &end {
+                            Some(end) => end.closing().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = connection => {}
+                        // Dropping the connection closes the socket, with no goodbye: a
+                        // request already sent on it gets a reset or EOF, never an answer.
+                        () = closing => {}
+                    }
                 });
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}

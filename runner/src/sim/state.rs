@@ -3,8 +3,9 @@
 //!
 //! Routes and streams read and bump this; only the server loop acts on a stop.
 
-use std::sync::Arc;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, watch};
@@ -34,10 +35,48 @@ pub struct State {
     next_request: AtomicU64,
     answered: AtomicU64,
     stop: watch::Sender<Option<Exit>>,
+    /// Under --prefix-cache: every prefix of every prompt seen (see [`PrefixCache`]).
+    prefix_cache: Option<Mutex<PrefixCache>>,
 }
 
+/// The prompts seen so far, as the hashes of all their prefixes (one per token position).
+///
+/// A real server keeps the KV cache of earlier prompts (a radix tree in SGLang and vLLM, a
+/// slot's last prompt in llama-server) and evicts under memory pressure. Here a set of prefix
+/// hashes stands for it: a new prompt's cached tokens are its leading positions whose prefix
+/// hash is in the set. The set forgets everything once it holds [`PrefixCache::CAPACITY`]
+/// positions, a crude eviction that bounds the memory.
+#[derive(Debug, Default)]
+pub struct PrefixCache {
+    seen: HashSet<u64>,
+}
+
+impl PrefixCache {
+    /// About 32 MB of hashes.
+    pub const CAPACITY: usize = 1_000_000;
+
+    /// How many leading tokens of a prompt with these prefix hashes are cached; then
+    /// remembers the prompt. At most all tokens but the last: a server must still run the last
+    /// prompt token to get the logits of the first generated one (vLLM and llama-server both
+    /// recompute it when the whole prompt is cached).
+    pub fn lookup_and_insert(&mut self, prefix_hashes: &[u64]) -> u32 {
+        let hits = prefix_hashes
+            .iter()
+            .take_while(|hash| self.seen.contains(hash))
+            .count();
+        let cached = hits.min(prefix_hashes.len().saturating_sub(1));
+        if self.seen.len() + prefix_hashes.len() > Self::CAPACITY {
+            self.seen.clear();
+        }
+        self.seen.extend(prefix_hashes.iter().copied());
+        u32::try_from(cached).unwrap_or(u32::MAX)
+    }
+}
 impl State {
     pub fn new(config: SimConfig, recorder: Recorder) -> Self {
+        let prefix_cache = config
+            .prefix_cache
+            .then(|| Mutex::new(PrefixCache::default()));
         let slots = config
             .max_concurrency
             .map(|n| Arc::new(Semaphore::new(n as usize)));
@@ -49,6 +88,7 @@ impl State {
             next_request: AtomicU64::new(0),
             answered: AtomicU64::new(0),
             stop: watch::Sender::new(None),
+            prefix_cache,
         }
     }
 
@@ -63,6 +103,17 @@ impl State {
     /// A number for the next request, from 0: names it and picks its jitter.
     pub fn next_request_number(&self) -> u64 {
         self.next_request.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Under --prefix-cache: how many leading tokens of this prompt are cached (then the
+    /// prompt is remembered). `None` without the cache.
+    pub fn cached_prefix(&self, prefix_hashes: &[u64]) -> Option<u32> {
+        let cache = self.prefix_cache.as_ref()?;
+        // A panic while holding the lock cannot leave the set half-updated in a harmful way.
+        let mut cache = cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(cache.lookup_and_insert(prefix_hashes))
     }
 
     /// Waits for a generation slot (or refuses with [`Busy`] under --reject-when-busy).
@@ -169,6 +220,36 @@ mod tests {
         assert!(state.slot().await.is_err());
         drop(held);
         assert!(state.slot().await.unwrap().is_some());
+    }
+
+    #[test]
+    fn the_prefix_cache_finds_shared_leading_tokens_but_never_the_last_one() {
+        let mut cache = PrefixCache::default();
+        assert_eq!(cache.lookup_and_insert(&[1, 2, 3, 4]), 0);
+        assert_eq!(cache.lookup_and_insert(&[1, 2, 9]), 2);
+        assert_eq!(
+            cache.lookup_and_insert(&[1, 2, 3, 4]),
+            3,
+            "the last token is recomputed"
+        );
+        assert_eq!(cache.lookup_and_insert(&[1, 2, 3, 4, 5, 6]), 4);
+        assert_eq!(
+            cache.lookup_and_insert(&[7, 2, 3]),
+            0,
+            "a prefix starts at the start"
+        );
+        assert_eq!(cache.lookup_and_insert(&[]), 0);
+    }
+
+    #[test]
+    fn the_prefix_cache_forgets_everything_when_full() {
+        let mut cache = PrefixCache::default();
+        let big: Vec<u64> = (0..PrefixCache::CAPACITY as u64).collect();
+        assert_eq!(cache.lookup_and_insert(&big), 0);
+        // Found, then the set is full: it forgets all but this prompt.
+        assert_eq!(cache.lookup_and_insert(&[0, 1, 2]), 2);
+        assert_eq!(cache.lookup_and_insert(&[5, 6]), 0);
+        assert_eq!(cache.lookup_and_insert(&[0, 1, 2]), 2);
     }
 
     #[tokio::test]

@@ -16,6 +16,8 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::config::UsageChunk;
+use super::connection::StreamEnd;
 use super::record::{ChunkStamp, Outcome, RequestRecord};
 use super::request::Endpoint;
 use super::response::{Envelope, Usage, token_text};
@@ -73,6 +75,8 @@ pub struct StreamPlan {
     pub completion_tokens: u32,
     pub finish_reason: &'static str,
     pub usage: Option<Usage>,
+    /// Whether `usage` goes in its own event or on the finish_reason chunk.
+    pub usage_chunk: UsageChunk,
     pub start: Instant,
 }
 
@@ -85,6 +89,8 @@ pub struct SseStream {
     sleep: Option<Sleep>,
     closed: bool,
     guard: RequestGuard,
+    /// Under --close-after-stream: told when the last bytes are handed over.
+    end: Option<StreamEnd>,
     /// Held until the stream ends, so the slot frees when the response does.
     _slot: Option<OwnedSemaphorePermit>,
 }
@@ -105,8 +111,15 @@ impl SseStream {
             sleep: None,
             closed: false,
             guard,
+            end: None,
             _slot: slot,
         }
+    }
+
+    /// Under --close-after-stream: the connection is closed shortly after this stream ends.
+    pub fn close_connection_after(mut self, end: StreamEnd) -> Self {
+        self.end = Some(end);
+        self
     }
 
     fn envelope(&self) -> Envelope<'_> {
@@ -133,8 +146,17 @@ impl Body for SseStream {
                 return Poll::Ready(None);
             }
             this.closed = true;
-            let bytes = this.envelope().closing(this.plan.usage);
+            let usage = match this.plan.usage_chunk {
+                UsageChunk::Separate => this.plan.usage,
+                UsageChunk::Final => None,
+            };
+            let bytes = this.envelope().closing(usage);
             this.guard.complete();
+            if let Some(end) = &this.end {
+                // This is the body's last frame (`is_end_stream` is now true), so hyper writes
+                // it together with the terminating chunk.
+                end.mark();
+            }
             return Poll::Ready(Some(Ok(Frame::data(bytes))));
         };
 
@@ -149,7 +171,13 @@ impl Body for SseStream {
         this.sent_tokens += chunk.tokens;
         let last = this.sent_tokens >= this.plan.completion_tokens;
         let finish = last.then_some(this.plan.finish_reason);
-        let bytes = this.envelope().chunk(&text, chunk.index == 0, finish);
+        let usage = match this.plan.usage_chunk {
+            UsageChunk::Final if last => this.plan.usage,
+            _ => None,
+        };
+        let bytes = this
+            .envelope()
+            .chunk(&text, chunk.index == 0, finish, usage);
         // Stamped after the bytes are built, just before hyper writes them.
         let (_, at) = this.guard.state.recorder.clock().now();
         this.guard.push_chunk(ChunkStamp {
