@@ -456,9 +456,10 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
     let cfg = config(&url, &[("model", "m"), ("requests", "3"), ("warmup", "0")]);
     let err = bench::run(&cfg, &|_| {}).await.unwrap_err();
     assert!(
-        err.to_string()
-            .starts_with("all 3 requests failed (3 http_404)"),
-        "{err}"
+        err.to_string().starts_with(
+            "all 3 requests failed (3 http_404: HTTP 404: no route `POST /nope/v1/completions`"
+        ),
+        "the count and the server's own words: {err}"
     );
     // Without a model, the question to /v1/models fails first and says so.
     let cfg = config(&url, &[("requests", "1")]);

@@ -130,13 +130,19 @@ async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regres
     let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 200, false));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("verdict=unchanged"), "{out}");
-    assert!(out.contains("output_tok_s: unchanged"), "explained: {out}");
+    assert!(
+        out.contains("output_tok_s (decode tok/s, per-request median): unchanged"),
+        "explained: {out}"
+    );
 
     // Slower server flags are another environment: compared only when allowed, and then the
     // difference is named.
     let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 120, true));
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("output_tok_s: regression"), "{out}");
+    assert!(
+        out.contains("output_tok_s (decode tok/s, per-request median): regression"),
+        "{out}"
+    );
     assert!(
         out.contains("verdict=regression"),
         "a failed step keeps its outputs: {out}"
@@ -387,14 +393,16 @@ async fn the_demo_runs_up_to_its_comparison_and_a_second_run_is_unchanged() {
     let (code, out) = run();
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(
-        out.matches("output_tok_s: no-baseline —").count(),
+        out.matches("output_tok_s (decode tok/s, per-request median): no-baseline —")
+            .count(),
         2,
         "{out}"
     );
     let (code, out) = run();
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(
-        out.matches("output_tok_s: unchanged —").count(),
+        out.matches("output_tok_s (decode tok/s, per-request median): unchanged —")
+            .count(),
         2,
         "one per matrix cell: {out}"
     );

@@ -70,9 +70,15 @@ fn json_output_is_one_event_per_line() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(events.first().unwrap()["type"], "run_started");
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "run_finished");
-    assert_eq!(last["result"], "success");
+    // The run's answer comes last, right after `run_finished`.
+    let [.., finished, headline] = &events[..] else {
+        panic!("too few events: {events:?}");
+    };
+    assert_eq!(finished["type"], "run_finished");
+    assert_eq!(finished["result"], "success");
+    assert_eq!(headline["type"], "run_headline");
+    assert_eq!(headline["result"], "success");
+    assert_eq!(headline["benchmarks"], serde_json::json!([]));
     assert!(
         events
             .iter()

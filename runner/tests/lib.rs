@@ -1,6 +1,7 @@
 //! All integration tests build into one binary (one link step); one module per feature.
 
 mod bench;
+mod bench_manners;
 mod bench_steps;
 mod cli;
 mod cli_run;
@@ -19,6 +20,7 @@ mod remote;
 mod remote_actions;
 mod report;
 mod run_docker;
+mod run_headline;
 mod shipped_actions;
 mod signals;
 mod sim;

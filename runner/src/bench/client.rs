@@ -5,6 +5,11 @@
 //! the end, so a pooled connection is always free. A connection whose response failed is
 //! dropped, never reused. Nagle's algorithm is off, so small requests leave at once. Knows
 //! nothing about OpenAI shapes or metrics.
+//!
+//! A lease says whether its connection was reused: a server may close a kept-alive connection
+//! just as the next request goes out on it (llama-server closes ~0.6 ms after a stream ends,
+//! while still answering `Keep-Alive`), and only a request that failed on a reused connection
+//! may be resent on a new one ([`super::request`] decides).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +51,8 @@ pub struct Client {
 pub struct Lease<'a> {
     client: &'a Client,
     sender: Sender,
+    /// Taken from the pool (it carried an earlier request), not opened for this one.
+    reused: bool,
 }
 
 impl Client {
@@ -86,6 +93,7 @@ impl Client {
                     return Ok(Lease {
                         client: self,
                         sender,
+                        reused: true,
                     });
                 }
                 // Closed by the server while idle: drop it and look again.
@@ -93,6 +101,11 @@ impl Client {
                 None => break,
             }
         }
+        self.open().await
+    }
+
+    /// A new connection, never one from the pool.
+    pub async fn open(&self) -> Result<Lease<'_>, ClientError> {
         let stream = TcpStream::connect(&self.authority)
             .await
             .map_err(|source| ClientError::Connect {
@@ -106,6 +119,7 @@ impl Client {
         Ok(Lease {
             client: self,
             sender,
+            reused: false,
         })
     }
 
@@ -121,6 +135,11 @@ impl Client {
 }
 
 impl Lease<'_> {
+    /// The connection carried an earlier request (it came from the pool).
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
+
     /// Sends one request with a JSON body; the response's body is left to the caller.
     pub async fn send(
         &mut self,

@@ -97,7 +97,10 @@ pub struct BenchConfig {
     /// `None`: ask `/v1/models`.
     pub model: Option<String>,
     pub mode: Mode,
-    pub seed: u64,
+    /// Seed of the arrival schedule and the synthetic prompts. `None`: prompts get a fresh
+    /// random salt each invocation (recorded in the result), so a second run is not served
+    /// from the server's prefix cache; the schedule then uses seed 0.
+    pub seed: Option<u64>,
     pub stop: Stop,
     pub runs: u32,
     pub warmup: u32,
@@ -472,7 +475,7 @@ impl BenchConfig {
             endpoint,
             model: r.given("model").map(str::to_owned),
             mode,
-            seed: r.integer("seed")?.unwrap_or(0),
+            seed: r.integer("seed")?,
             stop,
             runs,
             warmup: r.u32("warmup")?.unwrap_or(1),

@@ -37,8 +37,12 @@ pub struct Honesty {
     pub max_concurrent_requests: u64,
     /// Open loop: how late sends were against the schedule, ms.
     pub dispatch_lag_ms: Option<Summary>,
-    /// TCP connections opened (keep-alive reuses them).
+    /// TCP connections opened during the run (keep-alive reuses them; connections left open
+    /// by the warm-up or an earlier level are not counted again).
     pub connections_opened: u64,
+    /// Requests resent on a new connection because the server closed the reused one just as
+    /// they went out (before any response).
+    pub reconnects: u64,
 }
 
 /// One run's numbers.

@@ -7,6 +7,7 @@
 //! - [`request`]: one streamed request, stamped per event. [`schedule`]: open-loop arrivals.
 //!   [`prompts`]: synthetic, JSONL and ShareGPT prompts.
 //! - [`run`]: levels, runs, warm-up, closed and open loops. `cpu`: the client's own CPU time.
+//!   [`reachability`]: backing off from, and giving up on, a server that went away.
 //! - [`metrics`] and [`stats`]: a run's numbers. [`result`]: the vLLM-compatible JSON and
 //!   files. [`report`]: the readable table.
 //!
@@ -17,6 +18,7 @@ pub mod config;
 mod cpu;
 pub mod metrics;
 pub mod prompts;
+pub mod reachability;
 pub mod report;
 pub mod request;
 pub mod result;

@@ -6,6 +6,7 @@
 
 use std::fmt::Write;
 
+use super::config::Mode;
 use super::metrics::RunMetrics;
 use super::result::{BenchResult, LevelResult, mode_name};
 use super::stats::Summary;
@@ -22,8 +23,9 @@ pub fn render_table(result: &BenchResult) -> String {
         result.model,
         mode_name(&c.mode)
     );
-    for level in &result.levels {
-        render_level(&mut out, level);
+    for (i, level) in result.levels.iter().enumerate() {
+        // The step's outputs and stored metrics come from the first level.
+        render_level(&mut out, level, (i == 0).then_some(&c.mode));
     }
     if !result.warnings.is_empty() {
         out.push('\n');
@@ -32,6 +34,47 @@ pub fn render_table(result: &BenchResult) -> String {
         }
     }
     out
+}
+
+/// What a metric the `benchmark` step stores is, in words, as `compare-to-baseline` names it
+/// (`output_tok_s (decode tok/s, per-request median)`): which samples are kept and that the
+/// comparison judges their median ([`crate::compare::center`]). `None` for a name the
+/// generator does not store.
+pub fn metric_meaning(name: &str, mode: &Mode) -> Option<&'static str> {
+    let single = matches!(mode, Mode::SingleStream);
+    Some(match name {
+        "output_tok_s" if single => "decode tok/s, per-request median",
+        "output_tok_s" | "output_throughput" => "output tok/s, median of runs",
+        "request_throughput" => "req/s, median of runs",
+        "total_token_throughput" => "total tok/s, median of runs",
+        "ttft_ms" => "TTFT, per-request median",
+        "tpot_ms" => "TPOT, per-request median",
+        "itl_ms" => "each run's median ITL, median of runs",
+        "e2el_ms" => "E2EL, per-request median",
+        "decode_tok_s" => "decode tok/s, per-request median",
+        "e2e_tok_s" => "end-to-end tok/s, per-request median",
+        "tokens_per_chunk" => "tokens per chunk, per-request median",
+        _ => return None,
+    })
+}
+
+/// The samples stored as `output_tok_s` for one level: each successful request's decode
+/// speed in single-stream mode, each run's output throughput otherwise.
+pub fn output_tok_s_samples(level: &LevelResult, mode: &Mode) -> Vec<f64> {
+    if matches!(mode, Mode::SingleStream) {
+        level
+            .runs
+            .iter()
+            .flat_map(|r| r.records.iter().filter(|x| x.ok()))
+            .filter_map(|r| r.decode_tok_s())
+            .collect()
+    } else {
+        level
+            .across_runs
+            .get("output_throughput")
+            .map(|a| a.values.clone())
+            .unwrap_or_default()
+    }
 }
 
 fn row(out: &mut String, label: &str, value: impl std::fmt::Display) {
@@ -52,6 +95,11 @@ fn latency(out: &mut String, title: &str, name: &str, s: Option<&Summary>) {
         row(out, &format!("{name} (ms):"), "unknown (no token counts)");
         return;
     };
+    if s.count == 0 {
+        // A mean of nothing is not 0 ms: say there is no sample.
+        row(out, &format!("{name} (ms):"), "no samples");
+        return;
+    }
     for (what, v) in [
         ("Mean", s.mean),
         ("Median", s.median),
@@ -64,7 +112,7 @@ fn latency(out: &mut String, title: &str, name: &str, s: Option<&Summary>) {
     }
 }
 
-fn render_level(out: &mut String, level: &LevelResult) {
+fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) {
     let m: &RunMetrics = &level.pooled;
     let _ = writeln!(
         out,
@@ -74,6 +122,13 @@ fn render_level(out: &mut String, level: &LevelResult) {
     row(out, "Successful requests:", m.completed);
     row(out, "Failed requests:", m.failed);
     row(out, "Benchmark duration (s):", format!("{:.2}", m.duration));
+    if m.completed == 0 {
+        // No figure without a sample: a table of zeros would read as a measurement.
+        row(out, "Measured:", "nothing (no request completed)");
+        render_errors(out, level);
+        render_client(out, m);
+        return;
+    }
     row(
         out,
         "Total input tokens:",
@@ -101,6 +156,21 @@ fn render_level(out: &mut String, level: &LevelResult) {
         "Output token throughput (tok/s):",
         opt(m.output_throughput, 2),
     );
+    // The figure `compare-to-baseline` judges, under the name its verdict gives it.
+    if let Some(mode) = compared {
+        let samples = output_tok_s_samples(level, mode);
+        if let (Some(meaning), Some(v)) = (
+            metric_meaning("output_tok_s", mode),
+            crate::compare::center(&samples),
+        ) {
+            row(
+                out,
+                &format!("output_tok_s ({meaning}):"),
+                // The digits its verdict line gives.
+                crate::compare::format_value(v, ""),
+            );
+        }
+    }
     row(
         out,
         "Total token throughput (tok/s):",
@@ -163,12 +233,51 @@ fn render_level(out: &mut String, level: &LevelResult) {
             );
         }
     }
-    if !m.errors.is_empty() {
-        header(out, "Errors");
-        for (kind, n) in &m.errors {
-            row(out, &format!("{kind}:"), n);
+    render_errors(out, level);
+    render_client(out, m);
+}
+
+/// Failures by kind, then the first distinct messages: the server's own reason
+/// (`request (9427 tokens) exceeds the available context size (512 tokens)`) is what tells
+/// the user what to change. Warm-up failures are shown too.
+fn render_errors(out: &mut String, level: &LevelResult) {
+    let m = &level.pooled;
+    let warmup: Vec<_> = level.runs.iter().flat_map(|r| &r.warmup.failures).collect();
+    if m.errors.is_empty() && warmup.is_empty() {
+        return;
+    }
+    header(out, "Errors");
+    for (kind, n) in &m.errors {
+        row(out, &format!("{kind}:"), n);
+    }
+    if !warmup.is_empty() {
+        let sent: u64 = level.runs.iter().map(|r| r.warmup.sent).sum();
+        row(
+            out,
+            "Warm-up requests failed:",
+            format!("{} of {sent}", warmup.len()),
+        );
+    }
+    let mut messages: Vec<&str> = Vec::new();
+    let errors = level
+        .runs
+        .iter()
+        .flat_map(|r| r.records.iter().filter_map(|x| x.error.as_ref()))
+        .chain(warmup.iter().copied());
+    for error in errors {
+        if messages.len() == 3 {
+            break;
+        }
+        if !messages.contains(&error.message.as_str()) {
+            messages.push(&error.message);
         }
     }
+    for message in messages {
+        let _ = writeln!(out, "  {message}");
+    }
+}
+
+fn render_client(out: &mut String, m: &RunMetrics) {
     header(out, "Client");
     let h = &m.honesty;
     row(
@@ -197,4 +306,7 @@ fn render_level(out: &mut String, level: &LevelResult) {
         );
     }
     row(out, "Connections opened:", h.connections_opened);
+    if h.reconnects > 0 {
+        row(out, "Resent on a new connection:", h.reconnects);
+    }
 }

@@ -14,7 +14,10 @@ use http_body_util::BodyExt;
 use hyper::Method;
 use serde::{Deserialize, Serialize};
 
-use super::client::{Client, ClientError};
+use hyper::Response;
+use hyper::body::Incoming;
+
+use super::client::{Client, ClientError, Lease};
 use super::config::Endpoint;
 use super::sse::SseParser;
 
@@ -131,12 +134,29 @@ pub struct RequestRecord {
     /// When the stream ended (`[DONE]` or the error), ms from the send.
     pub end_ms: f64,
     pub error: Option<RequestError>,
+    /// Times the request was resent on a new connection because the reused one closed before
+    /// any response (0 or 1).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reconnects: u32,
+    /// The last `finish_reason` the server gave (`length`, `stop`, …).
+    pub finish_reason: Option<String>,
+    /// Prompt tokens the server served from its prefix cache, when its `usage` says
+    /// (`prompt_tokens_details.cached_tokens`).
+    pub cached_prompt_tokens: Option<u64>,
+    /// Not written: a response head arrived, or the request waited long enough that the
+    /// server may only be busy (a timeout). False: the server could not be reached at all.
+    #[serde(skip)]
+    pub reached_server: bool,
     /// Not written: the monotonic send time, for the run's own bookkeeping.
     #[serde(skip)]
     pub sent_at: Option<Instant>,
     /// Not written: when the stream ended.
     #[serde(skip)]
     pub ended_at: Option<Instant>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RequestRecord {
@@ -218,6 +238,8 @@ struct Choice<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -232,6 +254,14 @@ struct Usage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptTokensDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// Limits on one request.
@@ -267,46 +297,31 @@ pub async fn measure(
         record.error = Some(RequestError { kind, message });
     };
 
-    let mut lease = match tokio::time::timeout_at(deadline, client.lease()).await {
-        Ok(Ok(lease)) => lease,
-        Ok(Err(err)) => {
-            let kind = match err {
-                ClientError::Connect { .. } => ErrorKind::Connect,
-                ClientError::Http(_) => ErrorKind::Truncated,
+    let (lease, response) = match connect_and_send(client, path, &body, &record.id, deadline).await
+    {
+        Ok((lease, response, reconnects)) => {
+            record.reconnects = reconnects;
+            (lease, response)
+        }
+        Err((kind, message, reconnects)) => {
+            record.reconnects = reconnects;
+            if kind == ErrorKind::Timeout {
+                record.reached_server = true; // it may be busy, not gone
+            }
+            let message = match kind {
+                ErrorKind::Timeout => message.unwrap_or_else(|| {
+                    format!(
+                        "no response within {}",
+                        humantime::format_duration(timeouts.total)
+                    )
+                }),
+                _ => message.unwrap_or_default(),
             };
-            fail(&mut record, kind, err.to_string());
-            return record;
-        }
-        Err(_) => {
-            fail(
-                &mut record,
-                ErrorKind::Timeout,
-                "timed out connecting".into(),
-            );
+            fail(&mut record, kind, message);
             return record;
         }
     };
-    let sent = tokio::time::timeout_at(
-        deadline,
-        lease.send(Method::POST, path, body, Some(&record.id)),
-    )
-    .await;
-    let response = match sent {
-        Ok(Ok(response)) => response,
-        Ok(Err(err)) => {
-            fail(&mut record, ErrorKind::Truncated, err.to_string());
-            return record;
-        }
-        Err(_) => {
-            let total = humantime::format_duration(timeouts.total);
-            fail(
-                &mut record,
-                ErrorKind::Timeout,
-                format!("no response within {total}"),
-            );
-            return record;
-        }
-    };
+    record.reached_server = true;
     let status = response.status().as_u16();
     let mut body = response.into_body();
     if status != 200 {
@@ -415,7 +430,17 @@ pub async fn measure(
                     (c, _) => *c = None,
                 }
             }
+            if let Some(reason) = parsed
+                .choices
+                .first()
+                .and_then(|c| c.finish_reason.as_deref())
+            {
+                record.finish_reason = Some(reason.to_owned());
+            }
             if let Some(usage) = parsed.usage {
+                if let Some(cached) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+                    record.cached_prompt_tokens = Some(cached);
+                }
                 record.prompt_tokens = usage.prompt_tokens.or(record.prompt_tokens);
                 record.completion_tokens = usage.completion_tokens.or(record.completion_tokens);
             }
@@ -459,6 +484,69 @@ pub async fn measure(
                 .collect()
         });
     record
+}
+
+/// Why no response head came: the kind, the message (`None` for a timeout, worded by the
+/// caller) and how many times the request was resent.
+type SendFailure = (ErrorKind, Option<String>, u32);
+
+/// Takes a connection and sends the request; the response head is returned with the lease.
+///
+/// A request that fails on a reused connection before any byte of a response arrived is
+/// resent once on a new connection: the server closed that kept-alive connection as the
+/// request went out (llama-server closes ~0.6 ms after a stream ends, still saying
+/// `Keep-Alive`), so it never saw the request. The resend is counted, never hidden; a failure
+/// on a new connection is the server's answer and is not retried.
+async fn connect_and_send<'c>(
+    client: &'c Client,
+    path: &str,
+    body: &Bytes,
+    id: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(Lease<'c>, Response<Incoming>, u32), SendFailure> {
+    let mut reconnects = 0;
+    let mut leased = tokio::time::timeout_at(deadline, client.lease()).await;
+    loop {
+        let mut lease = match leased {
+            Ok(Ok(lease)) => lease,
+            Ok(Err(err)) => {
+                let kind = match err {
+                    ClientError::Connect { .. } => ErrorKind::Connect,
+                    ClientError::Http(_) => ErrorKind::Truncated,
+                };
+                return Err((kind, Some(err.to_string()), reconnects));
+            }
+            Err(_) => {
+                return Err((
+                    ErrorKind::Timeout,
+                    Some("timed out connecting".into()),
+                    reconnects,
+                ));
+            }
+        };
+        let sent = tokio::time::timeout_at(
+            deadline,
+            lease.send(Method::POST, path, body.clone(), Some(id)),
+        )
+        .await;
+        match sent {
+            Ok(Ok(response)) => return Ok((lease, response, reconnects)),
+            Ok(Err(_)) if lease.reused() && reconnects == 0 => {
+                reconnects += 1;
+                drop(lease);
+                leased = tokio::time::timeout_at(deadline, client.open()).await;
+            }
+            Ok(Err(err)) => {
+                let message = if reconnects > 0 {
+                    format!("{err} (also on a new connection)")
+                } else {
+                    err.to_string()
+                };
+                return Err((ErrorKind::Truncated, Some(message), reconnects));
+            }
+            Err(_) => return Err((ErrorKind::Timeout, None, reconnects)),
+        }
+    }
 }
 
 /// `HTTP 404: unknown path …` from an OpenAI-style error body, or the body's start.

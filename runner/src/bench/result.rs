@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::config::{BenchConfig, Mode, Slo, Stop};
 use super::metrics::{Honesty, RunMetrics};
-use super::request::RequestRecord;
+use super::request::{RequestError, RequestRecord};
 use super::schedule::Arrival;
 use super::stats::{AcrossRuns, Summary};
 
@@ -71,6 +71,17 @@ pub struct RunResult {
     pub run: u32,
     pub metrics: RunMetrics,
     pub records: Vec<RequestRecord>,
+    /// The warm-up before it.
+    pub warmup: WarmUp,
+    /// When its first request could be sent (for "the server went away at T").
+    pub started_at: Option<std::time::Instant>,
+}
+
+/// A run's warm-up: its requests are not measured, but their failures are shown.
+#[derive(Clone, Debug, Default)]
+pub struct WarmUp {
+    pub sent: u64,
+    pub failures: Vec<RequestError>,
 }
 
 /// Every run at one level, and what they say together.
@@ -155,7 +166,8 @@ fn pooled_honesty(runs: &[RunResult]) -> Honesty {
             .max()
             .unwrap_or(0),
         dispatch_lag_ms: (!lags.is_empty()).then(|| Summary::of(&lags)),
-        connections_opened: h.iter().map(|h| h.connections_opened).max().unwrap_or(0),
+        connections_opened: h.iter().map(|h| h.connections_opened).sum(),
+        reconnects: h.iter().map(|h| h.reconnects).sum(),
     }
 }
 
@@ -165,6 +177,9 @@ pub struct BenchResult {
     /// Local time the result was made, as vLLM writes it (`YYYYMMDD-HHMMSS`, UTC here).
     pub date: String,
     pub config: BenchConfig,
+    /// The seed the synthetic prompts were made with: `seed` when given, else this
+    /// invocation's random salt (give it as `seed` to send the same prompts again).
+    pub prompt_seed: u64,
     pub model: String,
     pub levels: Vec<LevelResult>,
     /// Reasons the numbers may not mean what they seem (the client limited the load, tokens
@@ -173,18 +188,25 @@ pub struct BenchResult {
 }
 
 impl BenchResult {
-    pub fn new(config: &BenchConfig, model: String, levels: Vec<LevelResult>) -> Self {
+    pub fn new(
+        config: &BenchConfig,
+        model: String,
+        prompt_seed: u64,
+        levels: Vec<LevelResult>,
+    ) -> Self {
         let warnings = warnings(config, &levels);
         Self {
             date: vllm_date(std::time::SystemTime::now()),
             config: config.clone(),
+            prompt_seed,
             model,
             levels,
             warnings,
         }
     }
 
-    /// `3 http_503, 1 timeout`: the failures of every level, by kind.
+    /// `3 http_400: HTTP 400: request (9427 tokens) exceeds …`: the failures of every level,
+    /// by kind, with the first distinct messages the server or connection gave.
     pub fn error_summary(&self) -> String {
         let mut all: IndexMap<String, u64> = IndexMap::new();
         for level in &self.levels {
@@ -195,10 +217,42 @@ impl BenchResult {
         if all.is_empty() {
             return "no errors".into();
         }
-        all.iter()
+        let counts = all
+            .iter()
             .map(|(k, n)| format!("{n} {k}"))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        let messages = self.first_error_messages(3);
+        if messages.is_empty() {
+            counts
+        } else {
+            format!("{counts}: {}", messages.join("; "))
+        }
+    }
+
+    /// Up to `n` distinct failure messages, in the order they happened (measured requests
+    /// first, then warm-ups).
+    pub fn first_error_messages(&self, n: usize) -> Vec<String> {
+        let measured = self
+            .levels
+            .iter()
+            .flat_map(|l| &l.runs)
+            .flat_map(|r| r.records.iter().filter_map(|x| x.error.as_ref()));
+        let warmup = self
+            .levels
+            .iter()
+            .flat_map(|l| &l.runs)
+            .flat_map(|r| &r.warmup.failures);
+        let mut out: Vec<String> = Vec::new();
+        for error in measured.chain(warmup) {
+            if out.len() == n {
+                break;
+            }
+            if !out.contains(&error.message) {
+                out.push(error.message.clone());
+            }
+        }
+        out
     }
 
     /// The step's outputs (`steps.<id>.outputs.*`), from the first level: medians across
@@ -356,6 +410,13 @@ impl BenchResult {
             "output_tokens": c.output_tokens,
             "ignore_eos": c.ignore_eos,
             "seed": c.seed,
+            "prompt_seed": self.prompt_seed,
+            "warmup_failures": level.runs.iter().map(|r| json!({
+                "run": r.run,
+                "sent": r.warmup.sent,
+                "failed": r.warmup.failures.len(),
+                "errors": r.warmup.failures,
+            })).collect::<Vec<_>>(),
             "tokens_known": level.pooled.tokens_known,
             "tokens_source": if level.pooled.tokens_known { "server usage" } else { "unknown: the server sent no usage" },
             "first_chunk_tokens_from": level.pooled.first_chunk_tokens_from,
@@ -478,6 +539,27 @@ fn warnings(config: &BenchConfig, levels: &[LevelResult]) -> Vec<String> {
                 ));
             }
         }
+        let warmup_failed: usize = level.runs.iter().map(|r| r.warmup.failures.len()).sum();
+        if warmup_failed > 0 {
+            let sent: u64 = level.runs.iter().map(|r| r.warmup.sent).sum();
+            let first = level
+                .runs
+                .iter()
+                .find_map(|r| r.warmup.failures.first())
+                .map_or(String::new(), |e| format!(": {}", e.message));
+            out.push(format!(
+                "{at}: {warmup_failed} of {sent} warm-up requests failed{first}"
+            ));
+        }
+        if h.reconnects > 0 {
+            out.push(format!(
+                "{at}: {} requests were resent on a new connection: the server closed a kept-alive connection as they went out (counted, not errors)",
+                h.reconnects
+            ));
+        }
+        if let Some(short) = ended_early(level) {
+            out.push(format!("{at}: {short}"));
+        }
         if let Some(lag) = &h.dispatch_lag_ms
             && lag.p99 > 5.0
         {
@@ -488,6 +570,52 @@ fn warnings(config: &BenchConfig, levels: &[LevelResult]) -> Vec<String> {
         }
     }
     out
+}
+
+/// `12 of 500 requests got fewer tokens than asked (104 of 200 at the least, finish_reason
+/// `length`)`: a server that stopped early (context full, end of sequence) makes token
+/// throughputs incomparable with runs that did not.
+fn ended_early(level: &LevelResult) -> Option<String> {
+    let ok: Vec<&RequestRecord> = level
+        .runs
+        .iter()
+        .flat_map(|r| r.records.iter().filter(|x| x.ok()))
+        .collect();
+    let short: Vec<&&RequestRecord> = ok
+        .iter()
+        .filter(|r| {
+            r.completion_tokens
+                .is_some_and(|t| t < u64::from(r.max_tokens))
+        })
+        .collect();
+    let fewest = short
+        .iter()
+        .min_by_key(|r| r.completion_tokens.unwrap_or(0))?;
+    let mut reasons: Vec<&str> = short
+        .iter()
+        .filter_map(|r| r.finish_reason.as_deref())
+        .collect();
+    reasons.sort_unstable();
+    reasons.dedup();
+    let reasons = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", finish_reason {}",
+            reasons
+                .iter()
+                .map(|r| format!("`{r}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )
+    };
+    Some(format!(
+        "{} of {} requests got fewer tokens than asked ({} of {} at the least{reasons}): the server stopped early (context full or end of sequence), so token throughputs are not comparable with full-length runs (help: lower `output-tokens` or `input-tokens` below the server's context size, or set `ignore-eos: true`)",
+        short.len(),
+        ok.len(),
+        fewest.completion_tokens.unwrap_or(0),
+        fewest.max_tokens,
+    ))
 }
 
 #[cfg(test)]

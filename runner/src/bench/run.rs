@@ -18,8 +18,9 @@ use super::config::{BenchConfig, Mode, Stop};
 use super::cpu::process_cpu_time;
 use super::metrics::{Honesty, RunMetrics};
 use super::prompts::{PromptError, Prompts};
+use super::reachability::{Gone, Reachability};
 use super::request::{RequestRecord, RequestSpec, Timeouts, measure};
-use super::result::{BenchResult, Level, LevelResult, RunResult};
+use super::result::{BenchResult, Level, LevelResult, RunResult, WarmUp};
 use super::schedule::Schedule;
 use super::stats::Summary;
 
@@ -52,6 +53,13 @@ pub enum BenchError {
     Prompts(#[from] PromptError),
     #[error("cannot ask `{url}` for its model: {message}")]
     Model { url: String, message: String },
+    /// Nothing reached the server for a while during a run: it stopped or crashed. The
+    /// result holds what was measured until then.
+    #[error("{message}")]
+    ServerGone {
+        message: String,
+        result: Box<BenchResult>,
+    },
     /// Every request failed, or more than `max-error-rate` did. The result is complete: it
     /// says which errors happened and is still worth writing.
     #[error("{message}")]
@@ -72,6 +80,9 @@ impl BenchError {
             Self::TooManyErrors { .. } => Some(
                 "see `errors` in the result; raise `max-error-rate` to accept some failures".into(),
             ),
+            Self::ServerGone { .. } => {
+                Some("the server stopped or crashed during the benchmark: look at its log".into())
+            }
         }
     }
 }
@@ -85,6 +96,8 @@ struct Shared {
     config: Arc<BenchConfig>,
     /// Numbers prompts across warm-up and runs, so no two requests share a synthetic prompt.
     prompt_counter: Arc<AtomicU64>,
+    /// Whether the server can still be reached; ends the benchmark when it cannot.
+    reach: Arc<Reachability>,
     in_flight: Arc<AtomicU64>,
     max_in_flight: Arc<AtomicU64>,
 }
@@ -118,6 +131,17 @@ impl Shared {
         )
         .await;
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        match &record.error {
+            Some(error) if !record.reached_server => {
+                // Back off before this worker's next request: a dead server refuses at once.
+                let wait = self.reach.unreachable(&error.message, Instant::now());
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = self.reach.went_away() => {}
+                }
+            }
+            _ => self.reach.reached(),
+        }
         record.prompt_words = prompt.words;
         record.max_tokens = max_tokens;
         record
@@ -131,7 +155,10 @@ pub async fn run(
     config: &BenchConfig,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<BenchResult, BenchError> {
-    let prompts = Prompts::load(&config.prompts, config.seed)?;
+    // Without a seed, synthetic prompts are salted afresh each invocation: the same prompts
+    // again would be served from the server's prefix cache and make later runs look faster.
+    let prompt_seed = config.seed.unwrap_or_else(fresh_salt);
+    let prompts = Prompts::load(&config.prompts, prompt_seed)?;
     let client = Arc::new(Client::new(&config.target));
     let model = match &config.model {
         Some(model) => model.clone(),
@@ -143,6 +170,7 @@ pub async fn run(
         model: model.as_str().into(),
         config: Arc::new(config.clone()),
         prompt_counter: Arc::new(AtomicU64::new(0)),
+        reach: Arc::new(Reachability::new(widest(&config.mode))),
         in_flight: Arc::new(AtomicU64::new(0)),
         max_in_flight: Arc::new(AtomicU64::new(0)),
     };
@@ -158,12 +186,26 @@ pub async fn run(
                 run: run + 1,
                 runs: config.runs,
             };
-            warm_up(&shared, &tag, progress).await;
-            runs.push(measure_run(&shared, &tag, progress).await);
+            let warmup = warm_up(&shared, &tag, progress).await;
+            let mut measured = measure_run(&shared, &tag, progress).await;
+            measured.warmup = warmup;
+            runs.push(measured);
+            if shared.reach.is_gone() {
+                break;
+            }
         }
         results.push(LevelResult::new(level.clone(), runs, &config.slo));
+        if shared.reach.is_gone() {
+            break;
+        }
     }
-    let result = BenchResult::new(config, model, results);
+    let result = BenchResult::new(config, model, prompt_seed, results);
+    if let Some(gone) = shared.reach.gone() {
+        return Err(BenchError::ServerGone {
+            message: gone_message(&gone, &result),
+            result: Box::new(result),
+        });
+    }
     let pooled: (u64, u64) = result.levels.iter().fold((0, 0), |(c, f), l| {
         (c + l.pooled.completed, f + l.pooled.failed)
     });
@@ -244,11 +286,50 @@ async fn discover_model(client: &Client, url: &str) -> Result<String, BenchError
         .ok_or_else(|| fail("it lists no model".into()))
 }
 
-/// Sends the warm-up requests (at the level's concurrency, at most one each) and drops them.
-async fn warm_up(shared: &Shared, tag: &Tag, progress: &(dyn Fn(Progress) + Sync)) {
+/// A random salt for the prompts, from the OS-seeded hasher keys std already draws.
+fn fresh_salt() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+/// The widest a level sends at once: the closed loop's workers (the open loop's cap, or 1).
+fn widest(mode: &Mode) -> u64 {
+    Level::all(mode)
+        .iter()
+        .map(|l| u64::from(l.concurrency.unwrap_or(1)))
+        .max()
+        .unwrap_or(1)
+}
+
+/// `the server went away at 6.02 s into run 1 at concurrency 4: cannot connect to …`.
+fn gone_message(gone: &Gone, result: &BenchResult) -> String {
+    let (level, run, at) = result
+        .levels
+        .iter()
+        .flat_map(|l| l.runs.iter().map(move |r| (l, r)))
+        .next_back()
+        .map_or((String::new(), 0, 0.0), |(l, r)| {
+            let at = r.started_at.map_or(0.0, |t| {
+                gone.since.saturating_duration_since(t).as_secs_f64()
+            });
+            (l.level.to_string(), r.run, at)
+        });
+    let failed: u64 = result.levels.iter().map(|l| l.pooled.failed).sum();
+    let completed: u64 = result.levels.iter().map(|l| l.pooled.completed).sum();
+    format!(
+        "the server went away at {at:.2} s into run {run} at {level}: {} ({} requests could not reach it since; {completed} completed and {failed} failed in all)",
+        gone.message, gone.failures
+    )
+}
+
+/// Sends the warm-up requests (at the level's concurrency, at most one each) and drops them,
+/// keeping only their failures: a warm-up that fails says something about the server.
+async fn warm_up(shared: &Shared, tag: &Tag, progress: &(dyn Fn(Progress) + Sync)) -> WarmUp {
     let count = u64::from(shared.config.warmup);
     if count == 0 {
-        return;
+        return WarmUp::default();
     }
     progress(tag.progress(true, 0, Some(count)));
     let width = u64::from(tag.level.concurrency.unwrap_or(1)).clamp(1, count);
@@ -258,19 +339,28 @@ async fn warm_up(shared: &Shared, tag: &Tag, progress: &(dyn Fn(Progress) + Sync
         let (shared, next) = (shared.clone(), next.clone());
         let prefix = tag.id_prefix("w");
         tasks.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= count {
+                if i >= count || shared.reach.is_gone() {
                     break;
                 }
-                shared.send(format!("{prefix}{i}")).await;
+                if let Some(error) = shared.send(format!("{prefix}{i}")).await.error {
+                    failures.push(error);
+                }
             }
+            failures
         }));
     }
+    let mut warmup = WarmUp {
+        sent: count,
+        failures: Vec::new(),
+    };
     for task in tasks {
-        task.await.ok();
+        warmup.failures.extend(task.await.unwrap_or_default());
     }
     progress(tag.progress(true, count, Some(count)));
+    warmup
 }
 
 /// One measured run at one level.
@@ -282,6 +372,7 @@ async fn measure_run(
     let config = &shared.config;
     let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
     shared.max_in_flight.store(0, Ordering::Relaxed);
+    let opened_before = shared.client.connections_opened();
     let cpu_before = process_cpu_time();
     let start = Instant::now();
     let unix_start = SystemTime::now()
@@ -289,9 +380,11 @@ async fn measure_run(
         .unwrap_or_default();
     let total = match (&config.mode, config.stop) {
         (_, Stop::Requests(n)) => Some(n),
-        (Mode::RequestRate { rate, arrival, .. }, Stop::Duration(d)) => {
-            Some(Schedule::new(*arrival, *rate, config.seed).until(d).len() as u64)
-        }
+        (Mode::RequestRate { rate, arrival, .. }, Stop::Duration(d)) => Some(
+            Schedule::new(*arrival, *rate, config.seed.unwrap_or(0))
+                .until(d)
+                .len() as u64,
+        ),
         (_, Stop::Duration(_)) => None,
     };
 
@@ -301,7 +394,7 @@ async fn measure_run(
             arrival,
             max_concurrency,
         } => {
-            let schedule = Schedule::new(*arrival, *rate, config.seed);
+            let schedule = Schedule::new(*arrival, *rate, config.seed.unwrap_or(0));
             let offsets = match config.stop {
                 Stop::Requests(n) => schedule.take_n(usize::try_from(n).unwrap_or(usize::MAX)),
                 Stop::Duration(d) => schedule.until(d),
@@ -312,7 +405,10 @@ async fn measure_run(
             tokio::spawn(async move {
                 for (i, offset) in offsets.into_iter().enumerate() {
                     let due = start + offset;
-                    tokio::time::sleep_until(due.into()).await;
+                    tokio::select! {
+                        () = tokio::time::sleep_until(due.into()) => {}
+                        () = shared.reach.went_away() => break,
+                    }
                     let permit = match &cap {
                         Some(cap) => cap.clone().acquire_owned().await.ok(),
                         None => None,
@@ -340,10 +436,11 @@ async fn measure_run(
                 tokio::spawn(async move {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let more = match stop {
-                            Stop::Requests(n) => i < n,
-                            Stop::Duration(d) => start.elapsed() < d,
-                        };
+                        let more = !shared.reach.is_gone()
+                            && match stop {
+                                Stop::Requests(n) => i < n,
+                                Stop::Duration(d) => start.elapsed() < d,
+                            };
                         if !more {
                             break;
                         }
@@ -415,13 +512,16 @@ async fn measure_run(
         asked_request_rate: tag.level.request_rate,
         max_concurrent_requests: shared.max_in_flight.load(Ordering::Relaxed),
         dispatch_lag_ms: (!lags.is_empty()).then(|| Summary::of(&lags)),
-        connections_opened: shared.client.connections_opened(),
+        connections_opened: shared.client.connections_opened() - opened_before,
+        reconnects: records.iter().map(|r| u64::from(r.reconnects)).sum(),
     };
     let metrics = RunMetrics::compute(&records, duration, &config.slo, honesty);
     RunResult {
         run: tag.run,
         metrics,
         records,
+        warmup: WarmUp::default(),
+        started_at: Some(start),
     }
 }
 

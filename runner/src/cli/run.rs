@@ -23,7 +23,7 @@ use crate::engine::{
 use crate::hosts::{Host, HostConfig};
 use crate::plan::{Plan, build_with_names, from_workflow};
 use crate::signal::{Escalation, SignalEvent, SignalHandlerKind, cancel_on_signals};
-use crate::ui::{JsonView, LiveView, PlainView, summary};
+use crate::ui::{JsonView, LiveView, PlainView, headline_text, summary};
 use crate::workflow::Loaded;
 use crate::workflow::model::Workflow;
 
@@ -222,9 +222,10 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::Infrastructure);
             }
         };
+        let live = !args.json && live_view_wanted(args.plain);
         let view: Arc<dyn EventSink> = if args.json {
             Arc::new(JsonView::new(std::io::stdout()))
-        } else if live_view_wanted(args.plain) {
+        } else if live {
             Arc::new(LiveView::stdout())
         } else {
             Arc::new(PlainView::new(std::io::stdout()))
@@ -249,8 +250,12 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         }
         match result {
             Ok(report) => {
-                if !args.json {
+                // The run ends with its answer: in JSON the `run_headline` event, on the live
+                // board its final frame (the board is the summary there), in plain lines
+                // after the summary.
+                if !args.json && !live {
                     print!("{}", summary(&report.jobs));
+                    print!("{}", headline_text(&report.headline));
                 }
                 for problem in &report.unreachable {
                     eprintln!("error: could not reach the Docker engine of {problem}");

@@ -348,6 +348,16 @@ fn describe_differences(diffs: &[FieldDiff]) -> String {
         .join(", ")
 }
 
+/// A metric as the benchmark's table names the figure a comparison judges:
+/// `output_tok_s (decode tok/s, per-request median)`, or the bare name when the benchmark did
+/// not say what it is (a scripted benchmark's own metric).
+pub fn metric_title(metric: &str, meaning: Option<&str>) -> String {
+    match meaning {
+        Some(m) => format!("{metric} ({m})"),
+        None => metric.to_string(),
+    }
+}
+
 /// A value rounded for reading (two decimals below 100, fewer above), and its unit.
 pub fn format_value(v: f64, unit: &str) -> String {
     let digits = if v.abs() >= 1000.0 {

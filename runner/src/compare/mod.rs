@@ -17,7 +17,7 @@ mod verdict;
 pub use baseline::{Baseline, BaselineData, CurrentRun, resolve};
 pub use baseline_spec::BaselineSpec;
 pub use comparison::{
-    CompareOptions, Comparison, MetricInput, Test, center, compare, format_value,
+    CompareOptions, Comparison, MetricInput, Test, center, compare, format_value, metric_title,
 };
 pub use error::CompareError;
 pub use fail_on::{FailOn, StepOutcome, step_outcome};

@@ -49,6 +49,8 @@ pub struct RunReport {
     pub preflight: super::PreflightReport,
     /// Hosts whose engine could not be reached when a job needed it, each with why.
     pub unreachable: Vec<String>,
+    /// The run's answer: benchmark figures, verdicts, reports (also its last event).
+    pub headline: super::Headline,
 }
 
 impl RunReport {
@@ -101,10 +103,11 @@ pub async fn run(
     }
     let inputs = super::inputs::resolve(&wf, &opts.inputs).map_err(RunError::Input)?;
     let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
+    let headline = Arc::new(super::headline::HeadlineSink::new(sink));
     let base = base_contexts(&wf, &plan, &opts, inputs);
     let shared = Arc::new(Shared {
         wf: wf.clone(),
-        sink,
+        sink: headline.clone(),
         masker,
         engines: engines.into(),
         started: Instant::now(),
@@ -151,6 +154,7 @@ pub async fn run(
             run_id: shared.opts.run_id.clone(),
             result,
         });
+        let headline = end_with_headline(&shared, &headline, result);
         return Ok(RunReport {
             run_id: shared.opts.run_id.clone(),
             result,
@@ -161,6 +165,7 @@ pub async fn run(
             log_dir: shared.opts.log_dir.clone(),
             preflight,
             unreachable: shared.engines.failures(),
+            headline,
         });
     }
     let mut state = vec![State::Pending; runs.len()];
@@ -409,6 +414,7 @@ pub async fn run(
         run_id: shared.opts.run_id.clone(),
         result,
     });
+    let headline = end_with_headline(&shared, &headline, result);
     Ok(RunReport {
         run_id: shared.opts.run_id.clone(),
         result,
@@ -416,7 +422,23 @@ pub async fn run(
         log_dir: shared.opts.log_dir.clone(),
         preflight,
         unreachable: shared.engines.failures(),
+        headline,
     })
+}
+
+/// The run's last event: its headline, from what the steps said on the way.
+fn end_with_headline(
+    shared: &Shared,
+    sink: &super::headline::HeadlineSink,
+    result: JobResult,
+) -> super::Headline {
+    let headline = sink.headline(
+        &shared.opts.run_id,
+        result,
+        &shared.opts.log_dir.display().to_string(),
+    );
+    shared.emit(EventKind::RunHeadline(headline.clone()));
+    headline
 }
 
 /// How often a run with jobs waiting for GPUs looks whether another process freed some.

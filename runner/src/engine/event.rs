@@ -92,6 +92,77 @@ impl StepOutcome {
     }
 }
 
+/// A `benchmark` step's key figure, said when the step has measured (`benchmark_result`)
+/// and again in the run's headline: the mean across runs with its 95% confidence interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchmarkFigure {
+    pub job: JobRef,
+    pub step: String,
+    /// The step's name.
+    pub name: String,
+    /// The metric, named as the benchmark's "Across runs" table names it: `decode_tok_s` in
+    /// single-stream mode (the step's `output_tok_s`), `output_throughput` under load, a
+    /// scripted benchmark's first metric.
+    pub metric: String,
+    pub unit: String,
+    /// The mean of the runs' values.
+    pub mean: f64,
+    /// The 95% confidence interval of that mean (Student's t); equal to the mean with one run.
+    pub ci95_low: f64,
+    pub ci95_high: f64,
+    /// How many runs the mean is over.
+    pub runs: usize,
+}
+
+/// One metric's verdict from a `compare-to-baseline` step (`comparison_result`), and in the
+/// run's headline.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ComparisonFigure {
+    pub job: JobRef,
+    pub step: String,
+    pub name: String,
+    pub metric: String,
+    /// What the compared figure is (`decode tok/s, per-request median`), when the benchmark
+    /// said; the benchmark's table shows it as `output_tok_s (decode tok/s, per-request median)`.
+    pub meaning: Option<String>,
+    /// `regression`, `improvement`, `unchanged`, `inconclusive`, `no-baseline`, `incomparable`.
+    pub verdict: String,
+    pub unit: String,
+    /// This run's value and the baseline's (medians), when known.
+    pub current: Option<f64>,
+    pub baseline_value: Option<f64>,
+    /// Current over baseline, as measured.
+    pub ratio: Option<f64>,
+    /// The change in percent, positive is better.
+    pub change_pct: Option<f64>,
+    /// What was compared with, in words.
+    pub baseline: String,
+}
+
+/// A report a `report` step wrote (`report_written`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReportFile {
+    pub job: JobRef,
+    pub step: String,
+    /// The main file (`…/report/report.md`).
+    pub path: String,
+    /// The commit on the results branch, when `commit:` asked for one.
+    pub commit: Option<String>,
+}
+
+/// The run's answer, the last event of every run (`run_headline`): each benchmark's key
+/// figure, each comparison's verdict, each report's path, in the order they happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Headline {
+    pub run_id: String,
+    pub result: JobResult,
+    /// Where the run's logs are stored.
+    pub log_dir: String,
+    pub benchmarks: Vec<BenchmarkFigure>,
+    pub comparisons: Vec<ComparisonFigure>,
+    pub reports: Vec<ReportFile>,
+}
+
 /// Which output stream a log line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -236,6 +307,14 @@ pub enum EventKind {
         #[serde(serialize_with = "seconds")]
         duration: Duration,
     },
+    /// A `benchmark` step measured: its key figure.
+    BenchmarkResult(BenchmarkFigure),
+    /// A `compare-to-baseline` step judged a metric.
+    ComparisonResult(ComparisonFigure),
+    /// A `report` step wrote its report.
+    ReportWritten(ReportFile),
+    /// The last event of a run, after `run_finished`: its answer in one place.
+    RunHeadline(Headline),
     /// Every preflight check is done; none ran when `checks` is 0.
     PreflightFinished {
         checks: usize,

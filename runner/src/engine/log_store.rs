@@ -144,7 +144,8 @@ impl LogStore {
                     }
                 }
             }
-            EventKind::RunFinished { .. } => {
+            // The headline comes last, after `run_finished`.
+            EventKind::RunFinished { .. } | EventKind::RunHeadline(_) => {
                 for (_, mut w) in state.open.drain() {
                     w.flush()?;
                 }

@@ -22,6 +22,7 @@ pub mod engines;
 pub mod evaluate;
 pub mod event;
 pub mod executor;
+pub mod headline;
 pub mod host;
 pub mod inputs;
 pub mod job_gpus;
@@ -38,7 +39,8 @@ pub mod step_shell;
 pub use dispatcher::{RunReport, run};
 pub use engines::{Connect, Engines};
 pub use event::{
-    CollectSink, Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream, Tee,
+    BenchmarkFigure, CollectSink, ComparisonFigure, Event, EventKind, EventSink, Headline, JobRef,
+    JobResult, ReportFile, StepOutcome, Stream, Tee,
 };
 pub use log_store::LogStore;
 pub use options::{RunOptions, new_run_id};

@@ -73,8 +73,8 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         input(
             "seed",
             InputType::Integer,
-            Some("0"),
-            "Seed of the arrival schedule and synthetic prompts, so runs are repeatable.",
+            None,
+            "Seed of the synthetic prompts and the arrival schedule. Without it, each run salts its prompts afresh (the salt is recorded as `prompt_seed`), so a server's prefix cache cannot serve a second run; give the recorded `prompt_seed` to send exactly the same prompts again.",
         ),
         input(
             "requests",

@@ -1,6 +1,7 @@
 //! The live view on a terminal: one board of the run's jobs, redrawn in place (indicatif),
 //! each with its state and duration; the steps of running jobs (and the step that failed a
-//! job) under it, a running step with the latest line it printed.
+//! job) under it, a running step with the latest line it printed. When the run is over, the
+//! board ends with the run's headline: figures, verdicts, the report's path.
 //!
 //! Split in two so the picture can be tested without a terminal or a clock: [`Board`] folds
 //! events into state and renders a frame as a string for a given "now"; [`LiveView`] feeds it
@@ -16,7 +17,9 @@ use indexmap::IndexMap;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::plain_view::duration_text;
-use crate::engine::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
+use crate::engine::{
+    Event, EventKind, EventSink, Headline, JobRef, JobResult, StepOutcome, Stream,
+};
 
 /// How often running durations are redrawn between events.
 const TICK: Duration = Duration::from_millis(200);
@@ -65,6 +68,8 @@ pub struct Board {
     jobs: IndexMap<(String, usize), JobRow>,
     /// The latest event's time: "now" when no clock is at hand.
     last: Duration,
+    /// The run's answer, once it is over.
+    headline: Option<Headline>,
 }
 
 impl Board {
@@ -170,6 +175,7 @@ impl Board {
                     row.last_line = Some(cut(&line));
                 }
             }
+            EventKind::RunHeadline(h) => self.headline = Some(h.clone()),
             _ => {}
         }
     }
@@ -216,6 +222,10 @@ impl Board {
                     let _ = writeln!(out, "        │ {line}");
                 }
             }
+        }
+        if let Some(h) = &self.headline {
+            out.push('\n');
+            out.push_str(&super::headline_text(h));
         }
         out
     }
@@ -288,13 +298,13 @@ impl LiveView {
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(TICK);
-                let frame = board
-                    .lock()
-                    .expect("not poisoned")
-                    .render(started.elapsed());
-                if !stop.load(Ordering::Relaxed) {
-                    bar.set_message(frame.trim_end().to_string());
+                // Held while drawing: the final frame, drawn under this lock, is never
+                // followed by a stale one.
+                let board = board.lock().expect("not poisoned");
+                if stop.load(Ordering::Relaxed) {
+                    break;
                 }
+                bar.set_message(board.render(started.elapsed()).trim_end().to_string());
             }
         });
         view
@@ -333,10 +343,18 @@ impl EventSink for LiveView {
                 };
                 self.bar.println(line);
             }
+            // The run is over: no more ticking; the headline follows at once.
             EventKind::RunFinished { .. } => {
                 self.stop.store(true, Ordering::Relaxed);
                 self.bar
                     .set_message(board.render(event.elapsed).trim_end().to_string());
+                return;
+            }
+            // The last event: the board's final frame ends with the run's answer.
+            EventKind::RunHeadline(_) => {
+                self.stop.store(true, Ordering::Relaxed);
+                self.bar
+                    .set_message(board.render(board.last).trim_end().to_string());
                 self.bar.finish();
                 return;
             }
@@ -547,6 +565,90 @@ mod tests {
         ○ report  queued
         − lint  skipped: `if` is false
         ");
+    }
+
+    #[test]
+    fn the_final_frame_ends_with_the_runs_headline() {
+        let mut events = events();
+        events.push(step_finished(4.0, "bench", "2", StepOutcome::Success, 1.7));
+        events.push(at(
+            4.1,
+            EventKind::JobFinished {
+                job: job("bench"),
+                result: JobResult::Success,
+                duration: Duration::from_secs_f64(2.8),
+            },
+        ));
+        events.push(at(
+            4.2,
+            EventKind::RunFinished {
+                run_id: "20261130-090000-ab12".into(),
+                result: JobResult::Success,
+            },
+        ));
+        let headline = crate::engine::Headline {
+            run_id: "20261130-090000-ab12".into(),
+            result: JobResult::Success,
+            log_dir: ".gpuflow/runs/20261130-090000-ab12".into(),
+            benchmarks: vec![crate::engine::BenchmarkFigure {
+                job: job("bench"),
+                step: "2".into(),
+                name: "run the client".into(),
+                metric: "decode_tok_s".into(),
+                unit: "tok/s".into(),
+                mean: 89.5,
+                ci95_low: 88.5,
+                ci95_high: 90.5,
+                runs: 3,
+            }],
+            comparisons: vec![crate::engine::ComparisonFigure {
+                job: job("bench"),
+                step: "3".into(),
+                name: "compare".into(),
+                metric: "output_tok_s".into(),
+                meaning: Some("decode tok/s, per-request median".into()),
+                verdict: "regression".into(),
+                unit: "tok/s".into(),
+                current: Some(38.0),
+                baseline_value: Some(89.5),
+                ratio: Some(0.4246),
+                change_pct: Some(-57.54),
+                baseline: "the pinned baseline `nccl`".into(),
+            }],
+            reports: vec![crate::engine::ReportFile {
+                job: job("report"),
+                step: "1".into(),
+                path: ".gpuflow/runs/20261130-090000-ab12/report/report.md".into(),
+                commit: None,
+            }],
+        };
+        events.push(at(4.2, EventKind::RunHeadline(headline)));
+        insta::assert_snapshot!(board(&events).render(Duration::from_secs(9)), @r"
+        run 20261130-090000-ab12 of `demo`
+        ✓ build  1.2s
+        ✓ bench  2.8s
+        ○ report  queued
+        − lint  skipped: `if` is false
+
+        headline: run 20261130-090000-ab12 success
+          benchmark  [bench] run the client: decode_tok_s 89.50 ± 1.00 tok/s (mean of 3 runs, 95% CI)
+          verdict    [bench] compare: output_tok_s (decode tok/s, per-request median) regression, ratio 0.425 (-57.5%): 38.00 tok/s vs 89.50 tok/s
+          report     .gpuflow/runs/20261130-090000-ab12/report/report.md
+          logs       .gpuflow/runs/20261130-090000-ab12
+        ");
+
+        // The live view draws that frame as its last.
+        let view = LiveView::new(ProgressDrawTarget::hidden());
+        for e in events {
+            view.emit(e);
+        }
+        let frame = view.frame();
+        assert!(
+            frame
+                .trim_end()
+                .ends_with("logs       .gpuflow/runs/20261130-090000-ab12"),
+            "{frame}"
+        );
     }
 
     #[test]

@@ -41,6 +41,12 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
         EventKind::JobQueued { .. }
         | EventKind::StepSummary { .. }
         | EventKind::StepProgress { .. } => return None,
+        // The steps' own lines said these; the headline after the summary repeats them
+        // (`headline_text`, printed by `gpuflow run` once the run is over).
+        EventKind::BenchmarkResult(_)
+        | EventKind::ComparisonResult(_)
+        | EventKind::ReportWritten(_)
+        | EventKind::RunHeadline(_) => return None,
         EventKind::JobStarted { job } => format!("{} started", p(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
         EventKind::JobWaiting { job, reason } => format!("{} {reason}", p(job)),

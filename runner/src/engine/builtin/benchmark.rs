@@ -16,9 +16,10 @@ use super::recording::{Measured, ServerFacts, record};
 use super::script_metrics::{self, MetricSpec};
 use super::step_context::StepContext;
 use crate::backend::{ExecSpec, LogLine, OutputStream};
+use crate::bench::stats::AcrossRuns;
 use crate::bench::{BenchConfig, BenchError, BenchResult, Mode, Progress};
 use crate::engine::containers::JobContainers;
-use crate::engine::event::{EventKind, JobRef, Stream};
+use crate::engine::event::{BenchmarkFigure, EventKind, JobRef, Stream};
 use crate::engine::executor::Shared;
 use crate::engine::log_store::slug;
 use crate::expr::Value;
@@ -86,7 +87,7 @@ pub async fn run(
             ));
             texts.insert("target".into(), address);
         }
-        generator(&texts, step, &say, &result_path).await
+        generator(&texts, containers, step, &say, &result_path).await
     };
     let telemetry = match sampler {
         Ok(sampler) => sampler.finish(),
@@ -101,7 +102,13 @@ pub async fn run(
             say.line(&format!("no GPU telemetry: {reason}"));
         }
     }
-    let (outputs, metrics, failure) = measured?;
+    let Finished {
+        outputs,
+        metrics,
+        failure,
+        key,
+        meanings,
+    } = measured?;
     let id = record(
         shared,
         step,
@@ -115,6 +122,7 @@ pub async fn run(
                 RunStatus::Success
             },
             started_at_ms,
+            meanings,
         },
         &telemetry,
     )?;
@@ -122,6 +130,19 @@ pub async fn run(
         "recorded as result {id} in `{}`",
         shared.opts.store.display()
     ));
+    if let Some(key) = key {
+        shared.emit(EventKind::BenchmarkResult(BenchmarkFigure {
+            job: job.clone(),
+            step: step.key.to_string(),
+            name: step.label.to_string(),
+            metric: key.metric,
+            unit: key.unit,
+            mean: key.across.mean,
+            ci95_low: key.across.ci95_low,
+            ci95_high: key.across.ci95_high,
+            runs: key.across.values.len(),
+        }));
+    }
     match failure {
         Some(message) => {
             step.outputs_on_failure = outputs;
@@ -131,7 +152,22 @@ pub async fn run(
     }
 }
 
-type Finished = (IndexMap<String, String>, Vec<NewMetric>, Option<String>);
+/// What a measurement gives back: the step's outputs, the metrics to store, a failure to
+/// report once they are stored, the key figure and what each metric is.
+struct Finished {
+    outputs: IndexMap<String, String>,
+    metrics: Vec<NewMetric>,
+    failure: Option<String>,
+    key: Option<KeyFigure>,
+    meanings: BTreeMap<String, String>,
+}
+
+/// A benchmark's key metric across its runs: what the run's headline shows.
+struct KeyFigure {
+    metric: String,
+    unit: String,
+    across: AcrossRuns,
+}
 
 /// Inputs as the text [`BenchConfig::from_inputs`] reads; mappings and lists as JSON.
 fn as_text(inputs: &IndexMap<String, Value>) -> IndexMap<String, String> {
@@ -218,6 +254,7 @@ impl Sayer<'_> {
 
 async fn generator(
     texts: &IndexMap<String, String>,
+    containers: &JobContainers,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
@@ -243,6 +280,14 @@ async fn generator(
     let (result, failure) = match outcome {
         Ok(r) => (r, None),
         Err(BenchError::TooManyErrors { message, result }) => (*result, Some(message)),
+        Err(BenchError::ServerGone { message, result }) => {
+            let mut message = message;
+            for why in stopped_containers(containers).await {
+                message.push('\n');
+                message.push_str(&why);
+            }
+            (*result, Some(message))
+        }
         Err(e) => {
             return Err(match e.hint() {
                 Some(h) => format!("{e} (help: {h})"),
@@ -256,7 +301,79 @@ async fn generator(
     let mut outputs = result.outputs();
     write_result(result_path, |p| result.write_files(p).map(|_| ()))?;
     outputs.insert("result-file".into(), result_path.display().to_string());
-    Ok((outputs, generator_metrics(&result), failure))
+    let metrics = generator_metrics(&result);
+    let meanings = metrics
+        .iter()
+        .filter_map(|m| {
+            crate::bench::report::metric_meaning(&m.name, &result.config.mode)
+                .map(|meaning| (m.name.clone(), meaning.to_string()))
+        })
+        .collect();
+    // The step's `output_tok_s` over runs: decode speed alone, or the throughput under load.
+    let key_name = match result.config.mode {
+        Mode::SingleStream => "decode_tok_s",
+        _ => "output_throughput",
+    };
+    let key = result
+        .levels
+        .first()
+        .and_then(|l| l.across_runs.get(key_name))
+        .map(|a| KeyFigure {
+            metric: key_name.to_string(),
+            unit: "tok/s".into(),
+            across: a.clone(),
+        });
+    Ok(Finished {
+        outputs,
+        metrics,
+        failure,
+        key,
+        meanings,
+    })
+}
+
+/// For each container of this job that is no longer running: how it ended and, when its
+/// last lines show one, the recognised cause (`container `server` exited with code 137
+/// (OOMKilled: true)`, `cause: …`). Said when the server went away during a benchmark.
+async fn stopped_containers(containers: &JobContainers) -> Vec<String> {
+    const TAIL: u64 = 40;
+    let mut out = Vec::new();
+    for (name, started) in &containers.started {
+        let Ok(state) = containers.docker.inspect_state(&started.id).await else {
+            out.push(format!("container `{name}` is gone (removed)"));
+            continue;
+        };
+        if state.running && state.restart_count == 0 {
+            continue;
+        }
+        let how = if state.running {
+            format!("restarted {} time(s)", state.restart_count)
+        } else {
+            format!(
+                "exited with code {} (OOMKilled: {})",
+                state.exit_code.unwrap_or(-1),
+                state.oom_killed
+            )
+        };
+        out.push(format!("container `{name}` {how}"));
+        let mut lines = Vec::new();
+        let read = containers.docker.follow_logs(
+            &started.id,
+            crate::backend::LogStart::Tail(TAIL),
+            |line: LogLine| lines.push(line.text),
+        );
+        // A stopped container's log is read at once; a restarted one is followed, so bound it.
+        let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
+        if let Some(cause) = super::causes::recognise(&lines) {
+            out.push(format!(
+                "cause: {}: `{}`\nhelp: {}",
+                cause.kind.summary(),
+                cause.line,
+                cause.kind.hint()
+            ));
+        }
+    }
+    out
 }
 
 fn progress_event(say: &Sayer<'_>, p: &Progress) -> EventKind {
@@ -328,12 +445,13 @@ fn generator_metrics(result: &BenchResult) -> Vec<NewMetric> {
     };
     use Direction::{Higher, Lower};
     let single = matches!(result.config.mode, Mode::SingleStream);
-    let headline = if single {
-        per_request(|r| r.decode_tok_s())
-    } else {
-        per_run("output_throughput")
-    };
-    push("output_tok_s", "tok/s", Higher, headline);
+    // The same samples the benchmark's table shows the median of as `output_tok_s (…)`.
+    push(
+        "output_tok_s",
+        "tok/s",
+        Higher,
+        crate::bench::report::output_tok_s_samples(level, &result.config.mode),
+    );
     push(
         "output_throughput",
         "tok/s",
@@ -476,7 +594,22 @@ async fn scripted(
     })?;
     outputs.insert("errors".into(), "0".into());
     outputs.insert("result-file".into(), result_path.display().to_string());
-    Ok((outputs, metrics, None))
+    // The first metric declared is the key one: one sample per run.
+    let key = metrics
+        .iter()
+        .find(|m| !m.samples.is_empty())
+        .map(|m| KeyFigure {
+            metric: m.name.clone(),
+            unit: m.unit.clone(),
+            across: AcrossRuns::of(m.samples.clone()),
+        });
+    Ok(Finished {
+        outputs,
+        metrics,
+        failure: None,
+        key,
+        meanings: BTreeMap::new(),
+    })
 }
 
 /// One run of the script; its standard output (what metrics are read from). Every line is

@@ -3,13 +3,14 @@
 //! baseline from the results store. Each metric's verdict is explained in a log line; the
 //! step fails as `fail-on` says.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 
 use super::step_context::StepContext;
-use crate::compare::{Comparison, FailOn, StepInputs, compare_result, format_value};
-use crate::engine::event::{EventKind, JobRef, Stream};
+use crate::compare::{Comparison, FailOn, StepInputs, compare_result, format_value, metric_title};
+use crate::engine::event::{ComparisonFigure, EventKind, JobRef, Stream};
 use crate::engine::executor::Shared;
 use crate::expr::Value;
 use crate::store::{Direction, ResultStore};
@@ -77,8 +78,10 @@ pub fn run(
             text: shared.masker.mask(text),
         });
     };
+    let meanings = recorded.meanings.clone();
+    let meaning = |metric: &str| meanings.get(metric).cloned();
     for c in &report.comparisons {
-        say(&explain(c));
+        say(&explain(c, meaning(&c.metric).as_deref()));
     }
     if report.outcome.passed {
         // A failure says its summary as the step's error.
@@ -99,8 +102,24 @@ pub fn run(
     shared.emit(EventKind::StepSummary {
         job: job.clone(),
         step: step.key.to_string(),
-        markdown: summary_table(&report.comparisons),
+        markdown: summary_table(&report.comparisons, &meanings),
     });
+    for c in &report.comparisons {
+        shared.emit(EventKind::ComparisonResult(ComparisonFigure {
+            job: job.clone(),
+            step: step.key.to_string(),
+            name: step.label.to_string(),
+            metric: c.metric.clone(),
+            meaning: meaning(&c.metric),
+            verdict: c.verdict.as_str().to_string(),
+            unit: c.unit.clone(),
+            current: c.current,
+            baseline_value: c.baseline_value,
+            ratio: c.ratio,
+            change_pct: c.change_pct,
+            baseline: shared.masker.mask(&c.baseline),
+        }));
+    }
     if report.outcome.passed {
         Ok(outputs)
     } else {
@@ -110,11 +129,11 @@ pub fn run(
 }
 
 /// One line per metric: the verdict, the numbers and why.
-fn explain(c: &Comparison) -> String {
+fn explain(c: &Comparison, meaning: Option<&str>) -> String {
     let value = |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format_value(v, &c.unit));
     let mut line = format!(
         "{}: {} — {} vs {} ({}",
-        c.metric,
+        metric_title(&c.metric, meaning),
         c.verdict,
         value(c.current),
         value(c.baseline_value),
@@ -132,7 +151,7 @@ fn explain(c: &Comparison) -> String {
 }
 
 /// The comparisons as a Markdown table, the step's summary (`$GITHUB_STEP_SUMMARY`'s place).
-fn summary_table(comparisons: &[Comparison]) -> String {
+fn summary_table(comparisons: &[Comparison], meanings: &BTreeMap<String, String>) -> String {
     let mut md = String::from(
         "| metric | verdict | current | baseline | change | ratio | threshold | p |\n|---|---|---|---|---|---|---|---|\n",
     );
@@ -141,8 +160,11 @@ fn summary_table(comparisons: &[Comparison]) -> String {
             |v: Option<f64>| v.map_or_else(|| "–".to_string(), |v| format_value(v, &c.unit));
         let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "–".to_string(), f);
         md.push_str(&format!(
-            "| `{}` | **{}** | {} | {} | {} | {} | {:.1}% | {} |\n",
+            "| `{}`{} | **{}** | {} | {} | {} | {} | {:.1}% | {} |\n",
             c.metric,
+            meanings
+                .get(&c.metric)
+                .map_or_else(String::new, |m| format!(" ({m})")),
             c.verdict,
             value(c.current),
             value(c.baseline_value),
@@ -319,7 +341,7 @@ mod tests {
             differences: Vec::new(),
             explanation: String::new(),
         };
-        let md = summary_table(std::slice::from_ref(&c));
+        let md = summary_table(std::slice::from_ref(&c), &BTreeMap::new());
         let row = md.lines().nth(2).unwrap();
         assert!(
             row.starts_with("| `output_tok_s` | **regression** |"),
@@ -328,9 +350,44 @@ mod tests {
         assert!(row.contains("| -57.5% | 0.425 | 5.0% | 0.000 |"), "{md}");
         assert!(md.contains("Baseline: the pinned baseline `nccl`."), "{md}");
         assert!(
-            explain(&c).starts_with("output_tok_s: regression — "),
+            explain(&c, None).starts_with("output_tok_s: regression — "),
             "{}",
-            explain(&c)
+            explain(&c, None)
+        );
+    }
+
+    #[test]
+    fn the_compared_figure_is_named_as_the_benchmark_table_names_it() {
+        let c = Comparison {
+            metric: "output_tok_s".into(),
+            unit: "tok/s".into(),
+            direction: Direction::Higher,
+            verdict: crate::compare::Verdict::Unchanged,
+            current: Some(90.03),
+            baseline_value: Some(89.8),
+            ratio: Some(1.0026),
+            change_pct: Some(0.26),
+            p_value: None,
+            test: None,
+            threshold_pct: 5.0,
+            baseline: "the previous comparable run".into(),
+            differences: Vec::new(),
+            explanation: String::new(),
+        };
+        let mode = crate::bench::Mode::SingleStream;
+        let meaning = crate::bench::report::metric_meaning("output_tok_s", &mode);
+        let line = explain(&c, meaning);
+        assert!(
+            line.starts_with(
+                "output_tok_s (decode tok/s, per-request median): unchanged — 90.03 tok/s vs"
+            ),
+            "{line}"
+        );
+        let meanings = BTreeMap::from([("output_tok_s".to_string(), meaning.unwrap().to_string())]);
+        let md = summary_table(std::slice::from_ref(&c), &meanings);
+        assert!(
+            md.contains("| `output_tok_s` (decode tok/s, per-request median) | **unchanged** |"),
+            "{md}"
         );
     }
 

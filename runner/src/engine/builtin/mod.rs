@@ -192,7 +192,20 @@ pub async fn run(
             benchmark::run(inputs, containers, shared, job, step).await
         }
         "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
-        "report" => report::run(inputs, shared).await,
+        "report" => {
+            let outputs = report::run(inputs, shared).await?;
+            if let Some(path) = outputs.get("path") {
+                shared.emit(super::event::EventKind::ReportWritten(
+                    super::event::ReportFile {
+                        job: job.clone(),
+                        step: step.key.to_string(),
+                        path: path.clone(),
+                        commit: outputs.get("commit").cloned(),
+                    },
+                ));
+            }
+            Ok(outputs)
+        }
         other => Err(format!(
             "the built-in step `{other}` is not available yet (refused before the run)"
         )),

@@ -29,6 +29,8 @@ pub struct Measured {
     pub metrics: Vec<NewMetric>,
     pub status: RunStatus,
     pub started_at_ms: i64,
+    /// What each metric is, in words, where known ([`crate::bench::report::metric_meaning`]).
+    pub meanings: BTreeMap<String, String>,
 }
 
 /// Records `measured` in one transaction; returns the store's id of the result and remembers
@@ -97,6 +99,7 @@ pub fn record(
         step_id: step.step_id.map(String::from),
         step: step.label.to_string(),
         result_id: id,
+        meanings: measured.meanings,
     });
     Ok(id)
 }

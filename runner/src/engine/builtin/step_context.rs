@@ -15,6 +15,9 @@ pub struct Recorded {
     pub step: String,
     /// The store's id of the result.
     pub result_id: i64,
+    /// What each stored metric is, in words, where the benchmark knows
+    /// (`output_tok_s` → `decode tok/s, per-request median`): comparisons name it.
+    pub meanings: BTreeMap<String, String>,
 }
 
 /// The GPUs a step runs with: the host's inventory and the job's lease.

@@ -1,0 +1,356 @@
+//! The load generator against the manners of real servers, reproduced by the simulator behind
+//! its flags (docs/simulator.md): a kept-alive connection closed right after a stream
+//! (llama-server), a server killed mid-run, a prefix cache, a context limit that refuses or
+//! cuts requests short. Each test fails on a generator that trusts a polite server.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpuflow::bench::{self, BenchConfig, BenchError, BenchResult};
+use gpuflow::sim::{self, SimConfig, SimServer};
+use indexmap::IndexMap;
+
+const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
+
+fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
+    let mut inputs: IndexMap<String, String> = IndexMap::new();
+    inputs.insert("target".into(), url.into());
+    for (k, v) in pairs {
+        inputs.insert((*k).into(), (*v).into());
+    }
+    BenchConfig::from_inputs(&inputs).unwrap()
+}
+
+async fn run_ok(config: &BenchConfig) -> BenchResult {
+    match bench::run(config, &|_| {}).await {
+        Ok(result) => result,
+        Err(err) => panic!("benchmark failed: {err}"),
+    }
+}
+
+async fn start(config: SimConfig) -> SimServer {
+    sim::serve(config).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_right_after_a_stream_is_resent_not_failed() {
+    let server = start(SimConfig {
+        close_after_stream: true,
+        ttft: Duration::from_millis(1),
+        tokens_per_second: 5000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let cfg = config(
+        &server.url(),
+        &[
+            ("mode", "concurrency"),
+            ("concurrency", "4"),
+            ("requests", "300"),
+            ("warmup", "0"),
+            ("input-tokens", "8"),
+            ("output-tokens", "4"),
+        ],
+    );
+    let result = run_ok(&cfg).await;
+    let m = &result.levels[0].pooled;
+    assert_eq!((m.completed, m.failed), (300, 0), "{:?}", m.errors);
+    // Every closed connection is replaced: a resend opens one, and so does a request that
+    // found its pooled connection already closed.
+    assert!(
+        m.honesty.connections_opened > 4,
+        "the server closes after every stream: {:?}",
+        m.honesty
+    );
+    assert!(m.honesty.reconnects <= m.honesty.connections_opened);
+    let resent: u64 = result.levels[0].runs[0]
+        .records
+        .iter()
+        .map(|r| u64::from(r.reconnects))
+        .sum();
+    assert_eq!(
+        resent, m.honesty.reconnects,
+        "counted per request and in all"
+    );
+    if m.honesty.reconnects > 0 {
+        assert!(
+            result
+                .warnings
+                .iter()
+                .any(|w| w.contains("resent on a new connection")),
+            "{:?}",
+            result.warnings
+        );
+    }
+    server.shutdown().await;
+}
+
+/// `gpuflow-sim` as a process of its own, so it can be killed with SIGKILL.
+struct SimProcess {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl SimProcess {
+    fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(SIM)
+            .args(["--host", "127.0.0.1", "--port", "0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("gpuflow-sim printed its address")
+                .unwrap();
+            if let Some(addr) = line.split("listening on http://").nth(1) {
+                break addr.trim().parse().unwrap();
+            }
+        };
+        // Keep reading so the simulator never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, addr }
+    }
+}
+
+impl Drop for SimProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_run_ends_the_run_at_once() {
+    let mut server = SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "400"]);
+    let cfg = config(
+        &format!("http://{}", server.addr),
+        &[
+            ("mode", "concurrency"),
+            ("concurrency", "4"),
+            ("duration", "20s"),
+            ("warmup", "0"),
+            ("output-tokens", "8"),
+            ("model", "gpuflow-sim"),
+        ],
+    );
+    let bench = tokio::spawn(async move { bench::run(&cfg, &|_| {}).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    server.child.kill().unwrap();
+    let killed = Instant::now();
+    server.child.wait().unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), bench)
+        .await
+        .expect("a 20 s run ends soon after its server died")
+        .unwrap();
+    let ended_after = killed.elapsed();
+    assert!(
+        ended_after < Duration::from_secs(1),
+        "the run ended {ended_after:?} after the kill"
+    );
+    let Err(BenchError::ServerGone { message, result }) = outcome else {
+        panic!("expected the server to be found gone, got {outcome:?}");
+    };
+    assert!(message.starts_with("the server went away at "), "{message}");
+    assert!(message.contains("cannot connect to"), "{message}");
+    let m = &result.levels[0].pooled;
+    assert!(m.completed > 0, "requests before the kill were measured");
+    // Backing off keeps the failures to a handful per worker, not a tight loop of thousands.
+    assert!(
+        m.failed > 0 && m.failed < 100,
+        "{} failed: {:?}",
+        m.failed,
+        m.errors
+    );
+    assert!(m.errors.contains_key("connect"), "{:?}", m.errors);
+}
+
+/// Median TTFT of a run.
+fn median_ttft(result: &BenchResult) -> f64 {
+    result.levels[0].pooled.ttft_ms.median
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_invocation_is_not_served_from_the_prefix_cache() {
+    let server = start(SimConfig {
+        prefix_cache: true,
+        ttft: Duration::from_millis(60),
+        tokens_per_second: 2000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let run = |seed: Option<&'static str>| {
+        let mut pairs = vec![
+            ("mode", "single-stream"),
+            ("requests", "4"),
+            ("warmup", "0"),
+            ("input-tokens", "200"),
+            ("output-tokens", "4"),
+        ];
+        if let Some(seed) = seed {
+            pairs.push(("seed", seed));
+        }
+        config(&server.url(), &pairs)
+    };
+    let first = run_ok(&run(None)).await;
+    let second = run_ok(&run(None)).await;
+    assert_ne!(
+        first.prompt_seed, second.prompt_seed,
+        "each invocation salts its prompts"
+    );
+    let (a, b) = (median_ttft(&first), median_ttft(&second));
+    assert!(
+        b > 0.7 * a,
+        "the second run's prompts were new to the server: TTFT {a:.1} → {b:.1} ms"
+    );
+    let cached: u64 = second.levels[0].runs[0]
+        .records
+        .iter()
+        .filter_map(|r| r.cached_prompt_tokens)
+        .sum();
+    assert!(
+        cached < 4 * 20,
+        "{cached} prompt tokens came from the cache"
+    );
+
+    // A seed repeats the prompts exactly: the cache serves the second run.
+    let seeded = run_ok(&run(Some("7"))).await;
+    let again = run_ok(&run(Some("7"))).await;
+    assert_eq!((seeded.prompt_seed, again.prompt_seed), (7, 7));
+    assert!(
+        median_ttft(&again) < 0.5 * median_ttft(&seeded),
+        "the same prompts again hit the cache: TTFT {:.1} → {:.1} ms",
+        median_ttft(&seeded),
+        median_ttft(&again)
+    );
+    let json = first.to_json();
+    assert_eq!(json["gpuflow"]["seed"], serde_json::Value::Null);
+    assert_eq!(json["gpuflow"]["prompt_seed"], first.prompt_seed);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_opened_are_counted_per_level() {
+    let server = start(SimConfig {
+        ttft: Duration::from_millis(2),
+        tokens_per_second: 2000.0,
+        ..SimConfig::local()
+    })
+    .await;
+    let cfg = config(
+        &server.url(),
+        &[
+            ("mode", "concurrency"),
+            ("concurrency", "[1, 2, 4]"),
+            ("requests", "16"),
+            ("warmup", "0"),
+            ("output-tokens", "4"),
+            // Asking `/v1/models` would open the first connection before the first level.
+            ("model", "gpuflow-sim"),
+        ],
+    );
+    let result = run_ok(&cfg).await;
+    let opened: Vec<u64> = result
+        .levels
+        .iter()
+        .map(|l| l.pooled.honesty.connections_opened)
+        .collect();
+    // The pool keeps the earlier levels' connections: each level opens only what it adds.
+    assert_eq!(opened, [1, 1, 2]);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_context_shows_the_servers_reason_and_no_figures() {
+    let server = start(SimConfig {
+        stop_at_context_limit: true,
+        max_model_len: 64,
+        ..SimConfig::local()
+    })
+    .await;
+    let cfg = config(
+        &server.url(),
+        &[
+            ("requests", "3"),
+            ("warmup", "1"),
+            ("input-tokens", "100"),
+            ("output-tokens", "8"),
+        ],
+    );
+    let Err(BenchError::TooManyErrors { message, result }) = bench::run(&cfg, &|_| {}).await else {
+        panic!("every request is over the context");
+    };
+    assert!(
+        message.starts_with("all 3 requests failed (3 http_400"),
+        "{message}"
+    );
+    assert!(
+        message.contains("exceeds the available context size (64 tokens)"),
+        "the server's reason, not only its status: {message}"
+    );
+    let table = bench::report::render_table(&result);
+    assert!(
+        table.contains("exceeds the available context size (64 tokens)"),
+        "{table}"
+    );
+    assert!(table.contains("Warm-up requests failed:"), "{table}");
+    assert!(table.contains("1 of 1"), "{table}");
+    for figure in [
+        "Mean TTFT",
+        "Achieved concurrency",
+        "-0.00",
+        "Request throughput",
+    ] {
+        assert!(
+            !table.contains(figure),
+            "`{figure}` has no sample:\n{table}"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_at_its_context_limit_is_warned_about() {
+    let server = start(SimConfig {
+        stop_at_context_limit: true,
+        max_model_len: 50,
+        tokens_per_second: 5000.0,
+        ttft: Duration::from_millis(1),
+        ..SimConfig::local()
+    })
+    .await;
+    let cfg = config(
+        &server.url(),
+        &[
+            ("requests", "3"),
+            ("warmup", "0"),
+            ("input-tokens", "20"),
+            ("output-tokens", "100"),
+        ],
+    );
+    let result = run_ok(&cfg).await;
+    let m = &result.levels[0].pooled;
+    assert_eq!(m.completed, 3);
+    assert_eq!(
+        m.total_output_tokens,
+        Some(3 * 30),
+        "the context holds 30 more"
+    );
+    let warning = result
+        .warnings
+        .iter()
+        .find(|w| w.contains("fewer tokens than asked"))
+        .unwrap_or_else(|| panic!("no warning: {:?}", result.warnings));
+    assert!(
+        warning.contains("3 of 3 requests got fewer tokens than asked (30 of 100"),
+        "{warning}"
+    );
+    assert!(warning.contains("finish_reason `length`"), "{warning}");
+    server.shutdown().await;
+}
