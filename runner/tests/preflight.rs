@@ -502,6 +502,8 @@ async fn a_model_missing_from_the_mounted_folder_fails_preflight_naming_the_moun
         format!("expected from the volume `{host}:/models:ro`: `{host}/Qwen3-235B` on the host"),
         "`/models` holds `Qwen3-235B-EAGLE3`, `Qwen3-8B`".to_string(),
         format!("help: put it at `{host}/Qwen3-235B` on the host, or mount the folder that holds it at `/models`"),
+        // Where the workflow gives the folder: the `models:` input of the job's step (line 14).
+        ":14:19 (the step `server`)".to_string(),
     ] {
         assert!(m.contains(&expected), "missing {expected:?} in:\n{m}");
     }

@@ -386,10 +386,12 @@ struct Ready {
 enum Check {
     /// A built-in step (`check-cli-interface`, `assert-file`), through the engine's dispatch.
     Builtin(String),
-    /// The `required-paths` of a `start-container`, with its volumes as written.
+    /// The `required-paths` of a `start-container`, with its volumes as written, and where the
+    /// job gives them (`file:line:col`).
     Paths {
         paths: Vec<String>,
         volumes: Vec<crate::backend::VolumeMount>,
+        at: String,
     },
 }
 
@@ -674,12 +676,31 @@ fn prepare_paths(
     }
     let spec = start_container_spec(&inputs, None).ok()?;
     let volumes = spec.volumes.clone();
+    // Where the job says where the model is: the folder mounted, else the path, else the step.
+    let step = &job.steps[at.step];
+    let span = ["models", "volumes", "model", "required-paths"]
+        .iter()
+        .find_map(|k| step.with.get(*k).map(|v| v.span))
+        .unwrap_or(step.span);
+    let at_text = format!(
+        "{} (the step `{}`)",
+        shared.wf.file.location(span),
+        step.name
+            .as_ref()
+            .map(|n| n.value.clone())
+            .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
+            .unwrap_or_else(|| (at.step + 1).to_string())
+    );
     Some((
         at.step,
         Ready {
             jref: jref.clone(),
             step_key: (at.step + 1).to_string(),
-            check: Check::Paths { paths, volumes },
+            check: Check::Paths {
+                paths,
+                volumes,
+                at: at_text,
+            },
             label: format!("the paths container `{name}` needs"),
             inputs: IndexMap::new(),
             container: Some((name, throwaway(spec))),
@@ -797,7 +818,7 @@ async fn run_job_checks(
                 )
                 .await
                 .map(|_| ()),
-                Check::Paths { paths, volumes } => {
+                Check::Paths { paths, volumes, at } => {
                     let Some((name, spec)) = &check.container else {
                         return Err("no container to look in".to_string());
                     };
@@ -809,7 +830,9 @@ async fn run_job_checks(
                         id: started.id.clone(),
                         name: name.clone(),
                     };
-                    builtin::required_paths::check(&place, &spec.image, volumes, paths).await
+                    builtin::required_paths::check(&place, &spec.image, volumes, paths)
+                        .await
+                        .map_err(|m| format!("{m}\n  --> {at}"))
                 }
             }
         }
