@@ -327,3 +327,48 @@ jobs:
     );
     assert!(!out.contains("container server started"), "{out}");
 }
+
+/// `workflows/llamacpp.yml` as shipped, end to end on CPU: the model folder given as an input,
+/// llama-server started and waited for, benchmarked, compared with the previous run, reported.
+#[tokio::test]
+async fn the_llamacpp_workflow_runs_the_whole_loop_on_cpu() {
+    let workflow = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../workflows/llamacpp.yml"),
+    )
+    .unwrap();
+    let models = llama_server_folder().join("models");
+    let Some(dir) = repository_with(&workflow, "gpuflow-llamacpp:test").await else {
+        return;
+    };
+    let models_input = format!("models={}", models.display());
+    let args = [
+        "--input",
+        models_input.as_str(),
+        "--input",
+        "model=tiny.gguf",
+        "--input",
+        "output-tokens=16",
+        // Two runs on a shared 2-core machine may differ by more than the tolerance.
+        "--input",
+        "fail-on=never",
+    ];
+    for run_no in 1..=2 {
+        let (code, out) = run_args(dir.path(), &args, &[]);
+        assert_eq!(code, 0, "run {run_no}:\n{out}");
+        for expected in [
+            "container server started (gpuflow-llamacpp:test)",
+            "ready after",
+            "recorded as result",
+            "write the report: success",
+        ] {
+            assert!(
+                out.contains(expected),
+                "run {run_no}: missing {expected:?} in:\n{out}"
+            );
+        }
+        // The second run has the first as its baseline.
+        if run_no == 2 {
+            assert!(!out.contains("no-baseline"), "{out}");
+        }
+    }
+}
