@@ -172,7 +172,7 @@ async fn plain_output_ends_with_the_headline_and_the_verdict_names_the_figure_it
         .unwrap_or_else(|| panic!("no headline: {out}"));
     let headline = &lines[start..];
     assert!(
-        lines[..start].iter().any(|l| *l == "summary:"),
+        lines[..start].contains(&"summary:"),
         "the headline comes after the summary: {out}"
     );
     assert!(headline[0].ends_with(" success"), "{out}");

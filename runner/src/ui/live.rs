@@ -9,6 +9,7 @@
 //! events; knows nothing of backends, logs or exit codes.
 
 use std::fmt::Write as _;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -192,8 +193,19 @@ impl Board {
     }
 
     /// The board at `now` (time since the run started): one line per job; under a running
-    /// job its steps, under a failed one the step that failed.
+    /// job its steps, under a failed one the step that failed; once the run is over, its
+    /// headline below.
     pub fn render(&self, now: Duration) -> String {
+        let mut out = self.render_jobs(now);
+        if let Some(h) = &self.headline {
+            out.push('\n');
+            out.push_str(&super::headline_text(h));
+        }
+        out
+    }
+
+    /// The board without the headline: what is redrawn in place.
+    fn render_jobs(&self, now: Duration) -> String {
         let mut out = String::new();
         if let Some(header) = &self.header {
             let _ = writeln!(out, "{header}");
@@ -222,10 +234,6 @@ impl Board {
                     let _ = writeln!(out, "        │ {line}");
                 }
             }
-        }
-        if let Some(h) = &self.headline {
-            out.push('\n');
-            out.push_str(&super::headline_text(h));
         }
         out
     }
@@ -276,11 +284,14 @@ pub struct LiveView {
     bar: ProgressBar,
     started: Instant,
     stop: Arc<AtomicBool>,
+    /// Where the headline is printed below the final board: written once the board is drawn
+    /// for the last time, so a board taller than the terminal cannot cut it off.
+    after: Mutex<Box<dyn Write + Send>>,
 }
 
 impl LiveView {
-    /// A live view on stdout (`target` lets tests draw nowhere).
-    pub fn new(target: ProgressDrawTarget) -> Self {
+    /// A live view drawing on `target` (tests draw nowhere), its headline printed to `after`.
+    pub fn new(target: ProgressDrawTarget, after: Box<dyn Write + Send>) -> Self {
         let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(ProgressStyle::with_template("{msg}").expect("a valid template"));
         let view = Self {
@@ -288,6 +299,7 @@ impl LiveView {
             bar,
             started: Instant::now(),
             stop: Arc::default(),
+            after: Mutex::new(after),
         };
         let (board, bar, stop, started) = (
             view.board.clone(),
@@ -312,7 +324,7 @@ impl LiveView {
 
     /// A live view drawing on stdout.
     pub fn stdout() -> Self {
-        Self::new(ProgressDrawTarget::stdout())
+        Self::new(ProgressDrawTarget::stdout(), Box::new(std::io::stdout()))
     }
 
     /// The board as it is now.
@@ -350,12 +362,16 @@ impl EventSink for LiveView {
                     .set_message(board.render(event.elapsed).trim_end().to_string());
                 return;
             }
-            // The last event: the board's final frame ends with the run's answer.
-            EventKind::RunHeadline(_) => {
+            // The last event: the board's final frame, then the run's answer below it.
+            EventKind::RunHeadline(h) => {
                 self.stop.store(true, Ordering::Relaxed);
                 self.bar
-                    .set_message(board.render(board.last).trim_end().to_string());
+                    .set_message(board.render_jobs(board.last).trim_end().to_string());
                 self.bar.finish();
+                if let Ok(mut out) = self.after.lock() {
+                    let _ = write!(out, "\n{}", super::headline_text(h));
+                    let _ = out.flush();
+                }
                 return;
             }
             _ => {}
@@ -637,8 +653,9 @@ mod tests {
           logs       .gpuflow/runs/20261130-090000-ab12
         ");
 
-        // The live view draws that frame as its last.
-        let view = LiveView::new(ProgressDrawTarget::hidden());
+        // The live view draws the board a last time, then prints the headline below it.
+        let printed = Printed::default();
+        let view = LiveView::new(ProgressDrawTarget::hidden(), Box::new(printed.clone()));
         for e in events {
             view.emit(e);
         }
@@ -649,6 +666,34 @@ mod tests {
                 .ends_with("logs       .gpuflow/runs/20261130-090000-ab12"),
             "{frame}"
         );
+        let after = printed.text();
+        assert!(
+            after.starts_with("\nheadline: run 20261130-090000-ab12 success\n")
+                && after.contains("  verdict    [bench] compare: output_tok_s (decode tok/s, per-request median) regression, ratio 0.425")
+                && after.ends_with("  logs       .gpuflow/runs/20261130-090000-ab12\n"),
+            "{after}"
+        );
+    }
+
+    /// What the live view printed below its board.
+    #[derive(Clone, Default)]
+    struct Printed(Arc<Mutex<Vec<u8>>>);
+
+    impl Printed {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    impl Write for Printed {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]
@@ -661,7 +706,7 @@ mod tests {
 
     #[test]
     fn the_view_takes_every_event_without_a_terminal() {
-        let view = LiveView::new(ProgressDrawTarget::hidden());
+        let view = LiveView::new(ProgressDrawTarget::hidden(), Box::new(std::io::sink()));
         for e in events() {
             view.emit(e);
         }
