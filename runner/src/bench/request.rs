@@ -143,6 +143,10 @@ pub struct RequestRecord {
     /// Prompt tokens the server served from its prefix cache, when its `usage` says
     /// (`prompt_tokens_details.cached_tokens`).
     pub cached_prompt_tokens: Option<u64>,
+    /// The server's own account of the request, when it gives one (llama.cpp's `timings`):
+    /// to set gpuflow's figures beside the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
     /// Not written: a response head arrived, or the request waited long enough that the
     /// server may only be busy (a timeout). False: the server could not be reached at all.
     #[serde(skip)]
@@ -153,6 +157,16 @@ pub struct RequestRecord {
     /// Not written: when the stream ended.
     #[serde(skip)]
     pub ended_at: Option<Instant>,
+}
+
+/// llama.cpp's `timings` object: prompt processing and generation as the server timed them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    pub prompt_n: Option<u64>,
+    pub prompt_ms: Option<f64>,
+    pub predicted_n: Option<u64>,
+    pub predicted_ms: Option<f64>,
+    pub predicted_per_second: Option<f64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -230,6 +244,8 @@ struct Event<'a> {
     usage: Option<Usage>,
     #[serde(default)]
     error: Option<serde_json::Value>,
+    #[serde(default)]
+    timings: Option<ServerTimings>,
 }
 
 #[derive(Deserialize)]
@@ -436,6 +452,9 @@ pub async fn measure(
                 .and_then(|c| c.finish_reason.as_deref())
             {
                 record.finish_reason = Some(reason.to_owned());
+            }
+            if parsed.timings.is_some() {
+                record.server_timings = parsed.timings;
             }
             if let Some(usage) = parsed.usage {
                 if let Some(cached) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
