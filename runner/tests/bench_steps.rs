@@ -489,3 +489,56 @@ jobs:
     }
     assert!(!dir.path().join(".gpuflow/results.db").exists());
 }
+
+/// The server's container crashes during a `duration` benchmark: the step ends at once with
+/// "the server went away", how the container ended and the cause its log shows, not after
+/// the 60 s it was asked to run, and the job's containers are removed.
+#[tokio::test]
+async fn a_server_that_crashes_mid_benchmark_ends_the_step_with_its_cause() {
+    let Some(dir) = repository("").await else {
+        return;
+    };
+    let port = free_port();
+    let yaml = format!(
+        r#"
+name: crash
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: gpuflow-sim:test
+          command: gpuflow-sim --port 30000 --ttft 5ms --tokens-per-second 2000 --crash-after-requests 30
+          ports: ["127.0.0.1:{port}:30000"]
+      - uses: wait-for-health
+        with: {{ url: "http://127.0.0.1:{port}/health", timeout: 30s }}
+      - uses: benchmark
+        with:
+          target: http://127.0.0.1:{port}
+          mode: concurrency
+          concurrency: 2
+          duration: 60s
+          warmup: 0
+          output-tokens: 8
+"#
+    );
+    let started = std::time::Instant::now();
+    let (code, out) = run_workflow(dir.path(), &yaml);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(40),
+        "the 60 s benchmark ended with its server: {:?}\n{out}",
+        started.elapsed()
+    );
+    assert!(out.contains("the server went away at "), "{out}");
+    assert!(
+        out.contains("container `server` exited with code 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("cause: "),
+        "the crash's recognised cause: {out}"
+    );
+}
