@@ -7,9 +7,10 @@
 //! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
 //! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
 //! containers on a Docker engine, [`hosts`] says which engine (`gpuflow.toml`,
-//! `runs-on`), [`signal`] turns Ctrl-C and SIGTERM into cancellation, [`bench`] is the built-in
-//! load generator, [`store`], [`stats`] and [`compare`] keep results and judge them against
-//! baselines, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
+//! `runs-on`), [`local_dirs`] makes the folders gpuflow keeps on this machine (private job
+//! folders, `.gpuflow/`), [`signal`] turns Ctrl-C and SIGTERM into cancellation, [`bench`] is
+//! the built-in load generator, [`store`], [`stats`] and [`compare`] keep results and judge
+//! them against baselines, [`sim`] is `gpuflow-sim`, the simulated LLM server standing in
 //! for SGLang/vLLM, [`trigger`] turns git pushes into queued runs of the workflows whose
 //! `on:` matches and [`worker`] runs them, [`cli`] wires them into commands.
 
@@ -24,6 +25,7 @@ pub mod engine;
 pub mod expr;
 pub mod gpu;
 pub mod hosts;
+pub mod local_dirs;
 pub mod plan;
 pub mod report;
 pub mod schema;

@@ -272,3 +272,76 @@ fn steps_that_need_no_engine_run_without_docker() {
     assert!(all.contains("no results store"), "{all}");
     assert!(!all.contains("Docker engine"), "{all}");
 }
+
+/// Prints where a `run:` step's working state is and the modes of its folder and files.
+const STATE: &str = r#"
+name: state
+jobs:
+  build:
+    steps:
+      - run: |
+          echo "temp=$RUNNER_TEMP"
+          stat -c 'job-folder=%a' "$(dirname "$RUNNER_TEMP")"
+          stat -c 'env-file=%a' "$GITHUB_ENV"
+          stat -c 'output-file=%a' "$GITHUB_OUTPUT"
+          echo "token=secret" >> "$GITHUB_ENV"
+  other:
+    steps:
+      - run: echo "temp=$RUNNER_TEMP"
+"#;
+
+/// A job's folder for host `run:` steps used to be `$TMPDIR/gpuflow-<run>-<job>-<cell>`, used
+/// as it was when there: another local user could make it (or a symlink) first and own the
+/// script gpuflow then wrote and ran. Now each job run gets a new 0700 folder with a random
+/// name, and a path made in advance is never written to.
+#[test]
+fn job_folders_are_private_and_new_never_a_path_made_in_advance() {
+    let dir = workspace(STATE);
+    let tmp = tempfile::tempdir().unwrap();
+    // The old, predictable paths of both jobs, made by "another user": a folder, and a symlink
+    // to the victim's folder.
+    let planted = tmp.path().join("gpuflow-planted-build-1");
+    std::fs::create_dir_all(planted.join("host")).unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, tmp.path().join("gpuflow-planted-other-1")).unwrap();
+
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--plain", "--run-id", "planted", "w.yml"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .assert()
+        .code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(
+        planted.join("host").is_dir(),
+        "the folder made in advance was used as the job's folder (and removed at its end)\n{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(planted.join("host")).unwrap().count(),
+        0,
+        "nothing is written into a folder made in advance\n{stdout}"
+    );
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "{stdout}");
+    let temps: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_once("| temp=").map(|(_, t)| t))
+        .collect();
+    assert_eq!(temps.len(), 2, "{stdout}");
+    for t in &temps {
+        assert!(t.starts_with(tmp.path().to_str().unwrap()), "{t}");
+        assert!(
+            !t.contains("gpuflow-planted-build-1/") && !t.contains("gpuflow-planted-other-1/"),
+            "{t}"
+        );
+    }
+    assert!(stdout.contains("job-folder=700"), "{stdout}");
+    assert!(stdout.contains("env-file=600"), "{stdout}");
+    assert!(stdout.contains("output-file=600"), "{stdout}");
+    // The job folders are removed when their jobs end; what was planted stays as it was.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left.len(), 3, "{left:?}");
+}

@@ -123,12 +123,26 @@ pub async fn run_job(
 ) -> JobOutcome {
     let started = Instant::now();
     let job = shared.wf.jobs[&planned.job_id].clone();
-    let temp = std::env::temp_dir().join(format!(
-        "gpuflow-{}-{}-{}",
-        shared.opts.run_id,
-        super::log_store::slug(&jref.job),
-        jref.cell + 1
-    ));
+    // A new private folder each time (crate::local_dirs): a predictable path another local
+    // user made first would own the scripts written and run there.
+    let (temp, temp_error) = match crate::local_dirs::private_dir(
+        &crate::local_dirs::runtime_base(),
+        &format!(
+            "gpuflow-{}-{}-{}",
+            shared.opts.run_id,
+            super::log_store::slug(&jref.job),
+            jref.cell + 1
+        ),
+    ) {
+        Ok(dir) => (dir, None),
+        Err(e) => (
+            PathBuf::new(),
+            Some(format!(
+                "could not make the job's working folder in `{}`: {e} (set TMPDIR to a folder you can write)",
+                crate::local_dirs::runtime_base().display()
+            )),
+        ),
+    };
     let cancel = cancel.child_token();
     let mut run = JobRun {
         host: HostRunner::new(temp.join("host"), &shared.opts.workspace, shared.opts.grace),
@@ -145,7 +159,11 @@ pub async fn run_job(
         recorded: Vec::new(),
         gpus,
     };
-    let setup = run.setup(&planned, &job, needs);
+    let temp_made = temp_error.is_none();
+    let setup = match temp_error {
+        Some(message) => Err(message),
+        None => run.setup(&planned, &job, needs),
+    };
     let timed_out = Arc::new(AtomicBool::new(false));
     let mut timer = None;
     let outcome = match setup {
@@ -205,7 +223,9 @@ pub async fn run_job(
     }
     run.clean_up().await;
     let gpus = run.gpus.take();
-    let _ = tokio::fs::remove_dir_all(&temp).await;
+    if temp_made {
+        let _ = tokio::fs::remove_dir_all(&temp).await;
+    }
     shared.emit(EventKind::JobFinished {
         job: jref,
         result: outcome.result,

@@ -67,7 +67,15 @@ impl HostRunner {
             path: dir.display().to_string(),
             reason: e.to_string(),
         };
-        tokio::fs::create_dir_all(&dir).await.map_err(files_error)?;
+        // Inside the job's private folder (crate::local_dirs), and private themselves: a
+        // script may hold a secret as text (`shell: python`), and a step may write one to
+        // `$GITHUB_ENV` or `$GITHUB_OUTPUT`.
+        tokio::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .await
+            .map_err(files_error)?;
         let script = dir.join(match run.shell {
             super::script_runner::Shell::Python => "script.py",
             _ => "script.sh",
@@ -75,11 +83,11 @@ impl HostRunner {
         let output = dir.join("output");
         let env_file = dir.join("env");
         let summary = dir.join("summary");
-        tokio::fs::write(&script, &run.script)
+        write_private(&script, run.script.as_bytes())
             .await
             .map_err(files_error)?;
         for f in [&output, &env_file, &summary] {
-            tokio::fs::write(f, "").await.map_err(files_error)?;
+            write_private(f, b"").await.map_err(files_error)?;
         }
 
         let argv = run.shell.command(&script.display().to_string(), on_path);
@@ -157,6 +165,21 @@ impl ScriptRunner for HostRunner {
     fn describe(&self) -> String {
         "the host".into()
     }
+}
+
+/// Writes a file only its owner can read (0600 whatever the umask), never through a symlink.
+async fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut f = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .await?;
+    f.write_all(contents).await?;
+    f.flush().await
 }
 
 /// Reads a stream in chunks and hands on its lines (bounded by the splitter).
