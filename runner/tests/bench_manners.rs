@@ -354,3 +354,41 @@ async fn a_server_that_stops_at_its_context_limit_is_warned_about() {
     assert!(warning.contains("finish_reason `length`"), "{warning}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_read_from_its_own_chunk_or_the_last_one_on_both_endpoints() {
+    for usage_chunk in [sim::UsageChunk::Separate, sim::UsageChunk::Final] {
+        let server = start(SimConfig {
+            usage_chunk,
+            ttft: Duration::from_millis(1),
+            tokens_per_second: 5000.0,
+            ..SimConfig::local()
+        })
+        .await;
+        for endpoint in ["chat", "completions"] {
+            let cfg = config(
+                &server.url(),
+                &[
+                    ("endpoint", endpoint),
+                    ("requests", "3"),
+                    ("warmup", "0"),
+                    ("input-tokens", "12"),
+                    ("output-tokens", "9"),
+                ],
+            );
+            let result = run_ok(&cfg).await;
+            let m = &result.levels[0].pooled;
+            assert!(m.tokens_known, "{usage_chunk:?} {endpoint}");
+            assert_eq!(
+                (m.total_input_tokens, m.total_output_tokens),
+                (Some(3 * 12), Some(3 * 9)),
+                "{usage_chunk:?} {endpoint}"
+            );
+            for r in &result.levels[0].runs[0].records {
+                assert_eq!(r.chunks_ms.len(), 9, "usage events carry no token");
+                assert_eq!(r.finish_reason.as_deref(), Some("length"));
+            }
+        }
+        server.shutdown().await;
+    }
+}
