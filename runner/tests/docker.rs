@@ -35,6 +35,29 @@ impl DockerTest {
     }
 }
 
+/// A runner that is gone: its lock file is in this host's runner folder and nobody holds it
+/// (as after SIGKILL). Its pid is above Linux's maximum (2^22), so never a real process.
+pub(crate) fn dead_owner() -> Owner {
+    let dir = gpuflow::backend::runner_lock::runner_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = format!(
+        "{:032x}",
+        u128::from(std::process::id()) << 64
+            | u128::from(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap()
+                    .subsec_nanos(),
+            )
+    );
+    std::fs::write(dir.join(format!("{token}.lock")), "").unwrap();
+    Owner {
+        pid: 4_194_305,
+        token: Some(token),
+        ..Owner::current()
+    }
+}
+
 pub(crate) fn base_spec(command: &[&str]) -> ContainerSpec {
     let mut spec = ContainerSpec::new(BASE_IMAGE);
     spec.command = Some(command.iter().map(ToString::to_string).collect());
@@ -535,11 +558,7 @@ async fn remove_run_removes_its_containers_and_networks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweep_removes_what_dead_runners_left_and_keeps_live_ones() {
     with_docker("sweep", |t| async move {
-        // Above Linux's maximum pid (2^22): a runner that certainly no longer runs.
-        let dead = Owner {
-            pid: 4_194_305,
-            ..Owner::current()
-        };
+        let dead = dead_owner();
         let orphaned_by = t.backend.clone().with_owner(dead);
         let orphan = orphaned_by
             .start_container(&t.run, &base_spec(&["sleep", "300"]))

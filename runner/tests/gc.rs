@@ -31,11 +31,7 @@ fn gpuflow_gc(args: &[&str]) -> (i32, String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_removes_what_dead_runners_left_and_says_what() {
     with_docker("gc", |t| async move {
-        // Above Linux's maximum pid (2^22): a runner that certainly no longer runs.
-        let dead = Owner {
-            pid: 4_194_305,
-            ..Owner::current()
-        };
+        let dead = crate::docker::dead_owner();
         let orphaned_by = t.backend.clone().with_owner(dead);
         let mut spec = base_spec(&["sleep", "300"]);
         let name = format!("gpuflow-test-gc-{}", std::process::id());
@@ -109,6 +105,42 @@ async fn gc_all_runs_dry_run_lists_live_runs_too() {
         );
         assert!(stdout.contains(&line), "{stdout}");
         assert!(t.backend.inspect_state(&alive.id).await.unwrap().running);
+    })
+    .await;
+}
+
+/// A sweep run from another PID namespace cannot see this test process (the owner of the
+/// container below), as on a node with `hidepid=2` or a runner in a container: the owner's
+/// runner lock, not its pid, decides, and a live run's container stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_from_another_pid_namespace_leaves_a_live_runs_containers_alone() {
+    with_docker("gc-pidns", |t| async move {
+        let alive = t.start(&["sleep", "300"]).await;
+        let gpuflow = assert_cmd::cargo::cargo_bin("gpuflow");
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc"])
+            .arg(&gpuflow)
+            .arg("gc")
+            .current_dir(dir.path())
+            .env_remove("GPUFLOW_CONFIG")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "`unshare --pid --fork --mount-proc gpuflow gc` (needs root): {stdout}{stderr}"
+        );
+        assert!(
+            !stdout.contains(&t.run.run_id),
+            "the live run's container was removed: {stdout}"
+        );
+        let docker = raw_docker().await;
+        assert!(
+            docker.inspect_container(&alive.id, None).await.is_ok(),
+            "the live run's container is gone"
+        );
     })
     .await;
 }

@@ -108,8 +108,8 @@ impl DockerBackend {
         let host = self.owner().host.clone();
         let filter = [(LABEL_MANAGED, "true"), (LABEL_OWNER_HOST, host.as_str())];
         let orphaned = |thing: &Managed| {
-            // Without a readable owner there is nothing to compare against: keep it.
-            Owner::from_labels(&thing.labels).is_some_and(|owner| !owner.is_alive())
+            // Only a free runner lock proves the owner gone; anything else is kept.
+            Owner::from_labels(&thing.labels).is_some_and(|owner| owner.is_gone())
         };
         let containers: Vec<Managed> = self
             .labelled_containers(&filter)

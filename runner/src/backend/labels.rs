@@ -1,6 +1,7 @@
 //! The labels that make clean-up possible: every container and network gpuflow creates says
-//! which run and job it belongs to and which runner process (pid, host, start time) owns it.
-//! A run's things are removed by run id; things whose owner process is gone are swept.
+//! which run and job it belongs to and which runner process owns it (its lock token; pid,
+//! host and start time for people reading them). A run's things are removed by run id;
+//! things whose runner's lock is free are swept (`runner_lock.rs`).
 
 use std::collections::HashMap;
 
@@ -19,14 +20,19 @@ pub const LABEL_OWNER_HOST: &str = "dev.gpuflow.owner-host";
 /// The owner's start time (clock ticks since boot, from `/proc/<pid>/stat`), so a recycled pid
 /// is not mistaken for the owner.
 pub const LABEL_OWNER_STARTED: &str = "dev.gpuflow.owner-started";
+/// The owner's runner-lock token: the sweep's only evidence that the owner is gone.
+pub const LABEL_OWNER_TOKEN: &str = "dev.gpuflow.owner-token";
 
 /// The runner process that owns containers: what sweeping compares against.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner {
     pub pid: u32,
     pub host: String,
-    /// `None` where `/proc` is not available; the sweep then trusts the pid alone.
+    /// `None` where `/proc` is not available.
     pub started: Option<u64>,
+    /// The runner lock it holds while it lives (`runner_lock.rs`); `None`: none could be made
+    /// (or an older gpuflow), and its things are never swept.
+    pub token: Option<String>,
 }
 
 impl Owner {
@@ -37,17 +43,17 @@ impl Owner {
             pid,
             host: host_name(),
             started: process_start_time(pid),
+            token: super::runner_lock::current_token().map(str::to_owned),
         }
     }
 
-    /// Whether the owner process still runs. Only meaningful on the owner's host.
-    pub fn is_alive(&self) -> bool {
-        match (process_start_time(self.pid), self.started) {
-            (None, _) => std::path::Path::new(&format!("/proc/{}", self.pid)).exists(),
-            // A different start time means the pid was recycled by another process.
-            (Some(now), Some(then)) => now == then,
-            (Some(_), None) => true,
-        }
+    /// Whether the owner is known to be gone: its runner lock is free. A pid that cannot be
+    /// seen proves nothing (`hidepid`, another PID namespace, another machine of the same
+    /// name), so without a lock to ask the answer is no.
+    pub fn is_gone(&self) -> bool {
+        self.token.as_deref().is_some_and(|token| {
+            super::runner_lock::liveness(token) == super::runner_lock::Liveness::Dead
+        })
     }
 
     pub(crate) fn from_labels(labels: &HashMap<String, String>) -> Option<Self> {
@@ -55,6 +61,7 @@ impl Owner {
             pid: labels.get(LABEL_OWNER_PID)?.parse().ok()?,
             host: labels.get(LABEL_OWNER_HOST)?.clone(),
             started: labels.get(LABEL_OWNER_STARTED).and_then(|s| s.parse().ok()),
+            token: labels.get(LABEL_OWNER_TOKEN).cloned(),
         })
     }
 }
@@ -85,6 +92,9 @@ impl RunLabels {
         ]);
         if let Some(started) = owner.started {
             labels.insert(LABEL_OWNER_STARTED.to_string(), started.to_string());
+        }
+        if let Some(token) = &owner.token {
+            labels.insert(LABEL_OWNER_TOKEN.to_string(), token.clone());
         }
         labels
     }
@@ -132,27 +142,19 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_alive_and_a_recycled_pid_is_not_its_owner() {
+    fn this_process_is_not_gone_and_a_pid_alone_proves_nothing() {
         let me = Owner::current();
-        assert!(me.is_alive());
-        if let Some(started) = me.started {
-            let recycled = Owner {
-                started: Some(started + 1),
-                ..me.clone()
-            };
-            assert!(!recycled.is_alive());
-        }
-    }
-
-    #[test]
-    fn a_pid_that_does_not_exist_is_dead() {
-        // Above Linux's maximum pid (2^22), so never a real process.
-        let gone = Owner {
+        assert!(me.token.is_some(), "a runner lock is held");
+        assert!(!me.is_gone());
+        // Above Linux's maximum pid (2^22): never a real process, yet without a lock token
+        // there is no evidence the owner is gone (hidepid, another PID namespace).
+        let unseen = Owner {
             pid: 4_194_305,
             host: host_name(),
             started: None,
+            token: None,
         };
-        assert!(!gone.is_alive());
+        assert!(!unseen.is_gone());
     }
 
     #[test]
@@ -161,6 +163,7 @@ mod tests {
             pid: 7,
             host: "node-a".into(),
             started: Some(99),
+            token: Some("0123456789abcdef0123456789abcdef".into()),
         };
         let labels = RunLabels::new("run-1", "bench").to_labels(&owner);
         assert_eq!(labels[LABEL_MANAGED], "true");

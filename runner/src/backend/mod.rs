@@ -23,6 +23,7 @@ mod labels;
 mod log_line;
 mod logs;
 mod network;
+pub mod runner_lock;
 
 pub use attach::AttachedOutput;
 pub use cleanup::{Managed, ManagedKind, Removed};
@@ -34,8 +35,8 @@ pub use error::BackendError;
 pub use exec::{ExecOutput, ExecSpec, InteractiveExec};
 pub use gpu_request::GpuRequest;
 pub use labels::{
-    LABEL_JOB, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_PREFIX,
-    LABEL_RUN_ID, Owner, RunLabels, process_start_time,
+    LABEL_JOB, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED,
+    LABEL_OWNER_TOKEN, LABEL_PREFIX, LABEL_RUN_ID, Owner, RunLabels, process_start_time,
 };
 pub use log_line::{LineSink, LineSplitter, LogLine, MAX_LINE_BYTES, OutputStream};
 pub use logs::LogStart;

@@ -83,19 +83,24 @@ impl RunOptions {
     }
 }
 
-/// A new run id: the UTC time and a random suffix (`20261130-083512-7f3a`), sortable and
-/// unique enough for one machine.
+/// A new run id: the UTC time and a random suffix (`20261130-083512-7f3a9c01d2e4`), sortable
+/// and unique: 48 random bits (from the OS-seeded hasher keys std draws), so two runs started
+/// in the same second on any number of machines do not collide — a run's containers are
+/// removed by its id.
 pub fn new_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let secs = now.as_secs();
     let (days, rest) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
-    // Two runs started in the same second differ in their nanoseconds or their pid.
-    let suffix = (now.subsec_nanos() ^ std::process::id().rotate_left(16)) as u16;
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+        & 0xffff_ffff_ffff;
     format!(
-        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{suffix:04x}",
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{random:012x}",
         rest / 3600,
         rest % 3600 / 60,
         rest % 60
@@ -125,6 +130,12 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_422), (2025, 11, 30));
         let id = new_run_id();
-        assert_eq!(id.len(), 20, "{id}");
+        assert_eq!(id.len(), 28, "{id}");
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_run_id()).collect();
+        assert_eq!(
+            ids.len(),
+            1000,
+            "a thousand ids in the same second all differ"
+        );
     }
 }

@@ -9,11 +9,11 @@ use crate::compare::{format_value, metric_title};
 use crate::engine::{BenchmarkFigure, ComparisonFigure, Headline};
 
 /// ```text
-/// headline: run 20261130-091940-4e4f success
+/// headline: run 20261130-091940-4e4fa1c07e3b success
 ///   benchmark  [bench (1)] single-stream: decode_tok_s 88.90 ± 0.84 tok/s (mean of 3 runs, 95% CI)
 ///   verdict    [bench (1)] compare: output_tok_s (decode tok/s, per-request median) unchanged, ratio 1.003 (+0.3%): 90.03 tok/s vs 89.80 tok/s
-///   report     .gpuflow/runs/20261130-091940-4e4f/report/report.md
-///   logs       .gpuflow/runs/20261130-091940-4e4f
+///   report     .gpuflow/runs/20261130-091940-4e4fa1c07e3b/report/report.md
+///   logs       .gpuflow/runs/20261130-091940-4e4fa1c07e3b
 /// ```
 pub fn headline_text(h: &Headline) -> String {
     let mut out = format!("headline: run {} {}\n", h.run_id, h.result.as_str());
@@ -100,9 +100,9 @@ mod tests {
 
     pub(crate) fn headline() -> Headline {
         Headline {
-            run_id: "20261130-091940-4e4f".into(),
+            run_id: "20261130-091940-4e4fa1c07e3b".into(),
             result: JobResult::Success,
-            log_dir: ".gpuflow/runs/20261130-091940-4e4f".into(),
+            log_dir: ".gpuflow/runs/20261130-091940-4e4fa1c07e3b".into(),
             benchmarks: vec![BenchmarkFigure {
                 job: job(),
                 step: "3".into(),
@@ -135,7 +135,7 @@ mod tests {
                     display: "report".into(),
                 },
                 step: "1".into(),
-                path: ".gpuflow/runs/20261130-091940-4e4f/report/report.md".into(),
+                path: ".gpuflow/runs/20261130-091940-4e4fa1c07e3b/report/report.md".into(),
                 commit: None,
             }],
         }
@@ -144,11 +144,11 @@ mod tests {
     #[test]
     fn the_headline_has_figures_with_intervals_verdicts_and_paths() {
         insta::assert_snapshot!(headline_text(&headline()), @r"
-        headline: run 20261130-091940-4e4f success
+        headline: run 20261130-091940-4e4fa1c07e3b success
           benchmark  [bench (1)] single-stream: decode_tok_s 88.90 ± 0.84 tok/s (mean of 3 runs, 95% CI)
           verdict    [bench (1)] compare: output_tok_s (decode tok/s, per-request median) unchanged, ratio 1.003 (+0.3%): 90.03 tok/s vs 89.80 tok/s
-          report     .gpuflow/runs/20261130-091940-4e4f/report/report.md
-          logs       .gpuflow/runs/20261130-091940-4e4f
+          report     .gpuflow/runs/20261130-091940-4e4fa1c07e3b/report/report.md
+          logs       .gpuflow/runs/20261130-091940-4e4fa1c07e3b
         ");
     }
 
