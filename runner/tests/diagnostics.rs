@@ -78,6 +78,7 @@ const INVALID: &[&str] = &[
     "push-filters",
     "run-and-uses",
     "tabs",
+    "template-injection",
     "unknown-builtin",
     "unknown-event",
     "unknown-input",
@@ -126,6 +127,7 @@ const INVALID: &[&str] = &[
 #[test_case("push-filters")]
 #[test_case("run-and-uses")]
 #[test_case("tabs")]
+#[test_case("template-injection")]
 #[test_case("unknown-builtin")]
 #[test_case("unknown-event")]
 #[test_case("unknown-input")]

@@ -15,6 +15,7 @@ mod generated;
 mod gpus;
 mod health;
 mod hosts;
+mod injection;
 mod llama_server;
 mod preflight;
 mod remote;

@@ -5,6 +5,7 @@
 
 mod availability;
 mod expressions;
+mod injection;
 
 use std::sync::Arc;
 
@@ -46,8 +47,13 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
         check_job(&mut c, wf, job, &top);
     }
     let mut diags = c.diags;
+    // A push-triggered run's `inputs` are not someone's `--input`: untrusted there too.
+    let trust = injection::Trust {
+        push_inputs: wf.on.push.is_some(),
+    };
     for job in wf.jobs.values() {
         diags.extend(check_step_containers(&job.steps, file, &wf.actions));
+        diags.extend(injection::check_steps(&job.steps, file, trust));
     }
     for action in wf.actions.values() {
         diags.extend(check_action(action));
@@ -89,6 +95,11 @@ pub fn check_action(action: &Action) -> Diagnostics {
         &action.runs.steps,
         &action.file,
         &indexmap::IndexMap::new(),
+    ));
+    diags.extend(injection::check_steps(
+        &action.runs.steps,
+        &action.file,
+        injection::Trust { push_inputs: false },
     ));
     diags
 }

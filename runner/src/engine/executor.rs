@@ -744,6 +744,7 @@ impl JobRun {
             Uses::Builtin(name) => {
                 let ctx = self.ctx(scope, Some(&env));
                 let inputs = builtin::inputs(name, step, &ctx, &scope.file)?;
+                let shell = builtin::shell_inputs(name, step, &ctx, &scope.file)?;
                 let shared = self.shared.clone();
                 let jref = self.jref.clone();
                 let job_gpus = self.job_gpus();
@@ -782,6 +783,7 @@ impl JobRun {
                     recorded: &mut recorded,
                     cancel: cancel.clone(),
                     gpus: step_gpus,
+                    shell,
                     outputs_on_failure: IndexMap::new(),
                 };
                 let outputs = builtin::run(

@@ -804,6 +804,8 @@ async fn run_job_checks(
                 recorded: &mut recorded,
                 cancel: cancel.clone(),
                 gpus: None,
+                // Preflight runs `check-cli-interface` and `assert-file`: no shell text.
+                shell: IndexMap::new(),
                 outputs_on_failure: IndexMap::new(),
             };
             match &check.check {

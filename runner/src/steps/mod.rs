@@ -31,6 +31,19 @@ pub fn builtins() -> &'static [BuiltinSpec] {
     &BUILTINS
 }
 
+/// Inputs of built-ins that reach `sh -c` as shell text, as `(step, input)`. Their `${{ }}`
+/// values are handed to that shell as environment variables (as a `run:` script's are), and
+/// `validate` refuses untrusted contexts in them: a value there must never become code.
+/// `start-container`'s `command` and `check-cli-interface`'s `command`/`args` are split into
+/// words by gpuflow and run without a shell, so they are not here.
+pub const SHELL_INPUTS: &[(&str, &str)] =
+    &[("benchmark", "command"), ("wait-for-health", "command")];
+
+/// Whether `input` of the built-in `step` is shell text (see [`SHELL_INPUTS`]).
+pub fn is_shell_input(step: &str, input: &str) -> bool {
+    SHELL_INPUTS.iter().any(|&(s, i)| s == step && i == input)
+}
+
 /// The built-in called `name`, if there is one.
 pub fn builtin(name: &str) -> Option<&'static BuiltinSpec> {
     BUILTINS.iter().find(|b| b.name == name)

@@ -47,11 +47,21 @@ pub async fn run(
     let server = ServerFacts::of(containers).await;
     // The address is where the server listens today, not what it is: a port published
     // elsewhere next time is the same experiment.
-    let definition: BTreeMap<String, String> = texts
+    let mut definition: BTreeMap<String, String> = texts
         .iter()
         .filter(|(k, _)| k.as_str() != "target")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    // A value passed to the command through `env:` (the safe form for pushed values) is as
+    // much a part of the experiment as one written into it: `--max-tokens "$MAX_TOKENS"` at
+    // 256 and at 512 are two experiments.
+    if let Some(command) = texts.get("command") {
+        for (name, value) in step.env {
+            if command.contains(&format!("${name}")) || command.contains(&format!("${{{name}}}")) {
+                definition.insert(format!("env.{name}"), value.clone());
+            }
+        }
+    }
     let say = Sayer {
         shared,
         job,
@@ -546,7 +556,7 @@ async fn scripted(
             format!("warm-up {}/{warmup}: {command}", i + 1)
         });
         let output = tokio::select! {
-            r = run_once(command, target.as_deref(), containers, step, say) => r?,
+            r = run_once(target.as_deref(), containers, step, say) => r?,
             () = step.cancel.cancelled() => return Err("the benchmark was stopped".into()),
         };
         if !measuring {
@@ -614,17 +624,27 @@ async fn scripted(
 
 /// One run of the script; its standard output (what metrics are read from). Every line is
 /// also the step's log.
+///
+/// What `sh -c` reads is the command with its `${{ }}` values replaced by references to
+/// environment variables ([`super::shell_inputs`]), never the evaluated text: a value from a
+/// push (a branch name, a commit message) must not become shell code.
 async fn run_once(
-    command: &str,
     container: Option<&str>,
     containers: &JobContainers,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
 ) -> Result<String, String> {
+    let Some(shell) = step.shell.get("command") else {
+        // Running the evaluated text instead would splice values into the shell's code.
+        return Err("the benchmark command was not prepared for the shell (a bug in gpuflow: please report it)".into());
+    };
+    let command = shell.text.as_str();
+    let mut env = step.env.clone();
+    env.extend(shell.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     let (code, stdout) = match container {
         Some(id) => {
             let mut exec = ExecSpec::new(["sh", "-c", command]);
-            exec.env = step.env.clone();
+            exec.env = env;
             let mut stdout = String::new();
             let sink = |line: LogLine| {
                 let stream = match line.stream {
@@ -649,7 +669,7 @@ async fn run_once(
             let mut child = tokio::process::Command::new("sh")
                 .arg("-c")
                 .arg(command)
-                .envs(step.env)
+                .envs(&env)
                 .current_dir(&say.shared.opts.workspace)
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())

@@ -29,10 +29,11 @@ use super::containers::JobContainers;
 use super::evaluate::eval_value;
 use super::event::JobRef;
 use super::executor::Shared;
+use super::script::{RenderedScript, render};
 use crate::backend::GpuRequest;
 use crate::diag::SourceFile;
 use crate::expr::{MapContext, Value};
-use crate::workflow::model::Step;
+use crate::workflow::model::{Step, Value as ModelValue};
 
 /// The step's `with:` evaluated, with the declared defaults for what it leaves out.
 pub fn inputs(
@@ -55,6 +56,41 @@ pub fn inputs(
                 input.name
             ));
         }
+    }
+    Ok(out)
+}
+
+/// The step's shell-text inputs ([`crate::steps::SHELL_INPUTS`]) as the shell will read them:
+/// every `${{ }}` replaced by a reference to an environment variable holding its value, as
+/// for a `run:` script ([`crate::engine::script`]). The evaluated text in [`inputs`] is for
+/// messages and the recorded result; this is what runs, so a branch named
+/// `x$(touch /tmp/p)` is an argument, not a command.
+pub fn shell_inputs(
+    name: &str,
+    step: &Step,
+    ctx: &MapContext,
+    file: &SourceFile,
+) -> Result<IndexMap<String, RenderedScript>, String> {
+    let mut out = IndexMap::new();
+    for (input, v) in &step.with {
+        if !crate::steps::is_shell_input(name, input) {
+            continue;
+        }
+        let rendered = match &v.value {
+            ModelValue::String(source) => render(source, true, ctx).map_err(|e| {
+                let mut m = format!("{}: {e}", file.location(v.span));
+                if let Some(h) = e.hint() {
+                    m.push_str(&format!(" (help: {h})"));
+                }
+                m
+            })?,
+            // A number or a list has no `${{ }}` to turn into variables.
+            _ => RenderedScript {
+                text: eval_value(v, ctx, file)?.to_expr_string(),
+                env: IndexMap::new(),
+            },
+        };
+        out.insert(input.clone(), rendered);
     }
     Ok(out)
 }
@@ -171,6 +207,8 @@ pub async fn run(
                 job,
                 step: step.key,
                 cancel: &step.cancel,
+                env: step.env,
+                shell: step.shell.get("command"),
             };
             wait_for_health::run(inputs, call).await
         }

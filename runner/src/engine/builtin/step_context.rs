@@ -48,6 +48,9 @@ pub struct StepContext<'a> {
     /// The GPUs of the job's host and those leased to the job; `None` when the run was not
     /// told what the host has.
     pub gpus: Option<StepGpus>,
+    /// The shell-text inputs as the shell reads them, with the variables holding their
+    /// `${{ }}` values ([`super::shell_inputs`]); empty where the step has none.
+    pub shell: indexmap::IndexMap<String, crate::engine::script::RenderedScript>,
     /// Outputs a step sets before it fails (a `compare-to-baseline` that found a regression
     /// still says `verdict`), so `if: always()` steps and job outputs can read them.
     pub outputs_on_failure: indexmap::IndexMap<String, String>,

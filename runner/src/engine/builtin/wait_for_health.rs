@@ -41,10 +41,21 @@ const DRAIN_LOGS: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug)]
 pub enum Probe {
     Http(HttpProbe),
-    Tcp { address: String },
-    Log { pattern: Regex },
+    Tcp {
+        address: String,
+    },
+    Log {
+        pattern: Regex,
+    },
     Docker,
-    Command { command: String },
+    /// `command` is the evaluated text (for messages); `script` is what `sh -c` reads, its
+    /// `${{ }}` values replaced by references to the variables in `env`
+    /// ([`super::shell_inputs`]), so a pushed value cannot become shell code.
+    Command {
+        command: String,
+        script: String,
+        env: IndexMap<String, String>,
+    },
 }
 
 /// What an HTTP answer must be to mean ready.
@@ -179,9 +190,15 @@ impl HealthSpec {
                 }
             }
             "docker" => Probe::Docker,
-            "command" => Probe::Command {
-                command: need("command", "command", "curl -sf localhost:30000/health")?,
-            },
+            "command" => {
+                let command = need("command", "command", "curl -sf localhost:30000/health")?;
+                // Until `run` is given the shell form: nothing runs without it (see `run`).
+                Probe::Command {
+                    script: String::new(),
+                    command,
+                    env: IndexMap::new(),
+                }
+            }
             other => {
                 return Err(format!(
                     "`probe` is `{other}`; it is one of `http`, `tcp`, `log`, `docker` or `command`"
@@ -224,7 +241,7 @@ fn describe(probe: &Probe) -> String {
         Probe::Tcp { address } => format!("a connection to `{address}`"),
         Probe::Log { pattern } => format!("a log line matching `{}`", pattern.as_str()),
         Probe::Docker => "Docker's healthcheck".into(),
-        Probe::Command { command } => format!("`{command}` to exit 0"),
+        Probe::Command { command, .. } => format!("`{command}` to exit 0"),
     }
 }
 
@@ -242,6 +259,10 @@ pub struct Call<'a> {
     pub job: &'a JobRef,
     pub step: &'a str,
     pub cancel: &'a CancellationToken,
+    /// The step's environment (`env:` of the workflow, job and step): the command probe's.
+    pub env: &'a IndexMap<String, String>,
+    /// The `command` input as the shell reads it, when the step gives one.
+    pub shell: Option<&'a crate::engine::script::RenderedScript>,
 }
 
 /// Runs the step; returns `ready-after`.
@@ -251,6 +272,15 @@ pub async fn run(
 ) -> Result<IndexMap<String, String>, String> {
     let started = Instant::now();
     let mut spec = HealthSpec::from_inputs(inputs)?;
+    if let Probe::Command { script, env, .. } = &mut spec.probe {
+        // Running the evaluated text instead would splice values into the shell's code.
+        let shell = call.shell.ok_or(
+            "the command probe was not prepared for the shell (a bug in gpuflow: please report it)",
+        )?;
+        script.clone_from(&shell.text);
+        env.clone_from(call.env);
+        env.extend(shell.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     let docker = call.containers.docker.clone();
     let watched = resolve_watched(&mut spec, call.containers, &docker).await?;
     let deadline = tokio::time::Instant::now()
@@ -551,9 +581,10 @@ async fn attempt(
                 ))),
             }
         }
-        Probe::Command { command } => match watched.filter(|_| spec.container.is_some()) {
+        Probe::Command { script, env, .. } => match watched.filter(|_| spec.container.is_some()) {
             Some(w) => {
-                let exec = ExecSpec::new(["sh", "-c", command.as_str()]);
+                let mut exec = ExecSpec::new(["sh", "-c", script.as_str()]);
+                exec.env = env.clone();
                 let code = docker
                     .exec(&w.id, &exec, |_line: LogLine| {})
                     .await
@@ -566,7 +597,8 @@ async fn attempt(
             }
             None => {
                 let status = tokio::process::Command::new("sh")
-                    .args(["-c", command])
+                    .args(["-c", script])
+                    .envs(env)
                     .stdin(std::process::Stdio::null())
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())

@@ -1,0 +1,88 @@
+//! Hostile values never become code: a `${{ }}` in a built-in step's command-like input
+//! (`benchmark`'s `command`, `wait-for-health`'s command probe) reaches `sh -c` as an
+//! environment variable, not as shell text; a panicking job ends the run instead of hanging
+//! it. These run `gpuflow run` (which sweeps orphans): nextest's `docker-sweep` group.
+
+use std::path::Path;
+use std::time::Duration;
+
+use assert_cmd::Command;
+
+use super::bench_steps::git;
+use super::docker::connect_or_skip;
+
+fn gpuflow_in(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("gpuflow").unwrap();
+    c.current_dir(dir).env_remove("GPUFLOW_STORE");
+    c
+}
+
+/// A git repository holding `w.yml`, committed; `None` only when Docker tests are skipped.
+async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
+    connect_or_skip().await?;
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+    git(dir.path(), &["add", "w.yml"]);
+    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
+    Some(dir)
+}
+
+fn output(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The value reaches both commands through `--input` (what `validate` cannot see), in plain,
+/// double-quoted and single-quoted places.
+const COMMANDS: &str = r#"
+on:
+  workflow_dispatch:
+    inputs:
+      tag: { default: safe }
+jobs:
+  bench:
+    steps:
+      - uses: wait-for-health
+        with:
+          probe: command
+          command: echo ${{ inputs.tag }} "${{ inputs.tag }}" '${{ inputs.tag }}' >/dev/null
+          timeout: 10s
+      - id: script
+        uses: benchmark
+        with:
+          command: echo "took 12 ms" ${{ inputs.tag }} "${{ inputs.tag }}" 'q ${{ inputs.tag }} q'
+          runs: 1
+          warmup: 0
+          metrics:
+            took: { regex: 'took (?P<value>[0-9]+) ms', unit: ms }
+      - run: echo "took=${{ steps.script.outputs.took }}"
+"#;
+
+#[tokio::test]
+async fn hostile_values_in_builtin_commands_are_data_not_code() {
+    let Some(dir) = repository(COMMANDS).await else {
+        return;
+    };
+    let marker = dir.path().join("pwned");
+    let marker_text = marker.display().to_string();
+    // A branch name git accepts: no blanks (`${IFS}` stands in for them).
+    let hostile = format!(
+        "x$(touch${{IFS}}{marker_text})`touch${{IFS}}{marker_text}`;touch${{IFS}}{marker_text}"
+    );
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml", "--input"])
+        .arg(format!("tag={hostile}"))
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let text = output(&out);
+    assert!(!marker.exists(), "a value ran as shell code:\n{text}");
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("took=12"), "{text}");
+    // The value is still there, as the text it is.
+    assert!(text.contains(&format!("took 12 ms {hostile}")), "{text}");
+}
