@@ -345,3 +345,42 @@ fn job_folders_are_private_and_new_never_a_path_made_in_advance() {
         .collect();
     assert_eq!(left.len(), 3, "{left:?}");
 }
+
+/// Another local user plants symlinks where the GPU lock files go, pointing at a file of the
+/// victim's: the job asking for a GPU fails saying what is wrong, and that file is untouched
+/// (lock files used to be opened through symlinks and truncated).
+#[test]
+fn a_planted_symlink_for_a_gpu_lock_file_fails_the_job_and_leaves_its_target_alone() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  hold:\n    gpus: 1\n    steps:\n      - run: echo \"gpus $CUDA_VISIBLE_DEVICES\"\n",
+    );
+    let leases = tempfile::tempdir().unwrap();
+    let victim = leases.path().join("victim-notes");
+    std::fs::write(&victim, "precious\n").unwrap();
+    for i in 0..8 {
+        let uuid = format!("GPU-5a1d0000-0000-4000-8000-00000000000{i}");
+        std::os::unix::fs::symlink(&victim, leases.path().join(format!("local@{uuid}.lock")))
+            .unwrap();
+    }
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .env(
+            gpuflow::gpu::STAND_IN_ENV,
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/stand-in-8gpu-pcie.toml"),
+        )
+        .env("GPUFLOW_LEASE_DIR", leases.path())
+        .env_remove("GPUFLOW_CONFIG")
+        .env_remove("DOCKER_HOST")
+        .assert()
+        .code(1);
+    let all = format!(
+        "{}{}",
+        text(&out.get_output().stdout),
+        text(&out.get_output().stderr)
+    );
+    assert!(all.contains("is a symbolic link"), "{all}");
+    assert!(all.contains("remove it"), "{all}");
+    assert!(!all.contains("gpus GPU-"), "the step must not run: {all}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+}

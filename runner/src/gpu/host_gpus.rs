@@ -129,6 +129,11 @@ impl HostGpus {
     pub async fn try_lease(&self, request: &Request, holder: &str) -> Result<Leased, String> {
         let inv = self.inventory().await;
         let unusable = |e: std::io::Error| {
+            // gpuflow's own refusals (an unsafe folder, a planted lock file) already name the
+            // path and the fix.
+            if e.kind() == std::io::ErrorKind::Other {
+                return e.to_string();
+            }
             format!(
                 "could not use the GPU lease folder `{}`: {e} (set {} to a folder every runner of this machine can write)",
                 self.leases.path().display(),

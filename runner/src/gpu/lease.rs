@@ -1,20 +1,31 @@
 //! Exclusive GPU leases shared by every gpuflow process of this machine: one lock file per GPU
-//! (named by its UUID) in a lease folder per host, held with `flock`. The kernel drops a
-//! lock when the file is closed, so a lease ends when its [`Lease`] is dropped and also when
-//! the process holding it dies, even by SIGKILL: nothing is left to clean up, and a crashed
-//! runner never keeps GPUs from the next one.
+//! (named by its host and UUID) in one shared lease folder, held with `flock`. The kernel
+//! drops a lock when the file is closed, so a lease ends when its [`Lease`] is dropped and
+//! also when the process holding it dies, even by SIGKILL: nothing is left to clean up, and a
+//! crashed runner never keeps GPUs from the next one.
 //!
-//! The folder is `$GPUFLOW_LEASE_DIR`, else `gpuflow-leases` in the temporary folder; each
-//! host gets a subfolder, so two runners driving one remote node share its leases. The lock
-//! files stay (removing one while another process opens it would split the lock); they hold
-//! the last holder's description, shown by `gpuflow hosts`.
+//! The folder is `$GPUFLOW_LEASE_DIR`, else `gpuflow-leases` in the temporary folder. Every
+//! user's runners share it, so another local user can put things in it; hence:
+//! - gpuflow makes the folder (when missing) 1777 like `/tmp`: writable by all, sticky, so no
+//!   one removes or replaces a lock file they did not make. A folder that is already there
+//!   is not changed but checked: a real folder (not a symlink), owned by this user or root
+//!   (its owner may remove any lock file in it and so give one GPU to two jobs), and sticky
+//!   when others may write it. Otherwise it is refused, saying what to fix.
+//! - Lock files sit directly in it (`<host>@<UUID>.lock`): a per-host subfolder would belong
+//!   to whichever user made it first, who could then empty it.
+//! - Lock files are opened without following symlinks (`O_NOFOLLOW`), must be plain files
+//!   with one link, and are never truncated: a planted symlink or hard link to someone's file
+//!   is refused and that file left untouched.
+//!
+//! The lock files stay (removing one while another process opens it would split the lock);
+//! they hold the last holder's description on their first line, shown by `gpuflow hosts`.
 
-use std::fs::{File, OpenOptions, Permissions};
-use std::io::{Read, Seek, Write};
-use std::os::unix::fs::PermissionsExt;
+use std::fs::{File, Metadata, OpenOptions, Permissions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{FlockOperation, flock};
+use rustix::fs::{FlockOperation, OFlags, flock};
 
 /// The environment variable naming the lease folder.
 pub const LEASE_DIR_ENV: &str = "GPUFLOW_LEASE_DIR";
@@ -22,7 +33,10 @@ pub const LEASE_DIR_ENV: &str = "GPUFLOW_LEASE_DIR";
 /// The lease files of one host.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseDir {
-    dir: PathBuf,
+    /// The shared lease folder.
+    root: PathBuf,
+    /// The host's part of its lock files' names.
+    key: String,
 }
 
 /// GPUs held until dropped.
@@ -34,8 +48,22 @@ pub struct Lease {
     _files: Vec<File>,
 }
 
+/// A host endpoint or GPU UUID as part of a file name: nothing but `[A-Za-z0-9._-]` (a UUID a
+/// remote `nvidia-smi` reported must not name a path elsewhere), so `@` parts them.
+fn name_part(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 impl LeaseDir {
-    /// The lease folder of `host_key` under the default root (`$GPUFLOW_LEASE_DIR`, else the
+    /// The leases of `host_key` under the default root (`$GPUFLOW_LEASE_DIR`, else the
     /// temporary folder's `gpuflow-leases`).
     pub fn for_host(host_key: &str) -> Self {
         let root = std::env::var_os(LEASE_DIR_ENV)
@@ -47,70 +75,125 @@ impl LeaseDir {
         Self::at(&root, host_key)
     }
 
-    /// The lease folder of `host_key` under `root`.
+    /// The leases of `host_key` in the lease folder `root`.
     pub fn at(root: &Path, host_key: &str) -> Self {
-        let key: String = host_key
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         Self {
-            dir: root.join(key),
+            root: root.to_path_buf(),
+            key: name_part(host_key),
         }
     }
 
+    /// The lease folder.
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.root
     }
 
-    fn file(&self, uuid: &str) -> std::io::Result<File> {
-        if !self.dir.is_dir() {
-            let root = self.dir.parent().filter(|r| !r.is_dir());
-            std::fs::create_dir_all(&self.dir)?;
-            // Every user's runners lease the same GPUs: the folders made here are shared like
-            // /tmp (sticky) and the lock files writable by all, whatever the creator's umask. A
-            // root that was already there (a chosen $GPUFLOW_LEASE_DIR) keeps its mode.
-            for dir in [root, Some(self.dir.as_path())].into_iter().flatten() {
-                let _ = std::fs::set_permissions(dir, Permissions::from_mode(0o1777));
+    fn lock_path(&self, uuid: &str) -> PathBuf {
+        self.root
+            .join(format!("{}@{}.lock", self.key, name_part(uuid)))
+    }
+
+    /// Makes the lease folder 1777 when it is missing; refuses one that is there but unsafe.
+    fn ready_root(&self) -> io::Result<()> {
+        let meta = match std::fs::symlink_metadata(&self.root) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if let Some(parent) = self.root.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)?;
+                }
+                match std::fs::DirBuilder::new().mode(0o700).create(&self.root) {
+                    // Ours and new: shared like /tmp, whatever the umask. A folder that was
+                    // already there (a chosen $GPUFLOW_LEASE_DIR) keeps its mode.
+                    Ok(()) => std::fs::set_permissions(&self.root, Permissions::from_mode(0o1777))?,
+                    // Another runner made it a moment ago: checked below like any other.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+                std::fs::symlink_metadata(&self.root)?
             }
-        }
-        let path = self.dir.join(format!("{uuid}.lock"));
-        let created = !path.exists();
-        let file = OpenOptions::new()
+            Err(e) => return Err(e),
+        };
+        check_folder(&self.root, &meta, rustix::process::geteuid().as_raw())
+    }
+
+    /// Opens the lock file of `uuid`, making it when missing; never through a symlink, never
+    /// one with other links, never truncated.
+    fn file(&self, uuid: &str) -> io::Result<File> {
+        self.ready_root()?;
+        let path = self.lock_path(uuid);
+        // O_NONBLOCK: a FIFO planted in its place must not hang the open (it is refused below).
+        let flags = (OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32;
+        let refused = |e: io::Error| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                io::Error::other(format!(
+                    "the lock file `{}` is a symbolic link: gpuflow never opens one through a link (another user may have planted it to have gpuflow write elsewhere); remove it",
+                    path.display()
+                ))
+            } else {
+                e
+            }
+        };
+        let file = match OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
+            .create_new(true)
+            .mode(0o666)
+            .custom_flags(flags)
             .open(&path)
-            // `flock` needs no write access: another user's lock file still locks.
-            .or_else(|_| OpenOptions::new().read(true).open(&path))?;
-        if created {
-            let _ = file.set_permissions(Permissions::from_mode(0o666));
+        {
+            Ok(file) => {
+                // Every user's runners write their holder line into it, whatever the umask.
+                file.set_permissions(Permissions::from_mode(0o666))?;
+                file
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(flags)
+                .open(&path)
+                .or_else(|e| match e.kind() {
+                    // `flock` needs no write access: another user's lock file still locks.
+                    io::ErrorKind::PermissionDenied => OpenOptions::new()
+                        .read(true)
+                        .custom_flags(flags)
+                        .open(&path),
+                    _ => Err(e),
+                })
+                .map_err(refused)?,
+            Err(e) => return Err(refused(e)),
+        };
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(io::Error::other(format!(
+                "the lock file `{}` is not a plain file; remove it",
+                path.display()
+            )));
+        }
+        if meta.nlink() != 1 {
+            return Err(io::Error::other(format!(
+                "the lock file `{}` has {} hard links: it may be another file of someone's that gpuflow would write into; remove it",
+                path.display(),
+                meta.nlink()
+            )));
         }
         Ok(file)
     }
 
     /// Takes every GPU of `uuids` or none: `Ok(None)` when one is held by anyone (this
     /// process included). `holder` is written into each file for listings.
-    pub fn try_lease(&self, uuids: &[String], holder: &str) -> std::io::Result<Option<Lease>> {
+    pub fn try_lease(&self, uuids: &[String], holder: &str) -> io::Result<Option<Lease>> {
         let mut files = Vec::with_capacity(uuids.len());
         for uuid in uuids {
-            let mut file = self.file(uuid)?;
+            let file = self.file(uuid)?;
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
-            // Informational only: a failed write does not undo the lease.
-            let _ = file
-                .set_len(0)
-                .and_then(|()| file.rewind())
-                .and_then(|()| writeln!(file, "{holder}"));
+            // Informational only: a failed write does not undo the lease. Written over the
+            // start, never truncated: readers take the first line, a longer former holder's
+            // tail after it is ignored.
+            let _ = file.write_all_at(format!("{holder}\n").as_bytes(), 0);
             files.push(file);
         }
         Ok(Some(Lease {
@@ -121,7 +204,7 @@ impl LeaseDir {
 
     /// Whether the GPU `uuid` is free now (a moment later it may not be). An error (a lease
     /// folder this user cannot use) is not "taken": a job would wait for it for ever.
-    pub fn is_free(&self, uuid: &str) -> std::io::Result<bool> {
+    pub fn is_free(&self, uuid: &str) -> io::Result<bool> {
         let file = self.file(uuid)?;
         // Locking and closing at once: held for an instant, never longer.
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
@@ -137,9 +220,45 @@ impl LeaseDir {
             return None;
         }
         let mut text = String::new();
-        self.file(uuid).ok()?.read_to_string(&mut text).ok()?;
-        Some(text.trim().to_string()).filter(|t| !t.is_empty())
+        // A holder line is short; anyone may write the file, so read no more than that.
+        self.file(uuid)
+            .ok()?
+            .take(4096)
+            .read_to_string(&mut text)
+            .ok()?;
+        let line = text.lines().next().unwrap_or_default().trim();
+        Some(line.to_string()).filter(|t| !t.is_empty())
     }
+}
+
+/// Whether the lease folder `path` can be trusted by the user `me`: a real folder, owned by
+/// `me` or root, sticky when others may write it. The error says what to fix.
+fn check_folder(path: &Path, meta: &Metadata, me: u32) -> io::Result<()> {
+    let p = path.display();
+    let fix_env = format!("or set {LEASE_DIR_ENV} to a folder of your own");
+    if meta.file_type().is_symlink() {
+        return Err(io::Error::other(format!(
+            "the GPU lease folder `{p}` is a symbolic link, which gpuflow does not follow there (another user could point it anywhere): remove it and gpuflow makes the folder, {fix_env}"
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "the GPU lease folder `{p}` is not a folder: remove it and gpuflow makes one, {fix_env}"
+        )));
+    }
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(io::Error::other(format!(
+            "the GPU lease folder `{p}` belongs to user id {}, neither you nor root: its owner can remove any lock file in it and so give one GPU to two jobs. For leases shared by every user of this machine, have an administrator make it once: `sudo install -d -o root -g root -m 1777 {p}`; {fix_env}",
+            meta.uid()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(io::Error::other(format!(
+            "the GPU lease folder `{p}` is writable by other users but not sticky (mode {mode:04o}): anyone could remove or replace another's lock file and give one GPU to two jobs. Fix: `chmod +t {p}` (1777, as gpuflow makes it), {fix_env}"
+        )));
+    }
+    Ok(())
 }
 
 /// How a holder describes itself in the lease files: `pid 123, run X, job bench (2)`.
@@ -159,7 +278,10 @@ mod tests {
     fn a_gpu_is_leased_once_until_dropped() {
         let root = tempfile::tempdir().unwrap();
         let dir = LeaseDir::at(root.path(), "ssh://me@node");
-        assert!(dir.path().ends_with("ssh___me_node"));
+        assert_eq!(
+            dir.lock_path("GPU-0"),
+            root.path().join("ssh___me_node@GPU-0.lock")
+        );
         let a = dir
             .try_lease(&uuids(&["GPU-0", "GPU-1"]), "a")
             .unwrap()
@@ -180,5 +302,107 @@ mod tests {
         assert!(dir.is_free("GPU-0").unwrap());
         assert_eq!(dir.holder("GPU-0"), None);
         assert!(dir.try_lease(&uuids(&["GPU-1"]), "b").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_symlinked_lock_file_is_refused_and_its_target_untouched() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = LeaseDir::at(root.path(), "local");
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.lock_path("GPU-0")).unwrap();
+        let err = dir.try_lease(&uuids(&["GPU-0"]), "a").unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(dir.is_free("GPU-0").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        // A hard link to someone's file is refused the same way.
+        std::fs::hard_link(&victim, dir.lock_path("GPU-1")).unwrap();
+        let err = dir.try_lease(&uuids(&["GPU-1"]), "a").unwrap_err();
+        assert!(err.to_string().contains("hard links"), "{err}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    }
+
+    #[test]
+    fn a_uuid_cannot_name_a_path_outside_the_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = LeaseDir::at(&root.path().join("leases"), "local");
+        assert_eq!(
+            dir.lock_path("../../x"),
+            root.path().join("leases/local@.._.._x.lock")
+        );
+    }
+
+    #[test]
+    fn holder_lines_are_written_over_never_truncated() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = LeaseDir::at(root.path(), "local");
+        drop(
+            dir.try_lease(&uuids(&["GPU-0"]), "a long first holder")
+                .unwrap(),
+        );
+        let b = dir.try_lease(&uuids(&["GPU-0"]), "b").unwrap().unwrap();
+        assert_eq!(dir.holder("GPU-0").as_deref(), Some("b"));
+        let len = std::fs::metadata(dir.lock_path("GPU-0")).unwrap().len();
+        assert_eq!(len, "a long first holder\n".len() as u64);
+        drop(b);
+    }
+
+    #[test]
+    fn a_lease_folder_gpuflow_makes_is_shared_and_sticky() {
+        let root = tempfile::tempdir().unwrap();
+        let leases = root.path().join("made/leases");
+        let dir = LeaseDir::at(&leases, "local");
+        assert!(dir.is_free("GPU-0").unwrap());
+        let mode = std::fs::metadata(&leases).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o1777);
+        let file = std::fs::metadata(dir.lock_path("GPU-0")).unwrap();
+        assert_eq!(file.permissions().mode() & 0o777, 0o666);
+    }
+
+    #[test]
+    fn a_chosen_folder_keeps_its_mode_and_an_unsafe_one_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        // A private folder of one's own: used as it is.
+        std::fs::set_permissions(root.path(), Permissions::from_mode(0o700)).unwrap();
+        let dir = LeaseDir::at(root.path(), "local");
+        assert!(dir.is_free("GPU-0").unwrap());
+        let mode = std::fs::metadata(root.path()).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o700);
+        // Writable by all but not sticky: anyone could swap the lock files.
+        std::fs::set_permissions(root.path(), Permissions::from_mode(0o777)).unwrap();
+        let err = dir.is_free("GPU-0").unwrap_err().to_string();
+        assert!(err.contains("not sticky (mode 0777)"), "{err}");
+        assert!(
+            err.contains(&format!("chmod +t {}", root.path().display())),
+            "{err}"
+        );
+        std::fs::set_permissions(root.path(), Permissions::from_mode(0o700)).unwrap();
+        // A symlink in its place.
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(root.path(), &link).unwrap();
+        let err = LeaseDir::at(&link, "local").is_free("GPU-0").unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+    }
+
+    #[test]
+    fn a_lease_folder_of_another_user_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let folder = root.path().join("leases");
+        std::fs::create_dir(&folder).unwrap();
+        let me = rustix::process::geteuid().as_raw();
+        // As root, give the folder away for real; otherwise judge it as another user would.
+        let judge = if me == 0 {
+            rustix::fs::chown(&folder, Some(rustix::process::Uid::from_raw(65534)), None).unwrap();
+            0
+        } else {
+            me + 1
+        };
+        let meta = std::fs::symlink_metadata(&folder).unwrap();
+        let err = check_folder(&folder, &meta, judge).unwrap_err().to_string();
+        assert!(err.contains("neither you nor root"), "{err}");
+        assert!(
+            err.contains("sudo install -d -o root -g root -m 1777"),
+            "{err}"
+        );
     }
 }
