@@ -17,7 +17,8 @@ async fn start(config: SimConfig) -> SimServer {
     sim::serve(config).await.unwrap()
 }
 
-fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
+/// A benchmark of `url` with these inputs (as a workflow's `with:` gives them).
+pub(crate) fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
     let mut inputs: IndexMap<String, String> = IndexMap::new();
     inputs.insert("target".into(), url.into());
     for (k, v) in pairs {
@@ -26,7 +27,8 @@ fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
     BenchConfig::from_inputs(&inputs).unwrap()
 }
 
-async fn run_ok(config: &BenchConfig) -> BenchResult {
+/// Runs it; a failure fails the test with the benchmark's error.
+pub(crate) async fn run_ok(config: &BenchConfig) -> BenchResult {
     match bench::run(config, &|_| {}).await {
         Ok(result) => result,
         Err(err) => panic!("benchmark failed: {err}"),

@@ -8,27 +8,12 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use gpuflow::bench::{self, BenchConfig, BenchError, BenchResult};
+use gpuflow::bench::{self, BenchError, BenchResult};
 use gpuflow::sim::{self, SimConfig, SimServer};
-use indexmap::IndexMap;
+
+use super::bench::{config, run_ok};
 
 const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
-
-fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
-    let mut inputs: IndexMap<String, String> = IndexMap::new();
-    inputs.insert("target".into(), url.into());
-    for (k, v) in pairs {
-        inputs.insert((*k).into(), (*v).into());
-    }
-    BenchConfig::from_inputs(&inputs).unwrap()
-}
-
-async fn run_ok(config: &BenchConfig) -> BenchResult {
-    match bench::run(config, &|_| {}).await {
-        Ok(result) => result,
-        Err(err) => panic!("benchmark failed: {err}"),
-    }
-}
 
 async fn start(config: SimConfig) -> SimServer {
     sim::serve(config).await.unwrap()

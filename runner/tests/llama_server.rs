@@ -14,8 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use gpuflow::bench::{self, BenchConfig, BenchError, BenchResult};
-use indexmap::IndexMap;
+use gpuflow::bench::{self, BenchError, BenchResult};
+
+use super::bench::{config, run_ok};
 
 /// The folder the build script prints: `bin/llama-server`, `models/{tiny,small}.gguf`.
 /// Building takes ~10 minutes the first time; `make test` (through `make test-images`) and
@@ -111,22 +112,6 @@ fn health(addr: SocketAddr) -> Option<u16> {
     let mut head = [0u8; 12];
     stream.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
-}
-
-fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
-    let mut inputs: IndexMap<String, String> = IndexMap::new();
-    inputs.insert("target".into(), url.into());
-    for (k, v) in pairs {
-        inputs.insert((*k).into(), (*v).into());
-    }
-    BenchConfig::from_inputs(&inputs).unwrap()
-}
-
-async fn run_ok(config: &BenchConfig) -> BenchResult {
-    match bench::run(config, &|_| {}).await {
-        Ok(result) => result,
-        Err(err) => panic!("benchmark failed: {err}"),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
