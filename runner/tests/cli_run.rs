@@ -384,3 +384,45 @@ fn a_planted_symlink_for_a_gpu_lock_file_fails_the_job_and_leaves_its_target_alo
     assert!(!all.contains("gpus GPU-"), "the step must not run: {all}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
 }
+
+/// `.gpuflow/` (logs, results store) is gpuflow's state, not the user's work: when gpuflow
+/// makes it, it writes a `.gitignore` holding `*` into it, as pytest and ruff do for their
+/// caches, so a run leaves `git status` clean.
+#[test]
+fn a_run_in_a_fresh_git_repository_leaves_git_status_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    git(&["init", "-q"]);
+    std::fs::write(dir.path().join("w.yml"), OK).unwrap();
+    git(&["add", "w.yml"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.com",
+        "commit",
+        "-qm",
+        "workflow",
+    ]);
+    gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .assert()
+        .code(0);
+    assert!(dir.path().join(".gpuflow/runs").is_dir());
+    assert_eq!(git(&["status", "--porcelain", "--untracked-files=all"]), "");
+    // Workflows kept in `.gpuflow/workflows/` (docs/triggers.md) are still the user's to add.
+    std::fs::create_dir(dir.path().join(".gpuflow/workflows")).unwrap();
+    std::fs::write(dir.path().join(".gpuflow/workflows/w.yml"), OK).unwrap();
+    assert_eq!(
+        git(&["status", "--porcelain", "--untracked-files=all"]),
+        "?? .gpuflow/workflows/w.yml\n"
+    );
+}

@@ -92,9 +92,10 @@ pub fn record_json(data: &ReportData) -> Vec<u8> {
     out
 }
 
-/// Writes `files` into `dir` (created if needed).
+/// Writes `files` into `dir` (created if needed; a `.gpuflow/` made on the way gets its
+/// `.gitignore`).
 pub fn write_files(dir: &Path, files: &[BranchFile]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    crate::local_dirs::create_state_dir_all(dir)?;
     for f in files {
         std::fs::write(dir.join(&f.path), &f.contents)?;
     }

@@ -45,9 +45,12 @@ impl ResultStore {
     #[doc(hidden)]
     pub fn open_at(path: &Path, version: i64) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: dir.to_path_buf(),
-                source,
+            // `.gpuflow/` made here gets a `.gitignore`: the store is not the user's work.
+            crate::local_dirs::create_state_dir_all(dir).map_err(|source| {
+                StoreError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                }
             })?;
         }
         let open_err = |source| StoreError::Open {

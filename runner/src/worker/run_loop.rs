@@ -173,7 +173,7 @@ impl Worker {
             serde_json::to_vec(&run.event).unwrap_or_default(),
         )
         .map_err(|e| format!("`{}`: {e}", event_file.display()))?;
-        std::fs::create_dir_all(&run.log_dir)
+        crate::local_dirs::create_state_dir_all(&run.log_dir)
             .map_err(|e| format!("`{}`: {e}", run.log_dir.display()))?;
         let log = std::fs::OpenOptions::new()
             .create(true)
