@@ -27,10 +27,6 @@ struct State {
     step_files: HashMap<(String, usize, String), PathBuf>,
     /// The first write error; later ones add nothing.
     failed: Option<String>,
-    /// The `log_line` records not yet written, and where each file's next line goes.
-    ranges: LineRanges,
-    cap: LogCap,
-    compressor: Compressor,
 }
 
 impl LogStore {
@@ -38,10 +34,7 @@ impl LogStore {
     pub fn create(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         let dir = dir.into();
         crate::local_dirs::create_state_dir_all(&dir)?;
-        let events = File::create(dir.join("events.jsonl"))?;
-        // Held for the run's life: `gpuflow gc` keeps a run whose lock is held.
-        super::log_files::lock_running(&events)?;
-        let events = BufWriter::new(events);
+        let events = BufWriter::new(File::create(dir.join("events.jsonl"))?);
         Ok(Self {
             dir,
             state: Mutex::new(State {
