@@ -353,3 +353,66 @@ fn a_git_server_source_is_fetched_with_the_git_program() {
         "{stderr}"
     );
 }
+
+/// A lock committed by someone else is data: a `source` that git would read as an option
+/// (`--upload-pack=…` runs a program) is refused before any git runs, naming the file.
+#[test]
+fn a_lock_source_that_is_an_option_is_refused_and_runs_nothing() {
+    let s = Setup::new();
+    let marker = s.path().join("marker");
+    let hostile = format!("--upload-pack=touch {};", marker.display());
+    let lock = format!(
+        "version = 1\n\n[[action]]\nrepo = \"team/gpu-actions\"\nref = \"v1\"\ncommit = \"{}\"\nsource = {}\n",
+        s.tag_commit(),
+        toml_string(&hostile)
+    );
+    std::fs::write(s.workspace().join("gpuflow.lock"), lock).unwrap();
+    for args in [&["validate", "w.yml"][..], &["run", "--plain", "w.yml"]] {
+        let (code, stdout, stderr) = s.gpuflow(args);
+        assert!(
+            !marker.exists(),
+            "{args:?} ran the source as an option:\n{stderr}"
+        );
+        assert_ne!(code, 0, "{args:?}: {stdout}\n{stderr}");
+        assert!(stderr.contains("gpuflow.lock"), "{args:?}: {stderr}");
+        assert!(stderr.contains(&hostile), "{args:?}: {stderr}");
+    }
+}
+
+/// The same through a source template of `gpuflow.toml`, and schemes git would run programs
+/// for (`ext::`): refused at their place in the file.
+#[test]
+fn a_source_template_outside_the_scheme_allow_list_is_refused() {
+    let s = Setup::new();
+    let marker = s.path().join("marker");
+    for source in [
+        format!(
+            "--upload-pack=touch {}; {{owner}}/{{repo}}",
+            marker.display()
+        ),
+        format!("ext::sh -c touch% {}% {{owner}}/{{repo}}", marker.display()),
+        "ssh://-oProxyCommand=touch/{owner}/{repo}".to_string(),
+    ] {
+        std::fs::write(
+            s.workspace().join("gpuflow.toml"),
+            format!(
+                "[actions]\nsources = [{}]\ncache = \"{}/cache\"\n",
+                toml_string(&source),
+                s.path().display()
+            ),
+        )
+        .unwrap();
+        let (code, stdout, stderr) = s.gpuflow(&["validate", "w.yml"]);
+        assert!(!marker.exists(), "{source}: ran:\n{stderr}");
+        assert_ne!(code, 0, "{source}: {stdout}\n{stderr}");
+        assert!(stderr.contains("gpuflow.toml:2:"), "{source}: {stderr}");
+        assert!(
+            stderr.contains("https"),
+            "{source}: the allowed schemes: {stderr}"
+        );
+    }
+}
+
+fn toml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}

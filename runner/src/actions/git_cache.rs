@@ -18,6 +18,48 @@ use git2::{AutotagOption, FetchOptions, FetchPrune, Oid, Repository};
 
 const REFSPECS: [&str; 2] = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
 
+/// The URL schemes a source may have; git's own `GIT_ALLOW_PROTOCOL` is set to the same list,
+/// so a redirect or a transport helper (`ext::`, which runs a command) cannot widen it.
+pub const ALLOWED_SCHEMES: [&str; 4] = ["https", "ssh", "git", "file"];
+
+/// Why `url` will not be handed to git, if it will not. A source comes from files anyone who
+/// can push writes (`gpuflow.lock`, `gpuflow.toml`), and `gpuflow validate` fetches: a value
+/// git reads as an option (`--upload-pack=touch /tmp/x`) or a transport that runs a program
+/// (`ext::sh -c …`) would run code on whoever opens the repository. Only `https://`,
+/// `ssh://`, `git://` and `file://` URLs, absolute paths, and ssh's `user@host:path` short
+/// form pass; the host must not start with `-` (ssh would read it as an option).
+pub fn url_problem(url: &str) -> Option<String> {
+    let allowed = "only `https://`, `ssh://`, `git://` and `file://` URLs, `user@host:path` or an absolute path are fetched";
+    if url.is_empty() {
+        return Some("it is empty".into());
+    }
+    if url.starts_with('-') {
+        return Some(format!(
+            "it starts with `-`, so git would read it as an option; {allowed}"
+        ));
+    }
+    if url.chars().any(char::is_control) {
+        return Some(format!("it holds a control character; {allowed}"));
+    }
+    if url.starts_with('/') {
+        return None;
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (!is_scp_form(url)).then(|| format!("it is not a URL; {allowed}"));
+    };
+    if !ALLOWED_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        return Some(format!("`{scheme}://` is not an allowed scheme; {allowed}"));
+    }
+    let host = rest.split('/').next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    if host.starts_with('-') || rest.starts_with('-') {
+        return Some(format!(
+            "its host or user starts with `-`, which ssh would read as an option; {allowed}"
+        ));
+    }
+    None
+}
+
 /// The cache folder.
 #[derive(Clone, Debug)]
 pub struct GitCache {
@@ -51,6 +93,10 @@ impl GitCache {
     /// Fetches every branch and tag of `url` (tags that moved upstream move here too; the
     /// commits they pointed at stay in the repository). The error is the reason, in a line.
     pub fn fetch(&self, url: &str) -> Result<(), String> {
+        // Checked here too, whatever the caller checked: nothing reaches git unchecked.
+        if let Some(problem) = url_problem(url) {
+            return Err(format!("`{url}` is refused: {problem}"));
+        }
         let dir = self.repo_dir(url);
         let _guard = super::lock_file::exclusive(&self.root.join("repos"), &dir)
             .map_err(|e| format!("cannot lock the cache `{}`: {e}", self.root.display()))?;
@@ -175,6 +221,24 @@ impl GitCache {
     }
 }
 
+/// ssh's short form, `user@host:path` (what `git clone git@github.com:o/r.git` takes): a
+/// plain user and host name, so neither can be an option nor name a transport (`ext::`).
+fn is_scp_form(url: &str) -> bool {
+    let Some((login, path)) = url.split_once(':') else {
+        return false;
+    };
+    let Some((user, host)) = login.split_once('@') else {
+        return false;
+    };
+    let plain = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('-')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c))
+    };
+    plain(user) && plain(host) && !path.starts_with(':') && !path.is_empty()
+}
+
 /// `file://…` and plain paths: fetched with git2's local transport.
 fn is_local(url: &str) -> bool {
     url.starts_with("file://") || url.starts_with('/')
@@ -183,12 +247,21 @@ fn is_local(url: &str) -> bool {
 /// `git fetch` into the cached repository, never asking for a password on the terminal (a
 /// hook or a run has no one to answer).
 fn fetch_with_git(dir: &Path, url: &str) -> Result<(), String> {
+    // `--` ends the options: whatever `url` holds, git reads it as the repository.
     let output = Command::new("git")
-        .arg("--git-dir")
-        .arg(dir)
-        .args(["fetch", "--quiet", "--prune", "--no-tags", "--force", url])
+        .arg(format!("--git-dir={}", dir.display()))
+        .args([
+            "fetch",
+            "--quiet",
+            "--prune",
+            "--no-tags",
+            "--force",
+            "--",
+            url,
+        ])
         .args(REFSPECS)
         .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ALLOW_PROTOCOL", ALLOWED_SCHEMES.join(":"))
         .stdin(Stdio::null())
         .output()
         .map_err(|e| match e.kind() {
@@ -222,4 +295,34 @@ fn url_hash(url: &str) -> String {
         .take(10)
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_case::test_case;
+
+    #[test_case("https://github.com/team/acts.git" ; "https")]
+    #[test_case("ssh://git@host/team/acts.git" ; "ssh")]
+    #[test_case("git://127.0.0.1:9418/team/acts.git" ; "git")]
+    #[test_case("file:///srv/git/team/acts.git" ; "file")]
+    #[test_case("/srv/git/team/acts.git" ; "a path")]
+    #[test_case("git@git.example.com:team/acts.git" ; "ssh short form")]
+    fn allowed(url: &str) {
+        assert_eq!(url_problem(url), None);
+    }
+
+    #[test_case("--upload-pack=touch /tmp/x;", "option" ; "an option")]
+    #[test_case("ext::sh -c touch% /tmp/x", "not a URL" ; "ext")]
+    #[test_case("fd::3", "not a URL" ; "fd")]
+    #[test_case("http://host/x.git", "not an allowed scheme" ; "plain http")]
+    #[test_case("ssh://-oProxyCommand=touch/x", "starts with `-`" ; "ssh option host")]
+    #[test_case("ssh://git@-oProxyCommand=x/r", "starts with `-`" ; "ssh option after user")]
+    #[test_case("host:team/acts.git", "not a URL" ; "short form without a user")]
+    #[test_case("git@-oProxyCommand=x:r", "not a URL" ; "short form option host")]
+    #[test_case("", "empty" ; "empty")]
+    fn refused(url: &str, says: &str) {
+        let problem = url_problem(url).unwrap();
+        assert!(problem.contains(says), "{problem}");
+    }
 }

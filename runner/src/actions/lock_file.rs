@@ -94,6 +94,40 @@ impl LockFile {
                 .hint(fix),
             ));
         }
+        // A source is handed to git, and this file comes with whatever repository is opened:
+        // one git would read as an option (`--upload-pack=…`) or a transport that runs a
+        // program is refused here, before `validate` fetches anything.
+        for e in &doc.actions {
+            if let Some(problem) = super::git_cache::url_problem(&e.source) {
+                let written = toml::Value::String(e.source.clone()).to_string();
+                let span = file
+                    .text
+                    .find(&written)
+                    .map(|at| Span::new(at, at + written.len()))
+                    .or_else(|| {
+                        (!e.source.is_empty())
+                            .then(|| file.text.find(&e.source))
+                            .flatten()
+                            .map(|at| Span::new(at, at + e.source.len()))
+                    })
+                    .unwrap_or_default();
+                return Err(Box::new(
+                    Diagnostic::error(
+                        &file,
+                        span,
+                        format!(
+                            "`{LOCK_FILE}` gives `{}` the source `{}`, which gpuflow will not fetch: {problem}",
+                            e.key(),
+                            e.source.escape_debug()
+                        ),
+                    )
+                    .label("not an allowed source")
+                    .hint(format!(
+                        "restore `{LOCK_FILE}` from a commit you trust, or delete the entry and run `gpuflow validate` to pin the action again from the sources of `gpuflow.toml`"
+                    )),
+                ));
+            }
+        }
         let mut lock = Self {
             entries: doc.actions,
         };

@@ -180,7 +180,9 @@ fn template_problem(text: &str) -> Option<String> {
         }
         rest = &rest[start + len + 1..];
     }
-    None
+    // The filled-in URL goes to git: checked with sample names, so a template that could
+    // never be fetched safely is refused at its place in the file, before any git runs.
+    super::git_cache::url_problem(&ActionsConfig::url(text, "owner", "repo"))
 }
 
 /// `$XDG_CACHE_HOME/gpuflow/actions`, else `~/.cache/gpuflow/actions`, else one under the
@@ -248,5 +250,12 @@ mod tests {
         );
         let e = parse("[actions]\nsources = []\n").unwrap_err();
         assert_eq!(e, ["gpuflow.toml:2:11 `sources` is empty"]);
+        let e =
+            parse("[actions]\nsources = [\"--upload-pack=touch /tmp/x; {repo}\"]\n").unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].starts_with("gpuflow.toml:2:12 invalid source `--upload-pack=touch /tmp/x; {repo}`: it starts with `-`"),
+            "{e:?}"
+        );
     }
 }
