@@ -23,6 +23,7 @@ mod remote_actions;
 mod report;
 mod run_docker;
 mod run_headline;
+mod secret_leaks;
 mod shipped_actions;
 mod signals;
 mod sim;

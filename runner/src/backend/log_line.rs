@@ -23,6 +23,9 @@ pub enum OutputStream {
 pub struct LogLine {
     pub stream: OutputStream,
     pub text: String,
+    /// A piece of a line longer than [`MAX_LINE_BYTES`]: the line goes on in the next one. A
+    /// masker holds back its end, where a secret may have been cut in two.
+    pub continues: bool,
 }
 
 /// Where lines go: a closure, or a bounded channel (whose `send` is awaited).
@@ -96,7 +99,7 @@ impl LineSplitter {
         }
         let text = String::from_utf8_lossy(&self.partial).into_owned();
         self.partial.clear();
-        self.line(text)
+        self.line(text, false)
     }
 
     /// Hands on a full buffer, keeping back an incomplete UTF-8 sequence at its end so a
@@ -106,13 +109,14 @@ impl LineSplitter {
         let rest = self.partial.split_off(self.partial.len() - keep);
         let text = String::from_utf8_lossy(&self.partial).into_owned();
         self.partial = rest;
-        self.line(text)
+        self.line(text, true)
     }
 
-    fn line(&self, text: String) -> LogLine {
+    fn line(&self, text: String, continues: bool) -> LogLine {
         LogLine {
             stream: self.stream,
             text,
+            continues,
         }
     }
 }
@@ -195,6 +199,7 @@ mod tests {
             for line in s.push(&[b'x'; 10_000]) {
                 assert_eq!(line.text.len(), MAX_LINE_BYTES);
                 assert_eq!(line.stream, OutputStream::Stderr);
+                assert!(line.continues, "a piece says the line goes on");
                 pieces += 1;
             }
             assert!(s.partial.len() < MAX_LINE_BYTES);
@@ -222,6 +227,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].text.len(), MAX_LINE_BYTES - 1);
         assert_eq!(lines[1].text, "é");
+        assert!(lines[0].continues && !lines[1].continues);
         assert!(lines.iter().all(|l| !l.text.contains('\u{FFFD}')));
     }
 

@@ -142,17 +142,24 @@ impl JobContainers {
             let job = job.clone();
             let name = name.to_string();
             tokio::spawn(async move {
-                let sink = |line: LogLine| {
-                    let stream = match line.stream {
-                        OutputStream::Stdout => Stream::Stdout,
-                        OutputStream::Stderr => Stream::Stderr,
+                // The end of a cut line's piece, per stream, held back until the next piece
+                // shows whether a secret straddles the cut (`Masker::mask_piece`).
+                let mut held: [String; 2] = Default::default();
+                let sink = move |line: LogLine| {
+                    let (stream, held) = match line.stream {
+                        OutputStream::Stdout => (Stream::Stdout, &mut held[0]),
+                        OutputStream::Stderr => (Stream::Stderr, &mut held[1]),
+                    };
+                    let Some(text) = shared.masker.mask_piece(held, &line.text, line.continues)
+                    else {
+                        return;
                     };
                     shared.emit(EventKind::LogLine {
                         job: job.clone(),
                         step: None,
                         container: Some(name.clone()),
                         stream,
-                        text: shared.masker.mask(&line.text),
+                        text,
                     });
                 };
                 let _ = output.forward(sink).await;

@@ -104,10 +104,16 @@ pub async fn run(
     let inputs = super::inputs::resolve(&wf, &opts.inputs).map_err(RunError::Input)?;
     let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
     let headline = Arc::new(super::headline::HeadlineSink::new(sink));
+    // Every event is masked before any sink (the headline's included) sees it: the one place
+    // secrets are taken out of what the run shows and stores (docs/running.md#secrets).
+    let masked: Arc<dyn EventSink> = Arc::new(super::mask::MaskingSink::new(
+        headline.clone(),
+        masker.clone(),
+    ));
     let base = base_contexts(&wf, &plan, &opts, inputs);
     let shared = Arc::new(Shared {
         wf: wf.clone(),
-        sink: headline.clone(),
+        sink: masked,
         masker,
         engines: engines.into(),
         started: Instant::now(),

@@ -324,6 +324,188 @@ pub enum EventKind {
     },
 }
 
+impl JobRef {
+    fn strings_mut(&mut self, m: &mut dyn FnMut(&mut String)) {
+        m(&mut self.job);
+        m(&mut self.display);
+    }
+}
+
+impl EventKind {
+    /// Hands every text the event holds to `m`, which may change it: how the masking sink
+    /// ([`super::mask::MaskingSink`]) hides secrets in every event, whatever its kind. The match
+    /// is exhaustive on purpose: a new kind must say which of its fields are text.
+    pub fn strings_mut(&mut self, m: &mut dyn FnMut(&mut String)) {
+        use EventKind as K;
+        match self {
+            K::RunStarted {
+                run_id,
+                workflow,
+                log_dir,
+                jobs: _,
+            } => {
+                m(run_id);
+                m(workflow);
+                m(log_dir);
+            }
+            K::RunFinished { run_id, result: _ } => m(run_id),
+            K::JobQueued { job } | K::JobStarted { job } => job.strings_mut(m),
+            K::JobSkipped { job, reason } | K::JobWaiting { job, reason } => {
+                job.strings_mut(m);
+                m(reason);
+            }
+            K::GpusLeased {
+                job,
+                indexes: _,
+                uuids,
+                stand_in: _,
+            } => {
+                job.strings_mut(m);
+                uuids.iter_mut().for_each(&mut *m);
+            }
+            K::JobFinished { job, .. } => job.strings_mut(m),
+            K::StepStarted { job, step, name }
+            | K::StepFinished {
+                job, step, name, ..
+            } => {
+                job.strings_mut(m);
+                m(step);
+                m(name);
+            }
+            K::LogLine {
+                job,
+                step,
+                container,
+                stream: _,
+                text,
+            } => {
+                job.strings_mut(m);
+                step.iter_mut()
+                    .chain(container.iter_mut())
+                    .for_each(&mut *m);
+                m(text);
+            }
+            K::StepProgress {
+                job, step, message, ..
+            } => {
+                job.strings_mut(m);
+                m(step);
+                m(message);
+            }
+            K::StepSummary {
+                job,
+                step,
+                markdown,
+            } => {
+                job.strings_mut(m);
+                m(step);
+                m(markdown);
+            }
+            K::BenchmarkProgress {
+                job,
+                step,
+                level,
+                phase,
+                ..
+            } => {
+                job.strings_mut(m);
+                m(step);
+                m(level);
+                m(phase);
+            }
+            K::ContainerStarted {
+                job,
+                name,
+                id,
+                image,
+                host,
+                endpoint,
+            } => {
+                job.strings_mut(m);
+                for s in [name, id, image, host, endpoint] {
+                    m(s);
+                }
+            }
+            K::ContainerRemoved { job, name } => {
+                job.strings_mut(m);
+                m(name);
+            }
+            K::Warning { job, message } => {
+                if let Some(job) = job {
+                    job.strings_mut(m);
+                }
+                m(message);
+            }
+            K::PreflightCheck {
+                job,
+                step,
+                name,
+                message,
+                ..
+            } => {
+                job.strings_mut(m);
+                step.iter_mut().chain(message.iter_mut()).for_each(&mut *m);
+                m(name);
+            }
+            K::BenchmarkResult(b) => b.strings_mut(m),
+            K::ComparisonResult(c) => c.strings_mut(m),
+            K::ReportWritten(r) => r.strings_mut(m),
+            K::RunHeadline(h) => {
+                m(&mut h.run_id);
+                m(&mut h.log_dir);
+                h.benchmarks.iter_mut().for_each(|b| b.strings_mut(m));
+                h.comparisons.iter_mut().for_each(|c| c.strings_mut(m));
+                h.reports.iter_mut().for_each(|r| r.strings_mut(m));
+            }
+            K::PreflightFinished { .. } => {}
+        }
+    }
+}
+
+impl BenchmarkFigure {
+    fn strings_mut(&mut self, m: &mut dyn FnMut(&mut String)) {
+        self.job.strings_mut(m);
+        for s in [
+            &mut self.step,
+            &mut self.name,
+            &mut self.metric,
+            &mut self.unit,
+        ] {
+            m(s);
+        }
+    }
+}
+
+impl ComparisonFigure {
+    fn strings_mut(&mut self, m: &mut dyn FnMut(&mut String)) {
+        self.job.strings_mut(m);
+        for s in [
+            &mut self.step,
+            &mut self.name,
+            &mut self.metric,
+            &mut self.verdict,
+            &mut self.unit,
+            &mut self.baseline,
+        ] {
+            m(s);
+        }
+        if let Some(meaning) = &mut self.meaning {
+            m(meaning);
+        }
+    }
+}
+
+impl ReportFile {
+    fn strings_mut(&mut self, m: &mut dyn FnMut(&mut String)) {
+        self.job.strings_mut(m);
+        m(&mut self.step);
+        m(&mut self.path);
+        if let Some(commit) = &mut self.commit {
+            m(commit);
+        }
+    }
+}
+
 /// Where events go. Called from the engine's tasks as things happen; an implementation must
 /// not hold on to the caller for long (it prints, writes a file, or stores).
 pub trait EventSink: Send + Sync {

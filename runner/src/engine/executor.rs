@@ -977,14 +977,26 @@ impl JobRun {
         };
         let lines: LineFn = {
             let (shared, jref, key) = (self.shared.clone(), self.jref.clone(), key.to_string());
-            Arc::new(move |stream, text: String| {
+            // Per stream, the end of a cut line's piece held back until the next piece shows
+            // whether a secret straddles the cut (`Masker::mask_piece`).
+            let held: std::sync::Mutex<[String; 3]> = std::sync::Mutex::default();
+            Arc::new(move |stream, text: String, continues| {
                 shared.masker.observe(&text);
+                let masked = match held.lock() {
+                    Ok(mut held) => {
+                        shared
+                            .masker
+                            .mask_piece(&mut held[stream as usize], &text, continues)
+                    }
+                    Err(_) => Some(shared.masker.mask(&text)),
+                };
+                let Some(text) = masked else { return };
                 shared.emit(EventKind::LogLine {
                     job: jref.clone(),
                     step: Some(key.clone()),
                     container: None,
                     stream,
-                    text: shared.masker.mask(&text),
+                    text,
                 });
             })
         };

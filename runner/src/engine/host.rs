@@ -200,13 +200,13 @@ async fn pump<R: tokio::io::AsyncRead + Unpin>(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 for line in splitter.push(&buf[..n]) {
-                    lines(to, line.text);
+                    lines(to, line.text, line.continues);
                 }
             }
         }
     }
     if let Some(line) = splitter.finish() {
-        lines(to, line.text);
+        lines(to, line.text, line.continues);
     }
 }
 

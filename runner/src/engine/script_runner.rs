@@ -13,8 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::event::Stream;
 
-/// Receives each output line of a step as it is printed.
-pub type LineFn = Arc<dyn Fn(Stream, String) + Send + Sync>;
+/// Receives each output line of a step as it is printed; the `bool` says the line goes on in
+/// the next call (a piece of an over-long line, [`crate::backend::LogLine::continues`]), so a
+/// secret cut in two there is still masked.
+pub type LineFn = Arc<dyn Fn(Stream, String, bool) + Send + Sync>;
 
 /// The shell a `run:` step asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]

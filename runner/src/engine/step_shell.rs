@@ -210,7 +210,8 @@ impl Listener {
     fn take(&mut self, stream: OutputStream, pieces: Vec<Piece>) {
         for piece in pieces {
             match piece {
-                Piece::Step(text) => (self.lines)(as_stream(stream), text),
+                Piece::Step(text) => (self.lines)(as_stream(stream), text, false),
+                Piece::StepCut(text) => (self.lines)(as_stream(stream), text, true),
                 Piece::Control(text) => match (stream, text.strip_prefix("end")) {
                     (OutputStream::Stdout, Some(code)) => {
                         // A shell's status is 0-255; anything else would be a broken block.
@@ -263,6 +264,8 @@ fn as_stream(stream: OutputStream) -> Stream {
 #[derive(Debug, PartialEq, Eq)]
 enum Piece {
     Step(String),
+    /// A piece of an over-long line of the step's: the line goes on in the next.
+    StepCut(String),
     Control(String),
 }
 
@@ -295,13 +298,8 @@ impl Demux {
         if let Some(at) = find(&self.held, nonce) {
             let rest = self.held.split_off(at);
             let before = std::mem::take(&mut self.held);
-            out.extend(
-                self.step
-                    .push(&before)
-                    .into_iter()
-                    .map(|l| Piece::Step(l.text)),
-            );
-            out.extend(self.step.finish().map(|l| Piece::Step(l.text)));
+            out.extend(self.step.push(&before).into_iter().map(step_piece));
+            out.extend(self.step.finish().map(step_piece));
             let mut control = LineSplitter::new(OutputStream::Stdout);
             for line in control.push(&rest) {
                 classify(line.text, nonce, out);
@@ -311,12 +309,7 @@ impl Demux {
             let keep = partial_match(&self.held, nonce);
             let rest = self.held.split_off(self.held.len() - keep);
             let before = std::mem::replace(&mut self.held, rest);
-            out.extend(
-                self.step
-                    .push(&before)
-                    .into_iter()
-                    .map(|l| Piece::Step(l.text)),
-            );
+            out.extend(self.step.push(&before).into_iter().map(step_piece));
         }
     }
 
@@ -324,19 +317,22 @@ impl Demux {
     fn finish(&mut self, nonce: &[u8]) -> Vec<Piece> {
         let mut out = Vec::new();
         let held = std::mem::take(&mut self.held);
-        out.extend(
-            self.step
-                .push(&held)
-                .into_iter()
-                .map(|l| Piece::Step(l.text)),
-        );
-        out.extend(self.step.finish().map(|l| Piece::Step(l.text)));
+        out.extend(self.step.push(&held).into_iter().map(step_piece));
+        out.extend(self.step.finish().map(step_piece));
         if let Some(control) = &mut self.control
             && let Some(line) = control.finish()
         {
             classify(line.text, nonce, &mut out);
         }
         out
+    }
+}
+
+fn step_piece(line: crate::backend::LogLine) -> Piece {
+    if line.continues {
+        Piece::StepCut(line.text)
+    } else {
+        Piece::Step(line.text)
     }
 }
 

@@ -89,6 +89,10 @@ pub fn record(
         fingerprint,
         metrics: measured.metrics,
     };
+    // The store outlives the run and is read by reports and `gpuflow history`: a secret in a
+    // server's argv, an input or a name is masked before it is written (and before the series
+    // key is made of it, so a rotated secret keeps the series).
+    let result = shared.masker.mask_serde(&result);
     let path = &shared.opts.store;
     let mut store = ResultStore::open(path)
         .map_err(|e| format!("could not open the results store `{}`: {e}", path.display()))?;

@@ -11,9 +11,10 @@ use indexmap::IndexMap;
 use super::super::executor::Shared;
 use crate::compare::StepInputs;
 use crate::expr::Value;
+use crate::engine::mask::Masker;
 use crate::report::{
-    DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template, commit_report,
-    report_files, write_files,
+    BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,
+    commit_report, report_files, write_files,
 };
 use crate::store::{ResultStore, default_path, now_ms};
 
@@ -25,13 +26,16 @@ struct ReportInputs {
     title: Option<String>,
     /// `(branch, push)` when `commit:` is set.
     commit: Option<(String, Option<String>)>,
+    /// The run's secrets, masked in every file written and committed.
+    masker: Arc<Masker>,
 }
 
 pub async fn run(
     inputs: &IndexMap<String, Value>,
     shared: &Arc<Shared>,
 ) -> Result<IndexMap<String, String>, String> {
-    let parsed = parse(inputs)?;
+    let mut parsed = parse(inputs)?;
+    parsed.masker = shared.masker.clone();
     let workspace = shared.opts.workspace.clone();
     let run_id = shared.opts.run_id.clone();
     let log_dir = shared.opts.log_dir.clone();
@@ -91,6 +95,7 @@ fn parse(inputs: &IndexMap<String, Value>) -> Result<ReportInputs, String> {
         output: text("output").map(PathBuf::from),
         title: text("title"),
         commit,
+        masker: Arc::default(),
     })
 }
 
@@ -134,6 +139,26 @@ fn report(
     let files = report_files(&data, inputs.format, template.as_ref()).map_err(|e| {
         format!("{e} (help: docs/reports.md lists the variables and filters a template can use)")
     })?;
+    // What the store and the logs hold was masked when written, but the report also shows the
+    // step's own inputs (a title, a template) and may outlive the run on a results branch:
+    // every file, and the commit's message, is masked as it is written.
+    let masker = &inputs.masker;
+    let files: Vec<BranchFile> = files
+        .into_iter()
+        .map(|f| match String::from_utf8(f.contents) {
+            Ok(text) => BranchFile {
+                contents: masker.mask(&text).into_bytes(),
+                path: f.path,
+            },
+            Err(e) => BranchFile {
+                contents: e.into_bytes(),
+                path: f.path,
+            },
+        })
+        .collect();
+    let mut data = data;
+    data.workflow = masker.mask(&data.workflow);
+    data.run_id = masker.mask(&data.run_id);
     let out = match &inputs.output {
         Some(p) => workspace.join(p),
         None => log_dir.join("report"),

@@ -1,0 +1,198 @@
+//! A secret never leaves gpuflow in any form: `gpuflow run --json` with a secret in a
+//! server's argv, in a step's name and in a 100 KiB line whose 64 KiB cut falls inside it, on
+//! the local engine with the simulator image, a benchmark, and a report committed to a
+//! results branch of a real git repository. Every file the run wrote (the run's folder, the
+//! results store, the report, `record.json`, the results branch's commit) and what it printed
+//! is searched for the secret, its base64 and its URL-encoded forms. Runs `gpuflow run`,
+//! which sweeps orphans: nextest's `docker-sweep` group.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+
+use super::bench_steps::git;
+use super::docker::connect_or_skip;
+
+/// `/`, `+`, `?` and `=` make its URL-encoded form differ from it; long enough that its base64
+/// forms are told apart from chance.
+const SECRET: &str = "s3cr3t/Key+x?=Z9q";
+/// The same, as the steps' `sed` below writes it.
+const SECRET_URL: &str = "s3cr3t%2FKey%2Bx%3F%3DZ9q";
+
+/// The standard base64 of `bytes` (what `base64` prints), written here so the test does not
+/// share the code it checks.
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+        for _ in chunk.len()..3 {
+            out.push('=');
+        }
+    }
+    out
+}
+
+/// Every form of the secret that must not be found, with what it is.
+fn forms() -> Vec<(&'static str, String)> {
+    let b64 = base64(SECRET.as_bytes());
+    vec![
+        ("the secret", SECRET.to_string()),
+        ("its base64", b64.trim_end_matches('=').to_string()),
+        ("its URL-encoded form", SECRET_URL.to_string()),
+        // What a file name made from it would hold (`log_store::slug`).
+        ("its file-name form", "s3cr3t-Key-x-Z9q".to_string()),
+    ]
+}
+
+/// Finds any form of the secret in `bytes`, or in `name`.
+fn leaks(name: &str, bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    forms()
+        .into_iter()
+        .filter(|(_, f)| text.contains(f.as_str()) || name.contains(f.as_str()))
+        .map(|(what, _)| format!("{what} in {name}"))
+        .collect()
+}
+
+fn workflow(port: u16) -> String {
+    // The long line: the secret straddles the 64 KiB cut (65536 bytes in), then its base64
+    // and URL-encoded forms; a short line holds those forms too.
+    format!(
+        r#"
+name: leaks
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: gpuflow-sim:test
+          command: sh -c 'exec gpuflow-sim --port 30000 --ttft 5ms --tokens-per-second 400' sim --api-key ${{{{ secrets.K }}}}
+          ports: ["127.0.0.1:{port}:30000"]
+      - name: wait until it answers
+        container: server
+        run: |
+          for i in $(seq 1 100); do
+            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
+            sleep 0.1
+          done
+          exit 1
+      - name: print ${{{{ secrets.K }}}} in every form
+        env:
+          K: ${{{{ secrets.K }}}}
+        run: |
+          b64=$(printf %s "$K" | base64)
+          url=$(printf %s "$K" | sed 's,/,%2F,g; s,+,%2B,g; s,?,%3F,g; s,=,%3D,g')
+          echo "short: $K $b64 $url"
+          {{ head -c 65531 /dev/zero | tr '\0' a; printf %s "$K"; head -c 40000 /dev/zero | tr '\0' b; echo " $b64 $url"; }}
+          {{ head -c 65531 /dev/zero | tr '\0' c; printf %s "$K"; head -c 40000 /dev/zero | tr '\0' d; echo " $b64 $url"; }} >&2
+      - id: bench
+        name: single-stream
+        uses: benchmark
+        with:
+          target: http://127.0.0.1:{port}
+          mode: single-stream
+          output-tokens: 8
+          requests: 2
+          runs: 2
+          warmup: 0
+  report:
+    needs: bench
+    steps:
+      - uses: report
+        with:
+          format: html
+          commit: {{ branch: results }}
+"#
+    )
+}
+
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(walkdir::DirEntry::into_path)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_secret_is_found_in_no_file_the_run_wrote_in_any_form() {
+    let Some(docker) = connect_or_skip().await else {
+        return;
+    };
+    assert!(
+        docker.has_image("gpuflow-sim:test").await.unwrap(),
+        "the test image `gpuflow-sim:test` is missing: run `make test-images`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    git(ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("w.yml"), workflow(port)).unwrap();
+    std::fs::write(ws.join(".git/info/exclude"), ".gpuflow/\n").unwrap();
+    git(ws, &["add", "w.yml"]);
+    git(ws, &["commit", "-q", "-m", "workflow"]);
+
+    let out = Command::cargo_bin("gpuflow")
+        .unwrap()
+        .current_dir(ws)
+        .env_remove("GPUFLOW_STORE")
+        .env("K", SECRET)
+        .args(["run", "--json", "w.yml", "--secret", "K"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let mut found = leaks("stdout", out.stdout.as_slice());
+    found.extend(leaks("stderr", out.stderr.as_slice()));
+    let written = files_under(&ws.join(".gpuflow"));
+    assert!(
+        written.iter().any(|p| p.ends_with("results.db")),
+        "the results store: {written:?}"
+    );
+    assert!(
+        written.iter().any(|p| p.ends_with("record.json")),
+        "the report's record: {written:?}"
+    );
+    for path in &written {
+        let bytes = if path.is_file() {
+            std::fs::read(path).unwrap()
+        } else {
+            Vec::new()
+        };
+        found.extend(leaks(&path.display().to_string(), &bytes));
+    }
+    // The results branch: every file of its tip and the commit's message.
+    let branch = std::process::Command::new("git")
+        .args(["log", "-p", "--format=%B", "results"])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    assert!(branch.status.success(), "no results branch");
+    let log = String::from_utf8_lossy(&branch.stdout).into_owned();
+    assert!(log.contains("record.json"), "{log}");
+    found.extend(leaks("the results branch", &branch.stdout));
+    assert!(found.is_empty(), "leaked: {found:#?}");
+    // The long lines did reach the output, masked where the cut fell.
+    assert!(
+        stdout.contains(&format!("{}***", "a".repeat(8))),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("***{}", "d".repeat(8))),
+        "{stdout}"
+    );
+}
