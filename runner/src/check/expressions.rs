@@ -14,7 +14,9 @@ use indexmap::IndexMap;
 
 use super::availability::Place;
 use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, Spanned, did_you_mean, join_quoted};
-use crate::expr::{ContextAccess, Expr, ExprError, parse_condition, parse_template};
+use crate::expr::{
+    ContextAccess, Expr, ExprError, eq_ignore_case, parse_condition, parse_template,
+};
 use crate::steps;
 use crate::workflow::model::{Action, Step, Uses, Value};
 
@@ -94,6 +96,9 @@ pub(super) struct Scope {
     pub inputs: Option<Vec<String>>,
     /// What `inputs` are called in messages: "workflow_dispatch inputs" or "the action's inputs".
     pub inputs_owner: &'static str,
+    /// The workflow is also `on: workflow_call` (ignored by gpuflow): an undeclared input is
+    /// then most likely one of its inputs, which is worth saying rather than "not declared".
+    pub workflow_call: bool,
 }
 
 pub(super) struct ExprChecker<'a> {
@@ -239,7 +244,9 @@ impl<'a> ExprChecker<'a> {
 
     fn steps_access(&mut self, span: Span, rest: &[&str], scope: &Scope) {
         let Some(id) = rest.first() else { return };
-        let Some(position) = scope.steps.iter().position(|f| f.id == *id) else {
+        // Property names are case-insensitive in the expression language (as on GitHub): the
+        // checks compare them the same way, so they refuse nothing that evaluation accepts.
+        let Some(position) = scope.steps.iter().position(|f| eq_ignore_case(&f.id, id)) else {
             let ids: Vec<&str> = scope.steps.iter().map(|f| f.id.as_str()).collect();
             let mut d = Diagnostic::error(self.file, span, format!("no step has the id `{id}`"))
                 .label("unknown step id")
@@ -268,7 +275,7 @@ impl<'a> ExprChecker<'a> {
         }
         let Some(field) = rest.get(1) else { return };
         const FIELDS: [&str; 3] = ["outputs", "outcome", "conclusion"];
-        if !FIELDS.contains(field) {
+        let Some(field) = FIELDS.iter().copied().find(|f| eq_ignore_case(f, field)) else {
             let d = Diagnostic::error(
                 self.file,
                 span,
@@ -279,10 +286,10 @@ impl<'a> ExprChecker<'a> {
             .maybe_hint(did_you_mean(field, &FIELDS));
             self.diags.push(d);
             return;
-        }
-        if let (&"outputs", Some(name), Some(declared)) =
+        };
+        if let ("outputs", Some(name), Some(declared)) =
             (field, rest.get(2), &scope.steps[position].outputs)
-            && !declared.iter().any(|o| o == name)
+            && !declared.iter().any(|o| eq_ignore_case(o, name))
         {
             let d = Diagnostic::error(
                 self.file,
@@ -304,7 +311,7 @@ impl<'a> ExprChecker<'a> {
         let (Some(key), Some(keys)) = (rest.first(), &scope.matrix_keys) else {
             return;
         };
-        if keys.iter().any(|k| k == key) {
+        if keys.iter().any(|k| eq_ignore_case(k, key)) {
             return;
         }
         let d = if keys.is_empty() {
@@ -328,7 +335,7 @@ impl<'a> ExprChecker<'a> {
 
     fn needs_access(&mut self, span: Span, rest: &[&str], scope: &Scope) {
         let Some(job) = rest.first() else { return };
-        let Some((_, outputs)) = scope.needs.iter().find(|(id, _)| id == job) else {
+        let Some((_, outputs)) = scope.needs.iter().find(|(id, _)| eq_ignore_case(id, job)) else {
             let ids: Vec<&str> = scope.needs.iter().map(|(id, _)| id.as_str()).collect();
             let d = Diagnostic::error(
                 self.file,
@@ -345,7 +352,10 @@ impl<'a> ExprChecker<'a> {
             return;
         };
         match (rest.get(1), rest.get(2)) {
-            (Some(&"outputs"), Some(name)) if !outputs.iter().any(|o| o == name) => {
+            (Some(field), Some(name))
+                if eq_ignore_case(field, "outputs")
+                    && !outputs.iter().any(|o| eq_ignore_case(o, name)) =>
+            {
                 let d = Diagnostic::error(
                     self.file,
                     span,
@@ -360,7 +370,11 @@ impl<'a> ExprChecker<'a> {
                 });
                 self.diags.push(d);
             }
-            (Some(field), _) if !["outputs", "result"].contains(field) => {
+            (Some(field), _)
+                if !["outputs", "result"]
+                    .iter()
+                    .any(|f| eq_ignore_case(f, field)) =>
+            {
                 let d = Diagnostic::error(
                     self.file,
                     span,
@@ -379,7 +393,25 @@ impl<'a> ExprChecker<'a> {
         let (Some(name), Some(declared)) = (rest.first(), &scope.inputs) else {
             return;
         };
-        if declared.iter().any(|i| i == name) {
+        if declared.iter().any(|i| eq_ignore_case(i, name)) {
+            return;
+        }
+        if scope.workflow_call {
+            let d = Diagnostic::error(
+                self.file,
+                span,
+                format!("`inputs.{name}` reads a `workflow_call` input, which gpuflow does not support"),
+            )
+            .label("gpuflow ignores `on.workflow_call` and its inputs")
+            .note(if declared.is_empty() {
+                "no `workflow_dispatch` inputs are declared".to_owned()
+            } else {
+                format!("`workflow_dispatch` inputs: {}", join_quoted(declared, "and"))
+            })
+            .hint(format!(
+                "declare `{name}` under `on.workflow_dispatch.inputs` and give it with `gpuflow run --input {name}=...`"
+            ));
+            self.diags.push(d);
             return;
         }
         let mut d = Diagnostic::error(self.file, span, format!("input `{name}` is not declared"))
@@ -466,6 +498,68 @@ mod tests {
         let d = diags.iter().next().unwrap();
         assert_eq!(d.message, "input `x` is not declared");
         assert_eq!(d.notes, ["no inputs are declared"]);
+    }
+
+    #[test]
+    fn a_workflow_call_input_is_said_to_be_unsupported() {
+        let text = "on:\n  workflow_call:\n    inputs:\n      model: {type: string}\njobs:\n  a:\n    steps:\n      - run: echo ${{ inputs.model }}\n";
+        let file = SourceFile::new("w.yml", text);
+        let (wf, _) =
+            crate::workflow::load_workflow_in(&file, std::path::Path::new("/nonexistent"));
+        let diags = super::super::check_workflow(&wf.unwrap(), &file);
+        let d = diags.iter().find(|d| d.is_error()).unwrap();
+        assert_eq!(
+            d.message,
+            "`inputs.model` reads a `workflow_call` input, which gpuflow does not support"
+        );
+        assert_eq!(d.location(), "w.yml:8:23");
+        assert!(d.hints[0].contains("on.workflow_dispatch.inputs"), "{d:?}");
+    }
+
+    #[test]
+    fn property_names_are_compared_case_insensitively() {
+        // What `gpuflow eval` accepts (property names are case-insensitive) validates too.
+        let text = r#"on:
+  workflow_dispatch:
+    inputs:
+      Model: {default: m}
+jobs:
+  Prep:
+    outputs:
+      Path: ${{ steps.Find.outputs.Dir }}
+    steps:
+      - id: Find
+        run: echo dir=x >> "$GITHUB_OUTPUT"
+  b:
+    needs: Prep
+    strategy:
+      matrix:
+        RUSTFLAGS: [a, b]
+    steps:
+      - id: Build
+        uses: benchmark
+        with:
+          command: ./bench.sh
+          metrics: {Speed: {regex: 'x(?P<value>1)'}}
+      - run: echo ${{ matrix.rustflags }} ${{ inputs.MODEL }} ${{ needs.prep.Outputs.path }} ${{ NEEDS.PREP.RESULT }} ${{ steps.build.OUTPUTS.speed }} ${{ steps.BUILD.Outcome }}
+      - run: echo ${{ matrix.nope }} ${{ steps.build.outputs.nope }}
+"#;
+        let file = SourceFile::new("w.yml", text);
+        let (wf, _) =
+            crate::workflow::load_workflow_in(&file, std::path::Path::new("/nonexistent"));
+        let diags = super::super::check_workflow(&wf.unwrap(), &file);
+        let messages: Vec<&str> = diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.message.as_str())
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "the matrix has no key `nope`",
+                "step `build` has no output `nope`"
+            ]
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
     let top = Scope {
         inputs: Some(inputs.clone()),
         inputs_owner: "the `workflow_dispatch` inputs",
+        workflow_call: wf.on.workflow_call.is_some(),
         matrix_keys: Some(Vec::new()),
         ..Scope::default()
     };

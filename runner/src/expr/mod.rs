@@ -31,6 +31,9 @@ pub use function::Function;
 pub use number::{format_number, parse_number};
 pub use parser::{Contexts, MAX_DEPTH};
 pub use template::{Condition, Template, parse_condition, parse_template};
+/// How the language compares property names and strings (case-insensitively): the static
+/// checks compare names the same way, so they accept what evaluation accepts.
+pub use text::eq_ignore_case;
 pub use value::Value;
 
 /// Parses one expression (the text inside `${{ }}`); any name parses as a context.

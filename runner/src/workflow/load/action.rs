@@ -31,6 +31,18 @@ impl Reader {
         let mut inputs = IndexMap::new();
         let mut outputs = IndexMap::new();
         let mut runs = None;
+        // Only a composite action's outputs need `value` (a JavaScript or Docker action sets
+        // them as it runs): an action of another kind gets its one "not supported" error, not
+        // one more per output. No `runs.using` (its own error) counts as composite.
+        let composite = entries
+            .iter()
+            .find(|e| e.key.value == "runs")
+            .and_then(|e| match &e.value.kind {
+                NodeKind::Map(runs) => runs.iter().find(|r| r.key.value == "using"),
+                _ => None,
+            })
+            .and_then(|u| u.value.as_str())
+            .is_none_or(|using| using == "composite");
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
@@ -52,7 +64,7 @@ impl Reader {
                         .map("outputs", v, "a mapping of output names to settings")
                         .unwrap_or_default()
                     {
-                        if let Some(output) = self.action_output(&o.key, &o.value) {
+                        if let Some(output) = self.action_output(&o.key, &o.value, composite) {
                             outputs.insert(o.key.value.clone(), output);
                         }
                     }
@@ -128,7 +140,12 @@ impl Reader {
         Some(input)
     }
 
-    fn action_output(&mut self, name: &Spanned<String>, node: &Node) -> Option<ActionOutput> {
+    fn action_output(
+        &mut self,
+        name: &Spanned<String>,
+        node: &Node,
+        composite: bool,
+    ) -> Option<ActionOutput> {
         let entries = self.map(&name.value, node, "a mapping (`description`, `value`)")?;
         self.check_keys(entries, &["description", "value"], &[], "an action output");
         let mut description = None;
@@ -140,7 +157,7 @@ impl Reader {
                 _ => {}
             }
         }
-        if value.is_none() && !entries.iter().any(|e| e.key.value == "value") {
+        if composite && value.is_none() && !entries.iter().any(|e| e.key.value == "value") {
             let d = self
                 .err(name.span, format!("output `{}` has no `value`", name.value))
                 .label("a composite action's output needs a value")

@@ -73,9 +73,7 @@ impl Reader {
                     job.needs = self.string_list("needs", v, "a job id or a list of job ids")
                 }
                 "if" => job.condition = self.optional_string("if", v),
-                "runs-on" => {
-                    job.runs_on = self.string_list("runs-on", v, "a host name or a list of labels")
-                }
+                "runs-on" => job.runs_on = self.runs_on(v),
                 "gpus" => job.gpus = self.gpus("gpus", v),
                 "env" => job.env = self.env("env", v),
                 "strategy" => job.strategy = self.strategy(v),
@@ -118,6 +116,23 @@ impl Reader {
             self.report(d);
         }
         Some(job)
+    }
+
+    /// `runs-on`: a host name or label, a list of labels, or GitHub's `{group, labels}` form,
+    /// read as its labels. gpuflow has no runner groups (hosts come from its host
+    /// configuration), so `group` is accepted with a warning and ignored rather than refusing
+    /// a workflow written for GitHub.
+    fn runs_on(&mut self, node: &Node) -> Vec<Spanned<String>> {
+        const EXPECTED: &str = "a host name, a list of labels or `{labels: [...]}`";
+        let NodeKind::Map(entries) = &node.kind else {
+            return self.string_list("runs-on", node, EXPECTED);
+        };
+        self.check_keys(entries, &["labels"], &["group"], "`runs-on`");
+        entries
+            .iter()
+            .find(|e| e.key.value == "labels")
+            .map(|e| self.string_list("runs-on.labels", &e.value, "a label or a list of labels"))
+            .unwrap_or_default()
     }
 
     /// `steps:` of a job or action: a non-empty list, step ids unique.

@@ -300,6 +300,41 @@ mod tests {
         "w.yml:1:29"
     )]
     #[test_case(
+        "jobs: {a: {steps: [{run: x, shell: foo}]}}\n",
+        "unknown shell `foo`",
+        "w.yml:1:36"
+    )]
+    #[test_case(
+        "defaults: {run: {shell: pwsh}}\njobs: {a: {steps: [{run: x}]}}\n",
+        "unknown shell `pwsh`",
+        "w.yml:1:25"
+    )]
+    #[test_case(
+        "jobs: {a: {steps: [{uses: './../x'}]}}\n",
+        "the action path in `./../x` has a `..` component",
+        "w.yml:1:28"
+    )]
+    #[test_case(
+        "jobs: {a: {steps: [{uses: ../x}]}}\n",
+        "the action path in `../x` has a `..` component",
+        "w.yml:1:27"
+    )]
+    #[test_case(
+        "jobs: {a: {steps: [{uses: ./a/./b}]}}\n",
+        "the action path in `./a/./b` has a `.` component",
+        "w.yml:1:27"
+    )]
+    #[test_case(
+        "jobs: {a: {steps: [{uses: owner/repo//etc/x@v1}]}}\n",
+        "the action path in `owner/repo//etc/x@v1` has an empty component (`//`)",
+        "w.yml:1:27"
+    )]
+    #[test_case(
+        "jobs: {a: {steps: [{uses: owner/repo/a/../../x@v1}]}}\n",
+        "the action path in `owner/repo/a/../../x@v1` has a `..` component",
+        "w.yml:1:27"
+    )]
+    #[test_case(
         "jobs: {a: {steps: [{uses: benchmrk}]}}\n",
         "unknown built-in step `benchmrk`",
         "w.yml:1:27"
@@ -623,6 +658,82 @@ mod tests {
             d.iter().next().unwrap().message,
             "`node20` actions are not supported yet"
         );
+    }
+
+    #[test]
+    fn runs_on_group_and_labels_reads_the_labels() {
+        let (w, diags, file) = load(&job(&format!(
+            "    runs-on:\n      group: gpu-runners\n      labels: [linux, h100]\n{STEP}"
+        )));
+        assert!(!diags.has_errors(), "{diags:#?}");
+        let labels: Vec<String> = w.unwrap().jobs["a"]
+            .runs_on
+            .iter()
+            .map(|l| l.value.clone())
+            .collect();
+        assert_eq!(labels, ["linux", "h100"]);
+        // gpuflow has no runner groups: `group` is said to be ignored, where it is written.
+        let warning = diags.iter().find(|d| !d.is_error()).unwrap();
+        assert_eq!(warning.message, "`group` is ignored by gpuflow");
+        assert_eq!(file.location(warning.span), "w.yml:4:7");
+        // One label, and a key that is not GitHub's.
+        let (w, diags, _) = load(&job(&format!("    runs-on: {{labels: gpu}}\n{STEP}")));
+        assert!(diags.is_empty(), "{diags:#?}");
+        assert_eq!(w.unwrap().jobs["a"].runs_on[0].value, "gpu");
+        assert_eq!(
+            only_error(&job(&format!("    runs-on: {{label: gpu}}\n{STEP}"))),
+            (
+                "unknown key `label` in `runs-on`".to_owned(),
+                "w.yml:3:15".to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn only_composite_action_outputs_need_a_value() {
+        for using in ["node24", "docker"] {
+            let file = SourceFile::new(
+                "action.yml",
+                format!(
+                    "name: x\noutputs:\n  out:\n    description: d\nruns:\n  using: {using}\n  main: index.js\n"
+                ),
+            );
+            let (a, d) = load_action(&file);
+            assert!(a.is_none());
+            let messages: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+            assert_eq!(
+                messages,
+                [format!("`{using}` actions are not supported yet")]
+            );
+        }
+        let file = SourceFile::new(
+            "action.yml",
+            "name: x\noutputs:\n  out:\n    description: d\nruns:\n  using: composite\n  steps: [{run: x}]\n",
+        );
+        let (_, d) = load_action(&file);
+        let messages: Vec<&str> = d.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(messages, ["output `out` has no `value`"]);
+    }
+
+    #[test]
+    fn shells_that_run_are_accepted() {
+        for shell in [
+            "bash",
+            "sh",
+            "python",
+            "python3",
+            "perl -w {0}",
+            "${{ matrix.sh }}",
+        ] {
+            let (_, diags, _) = load(&job(&format!(
+                "    steps:\n      - run: x\n        shell: '{shell}'\n"
+            )));
+            assert!(!diags.has_errors(), "{shell}: {diags:#?}");
+        }
+        let (_, diags, _) = load(&job("    steps:\n      - run: x\n        shell: bsh\n"));
+        let d = diags.iter().next().unwrap();
+        assert!(d.notes[0].contains("a command with `{0}`"), "{d:?}");
+        assert_eq!(d.hints, ["did you mean `bash`?"]);
     }
 
     #[test]

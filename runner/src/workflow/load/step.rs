@@ -31,7 +31,32 @@ const STEP_KEYS: &[&str] = &[
     "continue-on-error",
 ];
 
+/// The shells a `run:` step can name; anything else must be a command with `{0}`.
+/// `python3` is what the engine runs for `python` where there is no `python`.
+const SHELLS: &[&str] = &["bash", "sh", "python", "python3"];
+
 impl Reader {
+    /// `shell:` of a step or of `defaults.run`: one of [`SHELLS`], a command line with `{0}`
+    /// for the script's path, or an expression. Refused here rather than when the step runs,
+    /// where `shell: foo` would otherwise be run as `foo <script>`, whatever `foo` is.
+    pub fn shell(&mut self, key: &str, node: &Node) -> Option<Spanned<String>> {
+        let shell = self.optional_string(key, node)?;
+        let text = shell.value.trim();
+        if SHELLS.contains(&text) || text.contains("{0}") || is_expression(text) {
+            return Some(shell);
+        }
+        let first = text.split_whitespace().next().unwrap_or(text);
+        let d = self
+            .err(shell.span, format!("unknown shell `{}`", shell.value))
+            .label("not a shell gpuflow runs")
+            .note("`shell` is `bash`, `sh`, `python`, or a command with `{0}` for the script's path (`perl {0}`)")
+            .hint(did_you_mean(first, SHELLS).unwrap_or_else(|| {
+                format!("to run the script with `{first}`, write `shell: {text} {{0}}`")
+            }));
+        self.report(d);
+        None
+    }
+
     pub fn step(&mut self, node: &Node, ctx: &mut super::LoadContext<'_>) -> Option<Step> {
         let entries = self.map("steps", node, "a step (a mapping with `run` or `uses`)")?;
         if node.is_null() {
@@ -77,7 +102,7 @@ impl Reader {
                 "name" => step.name = self.optional_string("name", v),
                 "if" => step.condition = self.optional_string("if", v),
                 "run" => step.run = self.string("run", v),
-                "shell" => step.shell = self.optional_string("shell", v),
+                "shell" => step.shell = self.shell("shell", v),
                 "working-directory" => {
                     step.working_directory = self.optional_string("working-directory", v)
                 }
@@ -200,6 +225,14 @@ impl Reader {
         } else {
             parse_remote(text)
         };
+        if let Some(problem) = uses.as_ref().and_then(path_problem) {
+            let d = self
+                .err(s.span, format!("the action path in `{text}` has {problem}"))
+                .label("this path could lead out of the repository")
+                .hint("name the action's folder from the repository root, without `.`, `..` or `//`: `./actions/name`, or `owner/repo/path/to/action@ref`");
+            self.report(d);
+            return None;
+        }
         match uses {
             Some(u) => Some(Spanned::new(u, s.span)),
             None => {
@@ -499,6 +532,28 @@ impl Reader {
 
 fn first_key_span(entries: &[MapEntry], fallback: Span) -> Span {
     entries.first().map_or(fallback, |e| e.key.span)
+}
+
+/// What is wrong with a local or remote action's path, if it could lead out of the repository
+/// (or out of the fetched repository's folder in the action cache): an empty, `.` or `..`
+/// component. Joining it onto a folder would follow `..`, and a path starting with `/` (from
+/// `owner/repo//etc/x@v1`) would replace the folder altogether.
+fn path_problem(uses: &Uses) -> Option<&'static str> {
+    let path = match uses {
+        Uses::Local(p) => p.strip_prefix("./").unwrap_or(p).trim_end_matches('/'),
+        Uses::Remote { path: Some(p), .. } => p.as_str(),
+        _ => return None,
+    };
+    if path.is_empty() {
+        // `./`: the action at the repository's root.
+        return None;
+    }
+    path.split('/').find_map(|c| match c {
+        "" => Some("an empty component (`//`)"),
+        "." => Some("a `.` component"),
+        ".." => Some("a `..` component"),
+        _ => None,
+    })
 }
 
 /// `owner/repo[/path]@ref`.

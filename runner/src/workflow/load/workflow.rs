@@ -162,7 +162,7 @@ impl Reader {
             let mut rd = RunDefaults::default();
             for e in run_entries {
                 match e.key.value.as_str() {
-                    "shell" => rd.shell = self.optional_string("shell", &e.value),
+                    "shell" => rd.shell = self.shell("defaults.run.shell", &e.value),
                     "working-directory" => {
                         rd.working_directory = self.optional_string("working-directory", &e.value)
                     }
@@ -255,6 +255,9 @@ impl Reader {
                 t.workflow_dispatch = Some(settings.map(|n| self.dispatch(n)).unwrap_or_default());
             }
             other if GITHUB_ONLY_EVENTS.contains(&other) => {
+                if other == "workflow_call" {
+                    t.workflow_call = Some(name.span);
+                }
                 let d = self
                     .warn(
                         name.span,

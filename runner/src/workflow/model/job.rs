@@ -38,9 +38,10 @@ pub struct Job {
     #[schemars(schema_with = "schema::scalar_string")]
     pub condition: Option<Spanned<String>>,
     /// The host to run on, by name or label (from gpuflow's host configuration); a list
-    /// means a host with all those labels. Default: the local Docker engine.
+    /// means a host with all those labels; `{group, labels}` is read as its labels. Default:
+    /// the local Docker engine.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "schema::string_or_list")]
+    #[schemars(schema_with = "schema::runs_on")]
     pub runs_on: Vec<Spanned<String>>,
     /// GPUs allocated to the job for its whole duration, exclusively: `all`, a count, a
     /// list of device indexes or UUIDs, or `{count | ids, constraint}`.

@@ -22,6 +22,26 @@ pub fn string_or_list(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// `runs-on`: a host name or label, a list of labels, or GitHub's `{group, labels}` (read as
+/// its labels; `group` is ignored with a warning).
+pub fn runs_on(generator: &mut SchemaGenerator) -> Schema {
+    let labels = string_or_list(generator);
+    json_schema!({
+        "oneOf": [
+            { "type": "string" },
+            { "type": "array", "items": { "type": "string" } },
+            {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "group": { "type": "string", "description": "A GitHub runner group: ignored by gpuflow (a warning)." },
+                    "labels": labels
+                }
+            }
+        ]
+    })
+}
+
 /// Environment variables: names to scalars (GitHub turns numbers and booleans into strings).
 pub fn env(_: &mut SchemaGenerator) -> Schema {
     json_schema!({

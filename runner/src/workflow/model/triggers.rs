@@ -22,6 +22,10 @@ pub struct Triggers {
     /// Runs on demand (`gpuflow run`), with typed inputs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow_dispatch: Option<WorkflowDispatch>,
+    /// Where `on` names `workflow_call`, which gpuflow ignores: the checks then tell an
+    /// `inputs.<name>` that only `workflow_call` could declare from a misspelt one.
+    #[serde(skip)]
+    pub workflow_call: Option<crate::diag::Span>,
 }
 
 /// GitHub events gpuflow does not trigger on: a workflow using them still loads (a warning),
