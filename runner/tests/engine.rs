@@ -877,3 +877,47 @@ async fn a_step_printing_a_lot_is_streamed_with_bounded_memory() {
     assert!(std::fs::metadata(step_log).unwrap().len() > LINES * 90);
     assert!(grown < 16 * 1024, "peak memory grew by {grown} KiB");
 }
+
+/// Job folders are named after the job's name and matrix values, which the workflow chooses:
+/// `..` (or `.`) there must not put the logs beside (or above) the run's folder.
+#[tokio::test]
+async fn log_folders_of_jobs_named_dot_dot_stay_inside_the_run_folder() {
+    let ran = run(r#"
+on: workflow_dispatch
+jobs:
+  up:
+    name: '..'
+    steps:
+      - name: '..'
+        run: echo escaped-job
+  cell:
+    name: ${{ matrix.p }}
+    strategy:
+      matrix:
+        p: ['..', '.', '../..']
+    steps:
+      - run: echo escaped-cell
+"#)
+    .await;
+    assert_eq!(ran.report.result, JobResult::Success);
+    let runs = ran.dir.path().join(".gpuflow/runs");
+    let entries: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries.len(), 1, "only the run's folder: {entries:?}");
+    let run = &entries[0];
+    // Every step log (`.log`, compressed when the run ends) is inside the run's folder.
+    let mut logs = Vec::new();
+    for e in walkdir::WalkDir::new(ran.dir.path()) {
+        let path = e.unwrap().into_path();
+        if path.is_file() && path.to_string_lossy().contains(".log") {
+            assert!(path.starts_with(run), "written outside the run: {path:?}");
+            logs.push(path);
+        }
+    }
+    assert!(logs.len() >= 2, "{logs:?}");
+    let lines = ran.lines("");
+    assert!(lines.iter().any(|l| l == "escaped-job"), "{lines:?}");
+    assert_eq!(lines.iter().filter(|l| *l == "escaped-cell").count(), 3);
+}

@@ -690,3 +690,52 @@ jobs:
     assert!(before.1 == after.1, "the index changed");
     assert_eq!(before.2, after.2, "git status changed");
 }
+
+/// `gpuflow run --store PATH` (how the worker runs every triggered run) records to that store,
+/// and the run's `report` step reads it: not the workspace's default store, which may not
+/// exist or hold other runs.
+#[test]
+fn the_report_step_reads_the_store_the_run_was_given_with_store() {
+    let repo = user_repo();
+    let ws = repo.path();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let db = elsewhere.path().join("results.db");
+    std::fs::write(
+        ws.join("w.yml"),
+        r#"name: stored
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - id: b
+        uses: benchmark
+        with:
+          command: echo "speed 41.5"
+          runs: 2
+          warmup: 0
+          metrics:
+            speed: { regex: 'speed (?P<value>[0-9.]+)', unit: tok/s }
+      - id: r
+        uses: report
+      - run: grep -q speed "${{ steps.r.outputs.path }}" && echo "the report has the speed"
+"#,
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("gpuflow")
+        .unwrap()
+        .current_dir(ws)
+        .env_remove("GPUFLOW_STORE")
+        .args(["run", "--plain", "w.yml", "--store"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("the report has the speed"), "{text}");
+    assert!(db.is_file(), "{text}");
+    assert!(!gpuflow::store::default_path(ws).exists(), "{text}");
+}

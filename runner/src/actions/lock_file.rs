@@ -94,6 +94,32 @@ impl LockFile {
                 .hint(fix),
             ));
         }
+        // A commit id is hexadecimal: anything else is a hand edit (or a merge gone wrong) that
+        // would otherwise reach git, and the messages that shorten it, as it is.
+        if let Some(e) = doc
+            .actions
+            .iter()
+            .find(|e| e.commit.is_empty() || !e.commit.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            let written = toml::Value::String(e.commit.clone()).to_string();
+            let span = file
+                .text
+                .find(&written)
+                .map_or_else(Span::default, |at| Span::new(at, at + written.len()));
+            return Err(Box::new(
+                Diagnostic::error(
+                    &file,
+                    span,
+                    format!(
+                        "`{LOCK_FILE}` pins `{}` to `{}`, which is not a commit id",
+                        e.key(),
+                        e.commit.escape_debug()
+                    ),
+                )
+                .label("expected a full commit id: hexadecimal digits")
+                .hint(fix),
+            ));
+        }
         // A source is handed to git, and this file comes with whatever repository is opened:
         // one git would read as an option (`--upload-pack=…`) or a transport that runs a
         // program is refused here, before `validate` fetches anything.
@@ -276,6 +302,28 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+    }
+
+    #[test]
+    fn a_commit_that_is_not_hexadecimal_is_refused_where_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        for commit in ["ääää", "", "-c core.x=y", "abc def"] {
+            std::fs::write(
+                &path,
+                format!(
+                    "version = 1\n\n[[action]]\nrepo = \"team/a\"\nref = \"v1\"\ncommit = \"{commit}\"\nsource = \"file:///srv/team/a.git\"\n"
+                ),
+            )
+            .unwrap();
+            let d = LockFile::read(&path).unwrap_err();
+            assert_eq!(
+                d.message,
+                format!("`gpuflow.lock` pins `team/a@v1` to `{commit}`, which is not a commit id")
+            );
+            assert_eq!(d.location(), format!("{}:6:10", path.display()));
+            assert!(d.hints[0].contains("restore it from git"), "{d:?}");
+        }
     }
 
     #[test]

@@ -61,11 +61,13 @@ impl ActionResolver {
 
     fn resolve(&mut self, action: &RemoteAction<'_>) -> Result<FetchedAction, Box<Diagnostic>> {
         if let Some(p) = action.path
-            && p.split('/').any(|c| c == ".." || c == ".")
+            && p.split('/').any(|c| c == ".." || c == "." || c.is_empty())
         {
+            // The loader refuses these too; checked again here because the path is joined
+            // onto the cached checkout, and `..` or a leading `/` would leave it.
             return Err(Box::new(
                 Diagnostic::unlocated(format!("the action path `{p}` leaves the repository"))
-                    .label("`.` and `..` are not allowed here")
+                    .label("empty, `.` and `..` components are not allowed here")
                     .hint("name the action's folder from the repository root: `owner/repo/path/to/action@ref`"),
             ));
         }
@@ -344,6 +346,11 @@ fn warning(message: String) -> Diagnostic {
     d
 }
 
+/// The first 7 characters, for messages. Cut at a character, not a byte: a lock file edited
+/// by hand may hold anything until it is read again.
 fn short(commit: &str) -> &str {
-    &commit[..commit.len().min(7)]
+    commit
+        .char_indices()
+        .nth(7)
+        .map_or(commit, |(at, _)| &commit[..at])
 }

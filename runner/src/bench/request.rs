@@ -396,7 +396,14 @@ pub async fn measure(
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
-        parser.push(&data, &mut events);
+        if let Err(too_large) = parser.push(&data, &mut events) {
+            fail(
+                &mut record,
+                ErrorKind::InvalidResponse,
+                too_large.to_string(),
+            );
+            return record;
+        }
         for event in events.drain(..) {
             if done {
                 continue;

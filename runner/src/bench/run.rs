@@ -162,7 +162,7 @@ pub async fn run(
     let client = Arc::new(Client::new(&config.target));
     let model = match &config.model {
         Some(model) => model.clone(),
-        None => discover_model(&client, &config.target).await?,
+        None => discover_model(&client, &config.target, model_timeout(config)).await?,
     };
     let shared = Shared {
         client,
@@ -265,14 +265,26 @@ impl Tag {
     }
 }
 
-async fn discover_model(client: &Client, url: &str) -> Result<String, BenchError> {
+/// How long asking `/v1/models` may take: the request timeout, at most 30 s. A server that
+/// accepts the connection and never answers would otherwise hold the step until the job's
+/// timeout, and a listing of models is quick when it comes at all.
+fn model_timeout(config: &BenchConfig) -> Duration {
+    config.request_timeout.min(Duration::from_secs(30))
+}
+
+async fn discover_model(client: &Client, url: &str, limit: Duration) -> Result<String, BenchError> {
     let fail = |message: String| BenchError::Model {
         url: format!("{url}/v1/models"),
         message,
     };
-    let (status, body) = client
-        .get("/v1/models")
+    let (status, body) = tokio::time::timeout(limit, client.get("/v1/models"))
         .await
+        .map_err(|_| {
+            fail(format!(
+                "no answer within {}",
+                humantime::format_duration(limit)
+            ))
+        })?
         .map_err(|e| fail(e.to_string()))?;
     if status != 200 {
         return Err(fail(format!("it answered HTTP {status}")));
@@ -530,6 +542,37 @@ mod tests {
     use super::*;
 
     fn assert_send<T: Send>(_: &T) {}
+
+    #[tokio::test]
+    async fn asking_for_the_model_gives_up_after_its_timeout() {
+        // A server that accepts the connection and never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let held = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop(socket);
+        });
+        let client = Client::new(&url);
+        let started = std::time::Instant::now();
+        let err = discover_model(&client, &url, Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            err.to_string(),
+            format!("cannot ask `{url}/v1/models` for its model: no answer within 300ms")
+        );
+        assert!(err.hint().unwrap().contains("give `model`"));
+        held.abort();
+        let inputs: indexmap::IndexMap<String, String> = [
+            ("target".to_owned(), url),
+            ("request-timeout".to_owned(), "10m".to_owned()),
+        ]
+        .into();
+        let config = BenchConfig::from_inputs(&inputs).unwrap();
+        assert_eq!(model_timeout(&config), Duration::from_secs(30));
+    }
 
     #[test]
     fn the_benchmark_future_can_be_spawned() {

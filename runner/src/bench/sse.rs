@@ -7,14 +7,37 @@
 //! space after the colon is dropped; comments (`:`) and other fields are ignored. Knows nothing
 //! about JSON or OpenAI.
 
+/// The most one event (its `data` so far and the line being read) may hold. OpenAI-style
+/// chunks are a few hundred bytes; a server that never ends a line or an event would
+/// otherwise grow the buffer until the benchmark runs out of memory.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// An event grew past the parser's limit without ending.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "an event grew past {} MiB without ending (no blank line after it): not an OpenAI-style event stream",
+    .limit >> 20
+)]
+pub struct EventTooLarge {
+    pub limit: usize,
+}
+
 /// Parser state between frames: the unfinished line and the event being built.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseParser {
     line: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
     /// The previous frame ended in `\r`: a `\n` starting the next one belongs to it.
     after_cr: bool,
+    /// [`MAX_EVENT_BYTES`], smaller in tests.
+    limit: usize,
+}
+
+impl Default for SseParser {
+    fn default() -> Self {
+        Self::with_limit(MAX_EVENT_BYTES)
+    }
 }
 
 impl SseParser {
@@ -22,8 +45,19 @@ impl SseParser {
         Self::default()
     }
 
-    /// Feeds one frame; pushes the data of every event it completes onto `out`.
-    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<Vec<u8>>) {
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            line: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            after_cr: false,
+            limit,
+        }
+    }
+
+    /// Feeds one frame; pushes the data of every event it completes onto `out`. Fails once
+    /// the event being read holds more than the limit: the stream cannot go on after that.
+    pub fn push(&mut self, bytes: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), EventTooLarge> {
         let mut rest = bytes;
         if self.after_cr {
             self.after_cr = false;
@@ -33,6 +67,7 @@ impl SseParser {
         }
         while let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
             self.line.extend_from_slice(&rest[..end]);
+            self.check()?;
             let is_cr = rest[end] == b'\r';
             rest = &rest[end + 1..];
             if is_cr {
@@ -45,6 +80,14 @@ impl SseParser {
             self.end_line(out);
         }
         self.line.extend_from_slice(rest);
+        self.check()
+    }
+
+    fn check(&self) -> Result<(), EventTooLarge> {
+        if self.line.len() + self.data.len() > self.limit {
+            return Err(EventTooLarge { limit: self.limit });
+        }
+        Ok(())
     }
 
     /// Bytes held back: an unfinished line or event. Non-empty when a stream stops here means
@@ -91,7 +134,7 @@ mod tests {
         let mut parser = SseParser::new();
         let mut out = Vec::new();
         for frame in frames {
-            parser.push(frame, &mut out);
+            parser.push(frame, &mut out).unwrap();
         }
         out.into_iter()
             .map(|d| String::from_utf8(d).unwrap())
@@ -108,11 +151,11 @@ mod tests {
     fn events_split_across_frames_complete_on_their_last_byte() {
         let mut parser = SseParser::new();
         let mut out = Vec::new();
-        parser.push(b"data: {\"a\"", &mut out);
+        parser.push(b"data: {\"a\"", &mut out).unwrap();
         assert!(out.is_empty() && parser.pending());
-        parser.push(b":1}\n", &mut out);
+        parser.push(b":1}\n", &mut out).unwrap();
         assert!(out.is_empty());
-        parser.push(b"\n", &mut out);
+        parser.push(b"\n", &mut out).unwrap();
         assert_eq!(out, [b"{\"a\":1}".to_vec()]);
         assert!(!parser.pending());
     }
@@ -121,6 +164,36 @@ mod tests {
     fn comments_other_fields_crlf_and_multiline_data() {
         let body: &[u8] = b": keep-alive\r\nevent: x\r\ndata: one\r\ndata:two\r\n\r\nid: 3\n\n";
         assert_eq!(parse_all(&[body]), ["one\ntwo"]);
+    }
+
+    #[test]
+    fn an_event_past_the_limit_fails_the_stream() {
+        // One endless line, across frames.
+        let mut parser = SseParser::with_limit(64);
+        let mut out = Vec::new();
+        parser.push(&[b'x'; 40], &mut out).unwrap();
+        let err = parser.push(&[b'x'; 40], &mut out).unwrap_err();
+        assert_eq!(err, EventTooLarge { limit: 64 });
+        // Many short `data:` lines with no blank line to end the event.
+        let mut parser = SseParser::with_limit(64);
+        let mut lines = Vec::new();
+        for _ in 0..20 {
+            lines.extend_from_slice(b"data: 0123\n");
+        }
+        assert!(parser.push(&lines, &mut out).is_err());
+        // Events that end in time pass, however many.
+        let mut parser = SseParser::with_limit(64);
+        for _ in 0..100 {
+            parser.push(b"data: 0123456789\n\n", &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 100);
+        assert!(
+            EventTooLarge {
+                limit: MAX_EVENT_BYTES
+            }
+            .to_string()
+            .starts_with("an event grew past 16 MiB without ending")
+        );
     }
 
     #[test]
@@ -155,7 +228,7 @@ mod tests {
         fn never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
             let mut parser = SseParser::new();
             let mut out = Vec::new();
-            parser.push(&bytes, &mut out);
+            parser.push(&bytes, &mut out).unwrap();
         }
     }
 }

@@ -173,7 +173,10 @@ impl EventSink for LogStore {
     }
 }
 
-/// A file-name-safe form of a name: letters, digits, `-`, `_` and `.`, at most 60 of them.
+/// A file-name-safe form of a name: letters, digits, `-`, `_` and `.`, at most 60 of them,
+/// never starting with `.`. Names come from the workflow (a job's `name`, a matrix value), and
+/// the slug is one component of a path under the run's folder: `..` (or `.`) would name the
+/// folder above it (or the folder itself), so leading dots go, like leading dashes.
 pub fn slug(name: &str) -> String {
     let s: String = name
         .chars()
@@ -192,10 +195,32 @@ pub fn slug(name: &str) -> String {
         }
     }
     let s: String = collapsed.chars().take(60).collect();
-    let s = s.trim_matches('-');
+    let s = s.trim_start_matches(['-', '.']).trim_end_matches('-');
     if s.is_empty() {
         "step".into()
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slug;
+
+    #[test]
+    fn a_slug_is_one_path_component_inside_its_folder() {
+        for (name, want) in [
+            ("..", "step"),
+            (".", "step"),
+            ("../..", "step"),
+            ("../../etc", "etc"),
+            ("a/../b", "a-..-b"),
+            ("bench (nccl, 128)", "bench-nccl-128"),
+            (".hidden", "hidden"),
+            ("v1.2", "v1.2"),
+        ] {
+            assert_eq!(slug(name), want, "{name}");
+            assert!(!slug(name).starts_with('.') && !slug(name).contains('/'));
+        }
     }
 }

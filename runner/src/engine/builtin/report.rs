@@ -16,7 +16,7 @@ use crate::report::{
     BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,
     commit_report, report_files, write_files,
 };
-use crate::store::{ResultStore, default_path, now_ms};
+use crate::store::{ResultStore, now_ms};
 
 /// The step's inputs, checked.
 struct ReportInputs {
@@ -39,7 +39,10 @@ pub async fn run(
     let workspace = shared.opts.workspace.clone();
     let run_id = shared.opts.run_id.clone();
     let log_dir = shared.opts.log_dir.clone();
-    tokio::task::spawn_blocking(move || report(&parsed, &workspace, &run_id, &log_dir))
+    // The store the run's benchmark steps write to (`--store`, as the worker runs triggered
+    // runs), not the workspace's default one: that may not exist, or hold other runs.
+    let store_path = shared.opts.store.clone();
+    tokio::task::spawn_blocking(move || report(&parsed, &workspace, &store_path, &run_id, &log_dir))
         .await
         .map_err(|e| format!("the report step stopped unexpectedly: {e}"))?
 }
@@ -102,6 +105,7 @@ fn parse(inputs: &IndexMap<String, Value>) -> Result<ReportInputs, String> {
 fn report(
     inputs: &ReportInputs,
     workspace: &Path,
+    store_path: &Path,
     run_id: &str,
     log_dir: &Path,
 ) -> Result<IndexMap<String, String>, String> {
@@ -116,14 +120,13 @@ fn report(
             })
         }
     };
-    let store_path = default_path(workspace);
     if !store_path.is_file() {
         return Err(format!(
             "no results store at `{}`: put the `report` step after a `benchmark` step",
             store_path.display()
         ));
     }
-    let store = ResultStore::open(&store_path).map_err(|e| e.to_string())?;
+    let store = ResultStore::open(store_path).map_err(|e| e.to_string())?;
     let data = ReportData::gather(&ReportSource {
         store: &store,
         run_id,
@@ -224,7 +227,8 @@ mod tests {
     fn a_missing_store_says_where_the_step_belongs() {
         let dir = tempfile::tempdir().unwrap();
         let inputs = parse(&map(&[])).unwrap();
-        let err = report(&inputs, dir.path(), "r", &dir.path().join("runs/r")).unwrap_err();
+        let store = crate::store::default_path(dir.path());
+        let err = report(&inputs, dir.path(), &store, "r", &dir.path().join("runs/r")).unwrap_err();
         assert!(err.contains("after a `benchmark` step"), "{err}");
     }
 }
