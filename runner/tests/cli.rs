@@ -120,3 +120,62 @@ fn schema_prints_valid_json_for_both_file_kinds() {
         assert_eq!(schema["additionalProperties"], false, "{which}");
     }
 }
+
+/// Runs gpuflow with its stdout a pipe whose reader is already gone, as when `| head -c1` has
+/// read what it wanted: every write to stdout then fails with EPIPE.
+fn with_closed_stdout(args: &[&str]) -> std::process::Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow"))
+        .args(args)
+        .current_dir(repo_root())
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// `gpuflow plan x.yml | head -c1` used to panic ("failed printing to stdout: Broken pipe",
+/// exit 101). Every command now ends quietly, as a process SIGPIPE ended: exit 141, nothing on
+/// stderr.
+#[test]
+fn commands_whose_reader_went_away_end_quietly() {
+    let cases: [&[&str]; 6] = [
+        &["schema"],
+        &["plan", "workflows/demo.yml"],
+        &["plan", "--json", "workflows/demo.yml"],
+        &["validate", "--format", "json", "workflows/demo.yml"],
+        &["eval", "--json", "--", "1 + 1 == 2"],
+        &["eval", "--", "format('{0}', 1)"],
+    ];
+    for args in cases {
+        let out = with_closed_stdout(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(141), "gpuflow {args:?}: {stderr}");
+        assert_eq!(stderr, "", "gpuflow {args:?}");
+    }
+}
+
+/// JSON has no NaN or infinities; `eval --json` writes them as the text GitHub prints for them
+/// (`format('{0}', NaN)` is `NaN`), as JSON strings, with the kind still `Number`.
+#[test]
+fn eval_json_is_json_for_nan_and_the_infinities() {
+    for (expr, text) in [
+        ("NaN", "NaN"),
+        ("Infinity", "Infinity"),
+        ("-Infinity", "-Infinity"),
+    ] {
+        let out = gpuflow()
+            .args(["eval", "--json", "--", expr])
+            .assert()
+            .success();
+        let stdout = stdout_of(&out);
+        let v: serde_json::Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("`{expr}` printed no JSON ({e}): {stdout}"));
+        assert_eq!(
+            v,
+            serde_json::json!({"kind": "Number", "value": text}),
+            "{expr}"
+        );
+    }
+}

@@ -126,13 +126,19 @@ pub fn diagnostic(src: &str, err: &ExprError) -> Diagnostic {
     }
 }
 
-/// Compact JSON in which NaN and the infinities are written `NaN`, `Infinity` and `-Infinity`
-/// (JSON has no spelling for them; Python's `json.loads` reads these).
+/// Compact JSON. JSON has no NaN or infinities: they are written as the strings `"NaN"`,
+/// `"Infinity"` and `"-Infinity"` — the text GitHub prints for them (`format('{0}', NaN)`) —
+/// and `kind` still says `Number` (docs/expressions.md). A bare `NaN` is not JSON: `jq` and
+/// serde refuse it.
 fn write_json(v: &Value, out: &mut String) {
     match v {
-        Value::Number(n) if n.is_nan() => out.push_str("NaN"),
+        Value::Number(n) if n.is_nan() => out.push_str("\"NaN\""),
         Value::Number(n) if n.is_infinite() => {
-            out.push_str(if *n > 0.0 { "Infinity" } else { "-Infinity" });
+            out.push_str(if *n > 0.0 {
+                "\"Infinity\""
+            } else {
+                "\"-Infinity\""
+            });
         }
         Value::Number(n) => out.push_str(&n.to_string()),
         Value::Array(items) => {
@@ -166,7 +172,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn non_finite_numbers_are_spelled_for_python() {
+    fn non_finite_numbers_are_json_strings() {
         let mut out = String::new();
         write_json(
             &Value::Array(vec![
@@ -177,7 +183,8 @@ mod tests {
             ]),
             &mut out,
         );
-        assert_eq!(out, "[NaN, -Infinity, 1.5, 3]");
+        assert_eq!(out, r#"["NaN", "-Infinity", 1.5, 3]"#);
+        assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok());
     }
 
     #[test]

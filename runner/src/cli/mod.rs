@@ -141,9 +141,44 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::WaitForSignal(args) => wait_for_signal::run(&args),
     };
     result.unwrap_or_else(|err| {
+        // `writeln!(stdout, …)?` (eval, logs, history, …): the reader is gone, not a failure.
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            std::process::exit(CLOSED_STDOUT_EXIT);
+        }
         eprintln!("error: {err:#}");
         ExitCode::Infrastructure
     })
+}
+
+/// The exit status when stdout's reader went away (`gpuflow plan x.yml | head -c1`): what a
+/// shell reports for a process SIGPIPE ended (128 + 13), as `cat` or `git log` would give.
+pub const CLOSED_STDOUT_EXIT: i32 = 141;
+
+/// Makes every command end quietly with [`CLOSED_STDOUT_EXIT`] when its stdout is a pipe whose
+/// reader has gone, instead of panicking ("failed printing to stdout: Broken pipe", exit 101).
+///
+/// Rust ignores SIGPIPE, so a write to such a pipe fails with EPIPE and `println!` panics on
+/// it. Restoring SIGPIPE's default action would end the process on any closed pipe or socket —
+/// a Docker connection or a step's pipe during `gpuflow run` included — so instead this one
+/// panic, and only it, becomes a quiet exit; `writeln!(…)?` errors are handled in [`run`].
+pub fn end_quietly_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        // std's wording: "failed printing to stdout: Broken pipe (os error 32)".
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(CLOSED_STDOUT_EXIT);
+        }
+        default(info);
+    }));
 }
 
 /// Writes a generated file only when its content changed, so `make schema docs` leaves
