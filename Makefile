@@ -2,7 +2,7 @@
 CARGO ?= cargo
 GPUFLOW := target/debug/gpuflow
 
-.PHONY: build demo test test-images lint fmt schema docs bench conformance check
+.PHONY: build demo test test-deps test-images lint fmt schema docs bench conformance check
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -15,10 +15,17 @@ demo: build test-images
 	$(GPUFLOW) plan workflows/demo.yml
 	$(GPUFLOW) run workflows/demo.yml
 
-## The test command (README.md). nextest prints one summary line with the counts.
-test: test-images
+## The test command (README.md). nextest prints one summary line with the counts. What the
+## tests need is checked first, and installed when run as root (test-deps); test-images then
+## builds the images and llama-server (images/llamacpp/build.sh calls llama-server.sh).
+test: test-deps test-images
 	$(CARGO) test --workspace --doc -q
 	$(CARGO) nextest run --workspace --no-fail-fast
+
+## The tools the tests need (sshd, Chromium, sqlite3, git, docker, g++, python3-venv, …):
+## installed with apt-get as root, otherwise named with the command that installs them.
+test-deps:
+	bash scripts/test-deps.sh
 
 ## The Docker images the tests use (images/README.md), built from what is on this machine;
 ## idempotent. The base goes first: the other images are built on top of it.

@@ -179,3 +179,77 @@ fn eval_json_is_json_for_nan_and_the_infinities() {
         );
     }
 }
+
+/// `make test` on a fresh machine used to fail in the tests themselves (no sshd, no Chromium,
+/// no g++ for llama-server): only `.ci/run` installed them. The Makefile's `test` now runs
+/// `scripts/test-deps.sh` first; on a machine lacking the tools (a PATH holding only a shell
+/// and apt-get, checking only), it names each missing package, what needs it, and the one
+/// command that installs them, and fails.
+#[test]
+fn make_test_checks_its_tools_first_and_names_what_is_missing() {
+    let make = std::process::Command::new("make")
+        .args(["-n", "test"])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let plan = String::from_utf8_lossy(&make.stdout);
+    let at = |what: &str| {
+        plan.find(what)
+            .unwrap_or_else(|| panic!("`make -n test` does not run {what}:\n{plan}"))
+    };
+    assert!(
+        at("scripts/test-deps.sh") < at("images/base/build.sh"),
+        "{plan}"
+    );
+    assert!(at("images/base/build.sh") < at("nextest run"), "{plan}");
+    // llama-server comes with the images: images/llamacpp/build.sh builds it.
+    let llamacpp = std::fs::read_to_string(repo_root().join("images/llamacpp/build.sh")).unwrap();
+    assert!(llamacpp.contains("llama-server.sh"));
+
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["bash", "id", "apt-get"] {
+        let found = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(tool))
+            .find(|p| p.exists());
+        // A stand-in apt-get where there is none: only `command -v` looks for it.
+        match found {
+            Some(path) => std::os::unix::fs::symlink(path, bin.path().join(tool)).unwrap(),
+            None => {
+                let stand_in = bin.path().join(tool);
+                std::fs::write(&stand_in, "#!/bin/sh\nexit 1\n").unwrap();
+                std::fs::set_permissions(
+                    &stand_in,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                )
+                .unwrap();
+            }
+        }
+    }
+    let out = std::process::Command::new(bin.path().join("bash"))
+        .arg("scripts/test-deps.sh")
+        .current_dir(repo_root())
+        .env("PATH", bin.path())
+        .env("GPUFLOW_TEST_DEPS", "check")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for package in [
+        "openssh-client",
+        "chromium",
+        "sqlite3",
+        "g++",
+        "python3-venv",
+        "git",
+    ] {
+        assert!(
+            stderr.contains(&format!("  {package}: ")),
+            "{package}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("sudo apt-get install -y git docker.io"),
+        "{stderr}"
+    );
+}
