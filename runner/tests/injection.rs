@@ -86,3 +86,83 @@ async fn hostile_values_in_builtin_commands_are_data_not_code() {
     // The value is still there, as the text it is.
     assert!(text.contains(&format!("took 12 ms {hostile}")), "{text}");
 }
+
+/// A target with a blank in its path passes no request line: refused by `validate` at its
+/// place, instead of panicking the run's request builder.
+#[test]
+fn a_target_no_request_can_be_sent_to_is_refused_by_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        "jobs:\n  bench:\n    steps:\n      - uses: benchmark\n        with:\n          target: \"http://localhost:30000/my model\"\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .args(["validate", "w.yml"])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = output(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("w.yml:6:20"), "{text}");
+    assert!(text.contains("holds a blank"), "{text}");
+    assert!(text.contains("%20"), "{text}");
+}
+
+/// A panic inside a job (a bug in gpuflow) fails that job with the panic's message and a hint
+/// to report it; the job's clean-up runs and the run ends at once, with no container left.
+/// The panic is a real one, asked for through a debug-build-only variable.
+#[tokio::test]
+async fn a_panicking_step_fails_its_job_and_the_run_ends_with_nothing_left() {
+    let Some(docker) = connect_or_skip().await else {
+        return;
+    };
+    let yaml = r#"
+jobs:
+  boom:
+    steps:
+      - uses: start-container
+        with: { name: box, image: gpuflow-base:test, command: sleep 300 }
+      - run: echo never
+      - if: always()
+        run: echo "always ran"
+"#;
+    let Some(dir) = repository(yaml).await else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let out = gpuflow_in(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .env("GPUFLOW_TEST_PANIC_IN_STEP", "2")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let text = output(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the run took {:?}:\n{text}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("gpuflow panicked in this step: a panic asked for by GPUFLOW_TEST_PANIC_IN_STEP in step 2"),
+        "{text}"
+    );
+    assert!(text.contains("please report it"), "{text}");
+    assert!(text.contains("always ran"), "{text}");
+    let run_id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("run ")?.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run id in:\n{text}"));
+    let left = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=dev.gpuflow.run-id={run_id}"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "containers left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    drop(docker);
+}

@@ -34,6 +34,15 @@ pub enum ClientError {
     },
     #[error("the connection failed: {0}")]
     Http(#[from] hyper::Error),
+    /// The target and path do not make a request (a blank or a character a URL cannot hold):
+    /// validation refuses such a literal target, but one computed by an expression gets here.
+    #[error(
+        "cannot build a request for `{uri}`: {source} (help: a URL cannot hold blanks or such characters; percent-encode them, e.g. `%20` for a blank)"
+    )]
+    Request {
+        uri: String,
+        source: hyper::http::Error,
+    },
 }
 
 /// A keep-alive connection pool to one `http://host:port`.
@@ -148,9 +157,10 @@ impl Lease<'_> {
         body: Bytes,
         request_id: Option<&str>,
     ) -> Result<Response<Incoming>, ClientError> {
+        let uri = format!("{}{path}", self.client.base_path);
         let mut builder = Request::builder()
             .method(method)
-            .uri(format!("{}{path}", self.client.base_path))
+            .uri(uri.as_str())
             .header("host", &self.client.authority)
             .header("accept", "text/event-stream, application/json");
         if !body.is_empty() {
@@ -161,7 +171,7 @@ impl Lease<'_> {
         }
         let request = builder
             .body(Full::new(body))
-            .expect("a request built from a valid path and headers");
+            .map_err(|source| ClientError::Request { uri, source })?;
         self.sender.ready().await?;
         Ok(self.sender.send_request(request).await?)
     }

@@ -591,6 +591,12 @@ fn read_mode(r: &Reader<'_>) -> Result<Mode, ConfigError> {
     }
 }
 
+/// Whether `text` is a `target` requests can be sent to (what `gpuflow validate` checks of a
+/// literal target, with the same words as the step).
+pub fn check_target(text: &str) -> Result<(), ConfigError> {
+    normalise_target(text).map(drop)
+}
+
 /// `http://host:port` without a trailing slash or `/v1`, so paths can be appended.
 fn normalise_target(text: &str) -> Result<String, ConfigError> {
     let Some(rest) = text.strip_prefix("http://") else {
@@ -610,6 +616,25 @@ fn normalise_target(text: &str) -> Result<String, ConfigError> {
             "target",
             format!("input `target` is `{text}`, which has no host"),
             Some("write `http://localhost:30000`".into()),
+        ));
+    }
+    // Every request's URI is this text with a path appended: text an HTTP request line cannot
+    // hold (a blank, a quote, a control character) would fail each request.
+    if let Some(bad) = text
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "\"<>\\^`{|}".contains(*c))
+        .or_else(|| text.parse::<hyper::Uri>().is_err().then_some('?'))
+    {
+        let what = match bad {
+            ' ' => "a blank".to_owned(),
+            '?' if text.parse::<hyper::Uri>().is_err() => "text a URL cannot hold".to_owned(),
+            c if c.is_whitespace() || c.is_control() => format!("the character {c:?}"),
+            c => format!("`{c}`"),
+        };
+        return Err(err(
+            "target",
+            format!("input `target` is `{}`, which holds {what}: no request can be sent to it", text.escape_debug()),
+            Some("percent-encode such characters in the path (a blank is `%20`), or remove them: `http://localhost:30000`".into()),
         ));
     }
     let trimmed = text.trim_end_matches('/');
@@ -699,6 +724,8 @@ mod tests {
     }
 
     #[test_case(&[("target", "localhost:30000")], "target", "not an `http://` URL")]
+    #[test_case(&[("target", "http://localhost:30000/my model")], "target", "holds a blank")]
+    #[test_case(&[("target", "http://localhost:30000/a\"b")], "target", "holds `\"`")]
     #[test_case(&[], "target", "needs a `target`")]
     #[test_case(&[("target", "http://h:1"), ("mode", "concurency")], "mode", "expected one of")]
     #[test_case(&[("target", "http://h:1"), ("concurency", "4")], "concurency", "no input `concurency`")]

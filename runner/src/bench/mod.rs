@@ -27,7 +27,7 @@ pub mod schedule;
 pub mod sse;
 pub mod stats;
 
-pub use config::{BenchConfig, ConfigError, Endpoint, Mode, Slo, Stop};
+pub use config::{BenchConfig, ConfigError, Endpoint, Mode, Slo, Stop, check_target};
 pub use cpu::process_cpu_time;
 pub use result::BenchResult;
 pub use run::{BenchError, Progress, run};

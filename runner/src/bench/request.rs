@@ -537,7 +537,7 @@ async fn connect_and_send<'c>(
             Ok(Ok(lease)) => lease,
             Ok(Err(err)) => {
                 let kind = match err {
-                    ClientError::Connect { .. } => ErrorKind::Connect,
+                    ClientError::Connect { .. } | ClientError::Request { .. } => ErrorKind::Connect,
                     ClientError::Http(_) => ErrorKind::Truncated,
                 };
                 return Err((kind, Some(err.to_string()), reconnects));

@@ -179,6 +179,9 @@ pub async fn run(
     let mut outputs: HashMap<String, IndexMap<String, String>> = HashMap::new();
     let mut fail_fast: HashMap<String, CancellationToken> = HashMap::new();
     let mut tasks: JoinSet<(usize, JobOutcome, Duration)> = JoinSet::new();
+    // Which job run each task is, so a task that panicked (and so returned nothing) can still
+    // be ended: without this its job stayed `Running` and the loop below spun forever.
+    let mut task_jobs: HashMap<tokio::task::Id, (usize, Instant)> = HashMap::new();
     // Runs that are ready but wait for GPUs; each says so once (`job_waiting`).
     let mut waiting = vec![false; runs.len()];
     // Jobs the plan skipped (an empty matrix) count as skipped for those that need them.
@@ -314,11 +317,12 @@ pub async fn run(
             state[i] = State::Running;
             shared.emit(EventKind::JobStarted { job: jref.clone() });
             let (shared2, planned2, jref2) = (shared.clone(), planned.clone(), jref.clone());
-            tasks.spawn(async move {
+            let task = tasks.spawn(async move {
                 let started = Instant::now();
                 let outcome = run_job(shared2, planned2, jref2, needs, token, gpus).await;
                 (i, outcome, started.elapsed())
             });
+            task_jobs.insert(task.id(), (i, Instant::now()));
         }
 
         // GPUs freed by this run are seen when its job ends; those freed by other gpuflow
@@ -339,8 +343,24 @@ pub async fn run(
             // happen for a valid plan, but a wait here would hang the run.
             if !cancel.is_cancelled() {
                 cancel.cancel();
+                continue;
             }
-            continue;
+            // Cancelled and still not done: a job run is in a state nothing will change (a
+            // bug). End it rather than loop forever without yielding (which also starved
+            // the Ctrl-C handler).
+            for i in 0..runs.len() {
+                if state[i] != State::Done {
+                    finish_unstarted(
+                        &shared,
+                        &refs[i],
+                        JobResult::Cancelled,
+                        "the run was cancelled",
+                    );
+                    state[i] = State::Done;
+                    results[i] = Some(summary(&refs[i], JobResult::Cancelled, false));
+                }
+            }
+            break;
         }
         let joined = tokio::select! {
             joined = tasks.join_next() => joined,
@@ -349,14 +369,41 @@ pub async fn run(
         };
         let Some(joined) = joined else { continue };
         let (i, outcome, duration) = match joined {
-            Ok(done) => done,
+            Ok(done) => {
+                task_jobs.retain(|_, (j, _)| *j != done.0);
+                done
+            }
             Err(e) => {
-                // A panicking job task is a bug; the run must still end and report.
+                // A panic outside any step (steps contain their own) is a bug in gpuflow: the
+                // job fails with the panic's message, and the run goes on and ends; what the job
+                // started is removed by the run's clean-up below.
+                let Some((i, started)) = task_jobs.remove(&e.id()) else {
+                    continue;
+                };
+                let why = if e.is_panic() {
+                    panic_text(e.into_panic().as_ref())
+                } else {
+                    "its task was stopped".to_string()
+                };
                 shared.emit(EventKind::Warning {
-                    job: None,
-                    message: format!("a job task failed: {e}"),
+                    job: Some(refs[i].clone()),
+                    message: format!(
+                        "the job failed: gpuflow panicked: {why} (help: this is a bug in gpuflow; please report it with this message and the workflow)"
+                    ),
                 });
-                continue;
+                shared.emit(EventKind::JobFinished {
+                    job: refs[i].clone(),
+                    result: JobResult::Failure,
+                    duration: started.elapsed(),
+                });
+                (
+                    i,
+                    JobOutcome {
+                        result: JobResult::Failure,
+                        outputs: IndexMap::new(),
+                    },
+                    started.elapsed(),
+                )
             }
         };
         let planned = &runs[i];
@@ -499,6 +546,15 @@ fn summary(job: &JobRef, result: JobResult, allowed: bool) -> JobSummary {
 
 /// A run that never starts still ends: `job_skipped` says why, `job_finished` gives its result,
 /// so every queued run gets exactly one `job_finished`.
+/// The message a panic carried (`panic!("…")`, `.expect("…")`), for the job's failure.
+pub(super) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
 fn finish_unstarted(shared: &Shared, job: &JobRef, result: JobResult, reason: &str) {
     shared.emit(EventKind::JobSkipped {
         job: job.clone(),

@@ -604,7 +604,21 @@ impl JobRun {
                 }
             },
         };
-        let mut result = match self.execute(step, key, scope, token.clone()).await {
+        // A panic inside a step (a bug in gpuflow) fails that step with its message; the job
+        // then ends as after any failure: `always()` steps run and its containers are removed.
+        let executed = {
+            use futures_util::FutureExt;
+            std::panic::AssertUnwindSafe(self.execute(step, key, scope, token.clone()))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|payload| {
+                    Err(format!(
+                        "gpuflow panicked in this step: {} (help: this is a bug in gpuflow; please report it with this message and the workflow)",
+                        super::dispatcher::panic_text(payload.as_ref())
+                    ))
+                })
+        };
+        let mut result = match executed {
             Ok(r) => r,
             Err(message) => {
                 self.say(Some(key), &self.in_caller(scope, &message));
@@ -734,6 +748,12 @@ impl JobRun {
         cancel: CancellationToken,
     ) -> Result<StepResult, String> {
         let env = self.step_env(step, scope)?;
+        // Tests reach the panic containment above through a real panic in a real run; debug
+        // builds only, so no release binary can be made to panic on purpose.
+        #[cfg(debug_assertions)]
+        if std::env::var("GPUFLOW_TEST_PANIC_IN_STEP").is_ok_and(|k| k == key) {
+            panic!("a panic asked for by GPUFLOW_TEST_PANIC_IN_STEP in step {key}");
+        }
         if let Some(source) = &step.run {
             return self.run_script(step, source, key, scope, env, cancel).await;
         }

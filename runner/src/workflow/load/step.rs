@@ -322,6 +322,20 @@ impl Reader {
                 d = d.note(format!("`{input}`: {}", input_spec.doc));
                 self.report(d);
             }
+            // A literal target the load generator cannot send a request to (a blank in its
+            // path) is refused here, not found by the first request of the run.
+            if name == "benchmark"
+                && input == "target"
+                && let Value::String(text) = &value.value
+                && !text.contains("${{")
+                && let Err(e) = crate::bench::check_target(text)
+            {
+                let d = self
+                    .err(value.span, e.message)
+                    .label("no request can be sent to this URL")
+                    .maybe_hint(e.hint);
+                self.report(d);
+            }
         }
         for input in spec.inputs.iter().filter(|i| i.required) {
             if !with.contains_key(input.name) {
