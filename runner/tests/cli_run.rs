@@ -1,6 +1,8 @@
 //! `gpuflow run` as a user runs it: exit codes, the plain and `--json` output, stored logs.
 //! Workflows here use only `run:` steps on the host, so no Docker is needed.
 
+use std::io::Read;
+
 use assert_cmd::Command;
 
 fn gpuflow_in(dir: &std::path::Path) -> Command {
@@ -54,7 +56,13 @@ fn a_successful_run_exits_0_with_prefixed_lines_a_summary_and_stored_logs() {
     assert_eq!(runs.len(), 1);
     let run = runs[0].as_ref().unwrap().path();
     assert!(run.join("events.jsonl").is_file());
-    let step_log = std::fs::read_to_string(run.join("greet/1-say.log")).unwrap();
+    // Compressed when the step ended (docs/running.md, "Stored logs").
+    assert!(run.join("greet/1-say.log.zst").is_file());
+    let mut step_log = String::new();
+    gpuflow::engine::log_files::open_log(&run.join("greet/1-say.log"))
+        .unwrap()
+        .read_to_string(&mut step_log)
+        .unwrap();
     assert_eq!(step_log, "hello gpus\n");
 }
 

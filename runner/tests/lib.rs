@@ -28,5 +28,6 @@ mod shipped_actions;
 mod signals;
 mod sim;
 mod store;
+mod stored_logs;
 mod syntax_page;
 mod triggers;

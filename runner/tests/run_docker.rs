@@ -293,12 +293,12 @@ fn assert_memory_bounded(yaml: &str) {
         "the run failed: {status}: {}",
         std::fs::read_to_string(dir.path().join("stderr.txt")).unwrap_or_default()
     );
-    // All of it went through the runner, into the step's log.
+    // All of it went through the runner, into the step's log (compressed once the step ended).
     let logs = walkdir::WalkDir::new(dir.path().join(".gpuflow"))
         .into_iter()
         .map(Result::unwrap)
-        .filter(|e| e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "log"))
-        .map(|e| e.metadata().unwrap().len())
+        .filter(|e| e.file_type().is_file() && e.path().to_string_lossy().ends_with(".log.zst"))
+        .map(|e| gpuflow::engine::log_files::stored_len(&e.path().with_extension("")).unwrap())
         .max()
         .unwrap_or(0);
     assert!(

@@ -2,6 +2,14 @@
 //! networks whose runner process is gone (killed, crashed): the sweep `gpuflow run` also does
 //! at start. `--all-runs` removes every gpuflow-labelled thing there, runs in progress
 //! included, so it asks for `--yes`; `--dry-run` lists without removing.
+//!
+//! With `--logs-older-than` or `--logs-max-total` it prunes stored run logs instead
+//! (`.gpuflow/runs/<id>/`, [`logs`]), on this machine, without an engine.
+
+mod logs;
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::backend::{Managed, ManagedKind};
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
@@ -27,11 +35,40 @@ pub struct Args {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Remove the stored logs of runs last written longer ago than this (`7d`, `12h`), instead
+    /// of containers. Runs in progress are kept.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration,
+          conflicts_with_all = ["all_runs", "host"])]
+    pub logs_older_than: Option<Duration>,
+
+    /// Keep the stored logs of the newest runs within this total size (`20GiB`) and remove the
+    /// older ones, instead of containers. Runs in progress are kept and counted.
+    #[arg(long, value_name = "SIZE", value_parser = crate::engine::log_files::parse_size,
+          conflicts_with_all = ["all_runs", "host"])]
+    pub logs_max_total: Option<u64>,
+
+    /// The folder of stored run logs `--logs-*` prune (default: `.gpuflow/runs` here, where
+    /// `gpuflow run` writes them).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+
     #[command(flatten)]
     pub config: ConfigArg,
 }
 
 pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
+    if args.logs_older_than.is_some() || args.logs_max_total.is_some() {
+        let runs = args
+            .runs_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".gpuflow").join("runs"));
+        return logs::run(
+            &runs,
+            args.logs_older_than,
+            args.logs_max_total,
+            args.dry_run,
+        );
+    }
     let config = match args.config.load() {
         Ok(config) => config,
         Err(diags) => return Ok(config_errors(&diags, render_opts)),

@@ -60,6 +60,18 @@ pub struct Args {
     #[command(flatten)]
     pub store: super::store_path::StoreArgs,
 
+    /// The most log text the run stores (`2GiB`, `512MiB`, `unlimited`): past it, output lines
+    /// are dropped from the stored logs (not from the screen or `--json`), and the run says so
+    /// at its end.
+    #[arg(
+        long,
+        env = "GPUFLOW_LOG_CAP",
+        value_name = "SIZE",
+        default_value = "2GiB",
+        value_parser = crate::engine::log_files::parse_size
+    )]
+    pub log_cap: u64,
+
     /// Leave the run's containers and networks in place, to look at them after.
     #[arg(long)]
     pub keep_containers: bool,
@@ -213,7 +225,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         .build()?;
     runtime.block_on(async {
         let store = match LogStore::create(&opts.log_dir) {
-            Ok(s) => Arc::new(s),
+            Ok(s) => Arc::new(s.with_log_cap(args.log_cap)),
             Err(e) => {
                 eprintln!(
                     "error: could not create the log folder `{}`: {e}",
@@ -259,6 +271,10 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
                 }
                 for problem in &report.unreachable {
                     eprintln!("error: could not reach the Docker engine of {problem}");
+                }
+                // The last line: a log cut short is worth knowing before reading it.
+                if let Some(warning) = store.log_cap_warning() {
+                    eprintln!("warning: {warning}");
                 }
                 Ok(report.exit_code())
             }

@@ -3,6 +3,9 @@
 //! per container (`<job run>/container-<name>.log`) and the steps' summaries
 //! (`<job run>/summary.md`). It is fed by events like any other sink, so what
 //! is stored is exactly what was shown: masked, line by line, never buffered whole.
+//!
+//! What keeps it bounded on disk — each line stored once (`events.jsonl` points into the
+//! files), finished files compressed to `.log.zst`, a cap per run — is in [`super::log_files`].
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -11,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::event::{Event, EventKind, EventSink, JobRef, Stream};
+use super::log_files::{Compressor, LineRanges, LogCap};
 
 /// Writes a run's logs as events arrive.
 #[derive(Debug)]
@@ -27,6 +31,10 @@ struct State {
     step_files: HashMap<(String, usize, String), PathBuf>,
     /// The first write error; later ones add nothing.
     failed: Option<String>,
+    /// The `log_line` records not yet written, and where each file's next line goes.
+    ranges: LineRanges,
+    cap: LogCap,
+    compressor: Compressor,
 }
 
 impl LogStore {
@@ -34,7 +42,10 @@ impl LogStore {
     pub fn create(dir: impl Into<PathBuf>) -> std::io::Result<Self> {
         let dir = dir.into();
         crate::local_dirs::create_state_dir_all(&dir)?;
-        let events = BufWriter::new(File::create(dir.join("events.jsonl"))?);
+        let events = File::create(dir.join("events.jsonl"))?;
+        // Held for the run's life: `gpuflow gc` keeps a run whose lock is held.
+        super::log_files::lock_running(&events)?;
+        let events = BufWriter::new(events);
         Ok(Self {
             dir,
             state: Mutex::new(State {
@@ -46,6 +57,19 @@ impl LogStore {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Caps the run's stored log text at `bytes` (`gpuflow run --log-cap`; log_files.rs).
+    pub fn with_log_cap(self, bytes: u64) -> Self {
+        if let Ok(mut state) = self.state.lock() {
+            state.cap = LogCap::new(bytes);
+        }
+        self
+    }
+
+    /// What the end of the run says when the cap dropped lines.
+    pub fn log_cap_warning(&self) -> Option<String> {
+        self.state.lock().ok().and_then(|s| s.cap.warning())
     }
 
     /// The first error met writing the logs, if any.
@@ -74,10 +98,44 @@ impl LogStore {
         writeln!(w, "{line}")
     }
 
+    /// Ends a finished log file: its truncation marker, if the cap dropped lines of it, then
+    /// it is closed and (a `.log`) compressed in the background.
+    fn close(&self, state: &mut State, path: PathBuf) -> std::io::Result<()> {
+        if let Some(marker) = state.cap.marker(&path) {
+            self.write(state, path.clone(), &marker)?;
+            state.ranges.unrecorded(&path, marker.len() as u64 + 1);
+        }
+        if let Some(mut w) = state.open.remove(&path) {
+            w.flush()?;
+            if path.extension().is_some_and(|x| x == "log") {
+                state.compressor.submit(path);
+            }
+        }
+        Ok(())
+    }
+
     fn record(&self, state: &mut State, event: &Event) -> std::io::Result<()> {
-        if let Some(w) = state.events.as_mut() {
-            serde_json::to_writer(&mut *w, event)?;
-            w.write_all(b"\n")?;
+        // A log line's text goes to its file only; its record is written later (log_files.rs).
+        if !matches!(event.kind, EventKind::LogLine { .. }) {
+            let records = state.ranges.flush(state.events.as_mut())?;
+            state.cap.used(records);
+            if let Some(w) = state.events.as_mut() {
+                if let EventKind::RunFinished { .. } = event.kind
+                    && let Some(message) = state.cap.warning()
+                {
+                    let warning = EventKind::Warning { job: None, message };
+                    serde_json::to_writer(
+                        &mut *w,
+                        &Event {
+                            kind: warning,
+                            ..event.clone()
+                        },
+                    )?;
+                    w.write_all(b"\n")?;
+                }
+                serde_json::to_writer(&mut *w, event)?;
+                w.write_all(b"\n")?;
+            }
         }
         match &event.kind {
             EventKind::StepStarted { job, step, name } => {
@@ -114,7 +172,17 @@ impl LogStore {
                     Stream::Runner => format!("gpuflow: {text}"),
                     _ => text.clone(),
                 };
-                self.write(state, path, &line)?;
+                let bytes = line.len() as u64 + 1;
+                if state.cap.admit(&path, *stream, bytes) {
+                    self.write(state, path.clone(), &line)?;
+                    let rel = path.strip_prefix(&self.dir).unwrap_or(&path);
+                    let rel = rel.to_string_lossy().into_owned();
+                    let records =
+                        state
+                            .ranges
+                            .stored(state.events.as_mut(), event, &path, &rel, bytes)?;
+                    state.cap.used(records);
+                }
             }
             EventKind::StepSummary { job, markdown, .. } => {
                 let path = self.job_dir(job).join("summary.md");
@@ -125,9 +193,8 @@ impl LogStore {
                     state
                         .step_files
                         .remove(&(job.job.clone(), job.cell, step.clone()))
-                    && let Some(mut w) = state.open.remove(&path)
                 {
-                    w.flush()?;
+                    self.close(state, path)?;
                 }
             }
             EventKind::JobFinished { job, .. } | EventKind::JobSkipped { job, .. } => {
@@ -139,18 +206,25 @@ impl LogStore {
                     .cloned()
                     .collect();
                 for p in done {
-                    if let Some(mut w) = state.open.remove(&p) {
-                        w.flush()?;
-                    }
+                    self.close(state, p)?;
+                }
+                // A report step of a later job reads what this one logged.
+                if let Some(w) = state.events.as_mut() {
+                    w.flush()?;
                 }
             }
             // The headline comes last, after `run_finished`.
             EventKind::RunFinished { .. } | EventKind::RunHeadline(_) => {
-                for (_, mut w) in state.open.drain() {
-                    w.flush()?;
+                let open: Vec<PathBuf> = state.open.keys().cloned().collect();
+                for p in open {
+                    self.close(state, p)?;
                 }
                 if let Some(w) = state.events.as_mut() {
                     w.flush()?;
+                }
+                // The run is over when its logs are whole and compressed.
+                if let Some(e) = state.compressor.wait().into_iter().next() {
+                    return Err(std::io::Error::other(e));
                 }
             }
             _ => {}

@@ -1,12 +1,15 @@
 //! Reading a run's log folder (`.gpuflow/runs/<id>/events.jsonl`, written by
 //! [`crate::engine::LogStore`]) for what a report shows when the run failed: the failing job's
-//! server (container) log, last lines first to go.
+//! server (container) log, last lines first to go. The lines themselves are read from the log
+//! file a `log_line` record points at (`file`), plain or compressed (`.log.zst`); records of an
+//! older gpuflow, which held each line's `text`, are read as they are.
 //!
 //! Only the fields it needs are read, and loosely: a log written by an older or newer gpuflow
 //! still gives what it can, and a missing or unreadable log gives nothing rather than an error
 //! (a report is still worth having without it).
 
 use std::collections::VecDeque;
+use std::io::BufRead;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +47,9 @@ struct Line {
     container: Option<String>,
     #[serde(default)]
     text: Option<String>,
+    /// The log file holding the line, relative to the run's folder.
+    #[serde(default)]
+    file: Option<String>,
 }
 
 #[derive(Deserialize, Clone, PartialEq, Eq)]
@@ -55,10 +61,11 @@ struct JobRef {
 
 /// The excerpt when the run in `run_dir` failed, else `None`.
 pub fn failure_excerpt(run_dir: &Path) -> Option<FailureExcerpt> {
-    let text = std::fs::read_to_string(run_dir.join("events.jsonl")).ok()?;
-    let events: Vec<Line> = text
+    let file = std::fs::File::open(run_dir.join("events.jsonl")).ok()?;
+    let events: Vec<Line> = std::io::BufReader::new(file)
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
         .collect();
     let run_failed = events
         .iter()
@@ -86,23 +93,37 @@ pub fn failure_excerpt(run_dir: &Path) -> Option<FailureExcerpt> {
         .next_back();
     let step_id = failed_step.and_then(|e| e.step.clone());
     let mut lines = VecDeque::with_capacity(EXCERPT_LINES);
+    let mut log_file = None;
     for e in events.iter().filter(in_job) {
         let wanted = match &container {
             Some(c) => e.container.as_ref() == Some(c),
             None => e.step.is_some() && e.step == step_id,
         };
-        if wanted && let Some(t) = &e.text {
+        if !wanted {
+            continue;
+        }
+        if let Some(f) = &e.file {
+            log_file = Some(f.clone());
+        } else if let Some(t) = &e.text {
             if lines.len() == EXCERPT_LINES {
                 lines.pop_front();
             }
             lines.push_back(t.clone());
         }
     }
+    // The file holds only that container's (or step's) lines: its last ones are the excerpt,
+    // a truncation marker included. Unreadable: no lines, the rest of the report stands.
+    let lines = match log_file.and_then(|f| crate::engine::log_files::log_path(run_dir, &f)) {
+        Some(path) => {
+            crate::engine::log_files::last_lines(&path, EXCERPT_LINES).unwrap_or_default()
+        }
+        None => lines.into(),
+    };
     Some(FailureExcerpt {
         job: job.display,
         step: failed_step.and_then(|e| e.name.clone()),
         container,
-        lines: lines.into(),
+        lines,
     })
 }
 
@@ -148,6 +169,37 @@ mod tests {
         assert_eq!(failure_excerpt(dir.path()), None);
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(failure_excerpt(empty.path()), None);
+    }
+
+    /// What the store writes now: records pointing into the step's log, compressed once the
+    /// step finished.
+    #[test]
+    fn the_failing_steps_last_lines_are_read_from_its_compressed_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("bench-nccl/2-b.log");
+        std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+        let text: String = (0..1000).map(|i| format!("out {i}\n")).collect();
+        std::fs::write(&log, text + "gpuflow: the step failed\n").unwrap();
+        crate::engine::log_files::compress(&log).unwrap();
+        assert!(!log.exists());
+        std::fs::write(
+            dir.path().join("events.jsonl"),
+            [
+                format!(
+                    r#"{{"type":"log_line","job":{JOB},"step":"2","container":null,"stream":"stdout","file":"bench-nccl/2-b.log","line":1,"lines":1000,"offset":0}}"#
+                ),
+                format!(
+                    r#"{{"type":"step_finished","job":{JOB},"step":"2","name":"b","outcome":"failure","conclusion":"failure","duration":1.0}}"#
+                ),
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        let e = failure_excerpt(dir.path()).unwrap();
+        assert_eq!(e.container, None);
+        assert_eq!(e.lines.len(), EXCERPT_LINES);
+        assert_eq!(e.lines[0], "out 971");
+        assert_eq!(e.lines.last().unwrap(), "gpuflow: the step failed");
     }
 
     #[test]
