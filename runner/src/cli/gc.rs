@@ -57,6 +57,12 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
+    if args.runs_dir.is_some() && args.logs_older_than.is_none() && args.logs_max_total.is_none() {
+        let d = Diagnostic::unlocated("`--runs-dir` names the run logs `--logs-older-than` and `--logs-max-total` prune, and neither is given")
+            .hint("add `--logs-older-than DURATION` or `--logs-max-total SIZE`");
+        eprint!("{}\n\n", render(&d, render_opts));
+        return Ok(ExitCode::Usage);
+    }
     if args.logs_older_than.is_some() || args.logs_max_total.is_some() {
         let runs = args
             .runs_dir

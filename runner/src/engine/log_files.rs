@@ -108,41 +108,51 @@ pub fn compress(path: &Path) -> io::Result<()> {
 #[derive(Debug, Default)]
 pub struct Compressor {
     worker: Option<(mpsc::Sender<PathBuf>, JoinHandle<Vec<String>>)>,
+    inline_errors: Vec<String>,
 }
 
 impl Compressor {
     /// Queues `path` (a finished `.log` file) for compression.
     pub fn submit(&mut self, path: PathBuf) {
-        let (tx, _) = self.worker.get_or_insert_with(|| {
+        if self.worker.is_none() {
             let (tx, rx) = mpsc::channel::<PathBuf>();
-            let thread = std::thread::Builder::new()
+            let spawned = std::thread::Builder::new()
                 .name("gpuflow-log-zstd".into())
                 .spawn(move || {
                     rx.into_iter()
-                        .filter_map(|p| {
-                            compress(&p)
-                                .err()
-                                .map(|e| format!("compressing `{}`: {e}", p.display()))
-                        })
+                        .filter_map(|p| compress(&p).err().map(|e| failed(&p, &e)))
                         .collect()
-                })
-                .expect("a thread can be started");
-            (tx, thread)
-        });
-        // The thread only ends when its sender is dropped (in `wait`).
-        let _ = tx.send(path);
+                });
+            match spawned {
+                Ok(thread) => self.worker = Some((tx, thread)),
+                // No thread to be had: compress here, holding up the events a moment.
+                Err(_) => {
+                    if let Err(e) = compress(&path) {
+                        self.inline_errors.push(failed(&path, &e));
+                    }
+                    return;
+                }
+            }
+        }
+        if let Some((tx, _)) = &self.worker {
+            // The thread only ends when its sender is dropped (in `wait`).
+            let _ = tx.send(path);
+        }
     }
 
     /// Waits until every queued file is compressed; the errors met, if any.
     pub fn wait(&mut self) -> Vec<String> {
-        match self.worker.take() {
-            Some((tx, thread)) => {
-                drop(tx);
-                thread.join().unwrap_or_default()
-            }
-            None => Vec::new(),
+        let mut errors = std::mem::take(&mut self.inline_errors);
+        if let Some((tx, thread)) = self.worker.take() {
+            drop(tx);
+            errors.extend(thread.join().unwrap_or_default());
         }
+        errors
     }
+}
+
+fn failed(path: &Path, e: &io::Error) -> String {
+    format!("compressing `{}`: {e}", path.display())
 }
 
 impl Drop for Compressor {

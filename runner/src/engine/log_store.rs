@@ -43,8 +43,9 @@ impl LogStore {
         let dir = dir.into();
         crate::local_dirs::create_state_dir_all(&dir)?;
         let events = File::create(dir.join("events.jsonl"))?;
-        // Held for the run's life: `gpuflow gc` keeps a run whose lock is held.
-        super::log_files::lock_running(&events)?;
+        // Held for the run's life: `gpuflow gc` keeps a run whose lock is held. A file system
+        // without `flock` still stores logs; gc then goes by the folder's age alone.
+        let _ = super::log_files::lock_running(&events);
         let events = BufWriter::new(events);
         Ok(Self {
             dir,
