@@ -10,8 +10,8 @@ use indexmap::IndexMap;
 
 use super::super::executor::Shared;
 use crate::compare::StepInputs;
-use crate::expr::Value;
 use crate::engine::mask::Masker;
+use crate::expr::Value;
 use crate::report::{
     BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,
     commit_report, report_files, write_files,
