@@ -731,3 +731,57 @@ fn cancel_in_progress_stops_the_running_run_of_the_group_for_the_newer_one() {
         "{why}"
     );
 }
+
+/// A run left "running" by a worker that is gone (it died, or gave up recording the end):
+/// `trigger --wait` notices, marks it failed and returns instead of waiting for ever.
+#[test]
+fn wait_returns_when_the_runs_worker_is_gone_without_recording_its_end() {
+    let node = Node::new(&[(
+        "w.yml",
+        "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
+    )]);
+    let sha = rev(&node.dev(), "HEAD");
+    let mut waiter = StdCommand::new(assert_cmd::cargo::cargo_bin("gpuflow"))
+        .args(["trigger", "--no-worker", "--wait", "--event", "push"])
+        .args(["--ref", "refs/heads/main", "--before", &"0".repeat(40)])
+        .args(["--after", &sha])
+        .current_dir(node.dev())
+        .env("GPUFLOW_HOME", node.home())
+        .env_remove("GIT_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    node.wait_for("the run to be queued", Duration::from_secs(30), |r| {
+        r.len() == 1
+    });
+    // A worker claimed it and died before recording its end: a pid that no longer runs.
+    let mut dead = StdCommand::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let queue = gpuflow::trigger::Queue::open(&node.home().join("queue.db")).unwrap();
+    let id = node.runs()[0]["id"].as_str().unwrap().to_string();
+    let conn = rusqlite::Connection::open(queue.path()).unwrap();
+    conn.execute(
+        "UPDATE runs SET state = 'running', started_at = 1, worker_pid = ?1 WHERE id = ?2",
+        rusqlite::params![dead_pid, id],
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = waiter.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = waiter.kill();
+            panic!("`gpuflow trigger --wait` still waits for a run whose worker is gone");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut waiter.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is gone"), "{stderr}");
+    let runs = node.runs();
+    assert_eq!(runs[0]["state"], "failure", "{runs:#?}");
+}

@@ -4,7 +4,7 @@
 //! run).
 
 use crate::diag::{ExitCode, RenderOptions};
-use crate::trigger::CancelOutcome;
+use crate::trigger::{CancelOutcome, RunState};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -13,7 +13,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
-    let queue = match super::runs::open_queue(render_opts) {
+    let mut queue = match super::runs::open_queue(render_opts) {
         Ok(q) => q,
         Err(code) => return Ok(code),
     };
@@ -24,6 +24,14 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     Ok(match queue.cancel(&run.id)? {
         Some(CancelOutcome::Dequeued) => {
             println!("run {}: cancelled before it started", run.id);
+            ExitCode::Success
+        }
+        Some(CancelOutcome::Requested) if run.state == RunState::Queued => {
+            // It was queued when looked up, and a worker claimed it before the cancel.
+            println!(
+                "run {}: it had just started: cancelling it (`gpuflow logs {} -f` to watch)",
+                run.id, run.id
+            );
             ExitCode::Success
         }
         Some(CancelOutcome::Requested) => {

@@ -70,7 +70,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
                 .is_some_and(|w| !crate::worker::recover::is_alive(w))
         {
             println!(
-                "  its worker is gone: the next worker marks it failed and removes its containers (`gpuflow worker`)"
+                "  its worker is gone: a worker (`gpuflow worker`, or the next trigger's) marks it failed and removes its containers"
             );
         }
     }

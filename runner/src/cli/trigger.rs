@@ -234,8 +234,17 @@ fn wait_for(
         let run = loop {
             match queue.get(id)? {
                 Some(run) if run.state.is_final() => break run,
-                Some(_) => {
+                Some(run) => {
                     polls += 1;
+                    // Its worker died without recording the end (or could not record it, and
+                    // gave up): nobody else would, and `--wait` would never return.
+                    if polls.is_multiple_of(5)
+                        && let Some(message) =
+                            crate::worker::recover::fail_if_worker_gone(queue, &run)?
+                    {
+                        say(args, &format!("run {id}: {message}"));
+                        continue;
+                    }
                     // A worker that died (SIGKILL, OOM) would leave git waiting for ever: a
                     // new one marks its run failed (`recover`) and goes on with the queue.
                     if polls.is_multiple_of(5) && !crate::worker::worker_running(home) {

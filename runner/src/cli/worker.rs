@@ -26,6 +26,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         gpuflow: std::env::current_exe()?,
         idle_exit: args.idle_exit,
         poll: Duration::from_millis(100),
+        retry: Default::default(),
     };
     let say: Box<dyn Fn(&str)> = Box::new(|line| {
         println!(

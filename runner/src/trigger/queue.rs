@@ -236,6 +236,12 @@ impl Queue {
         &self.path
     }
 
+    /// How long a write waits for another connection's (10 s unless changed): tests make it
+    /// short to see a busy queue as a caller does.
+    pub fn set_busy_timeout(&self, wait: Duration) -> Result<(), QueueError> {
+        self.conn.busy_timeout(wait).map_err(|e| self.wrap(e))
+    }
+
     fn wrap(&self, source: rusqlite::Error) -> QueueError {
         QueueError::Sqlite {
             path: self.path.clone(),
@@ -378,35 +384,73 @@ impl Queue {
             .map_err(|e| self.wrap(e))
     }
 
-    /// Cancels a queued run, or asks its worker to stop a running one.
-    pub fn cancel(&self, id: &str) -> Result<Option<CancelOutcome>, QueueError> {
-        let Some(run) = self.get(id)? else {
-            return Ok(None);
-        };
-        let outcome = match run.state {
-            RunState::Queued => {
-                self.conn
-                    .execute(
+    /// Cancels a queued run, or asks its worker to stop a running one. The state is read and
+    /// changed in one write transaction (a compare-and-swap on it): a worker claiming the run
+    /// at that instant either comes first (the run is running: it is asked to stop) or after
+    /// (it never sees the run queued), never in between.
+    pub fn cancel(&mut self, id: &str) -> Result<Option<CancelOutcome>, QueueError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| QueueError::Sqlite {
+                path: self.path.clone(),
+                source: e,
+            })?;
+        let result = (|| -> rusqlite::Result<Option<CancelOutcome>> {
+            let state: Option<String> = tx
+                .query_row("SELECT state FROM runs WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            let Some(state) = state else {
+                return Ok(None);
+            };
+            Ok(Some(match RunState::parse(&state) {
+                RunState::Queued => {
+                    let changed = tx.execute(
                         "UPDATE runs SET state = 'cancelled', message = 'cancelled before it \
                          started (gpuflow cancel)', finished_at = ?2 WHERE id = ?1 AND state = 'queued'",
                         params![id, now()],
-                    )
-                    .map_err(|e| self.wrap(e))?;
-                CancelOutcome::Dequeued
-            }
-            RunState::Running => {
-                self.conn
-                    .execute(
+                    )?;
+                    debug_assert_eq!(changed, 1, "the write transaction holds the state");
+                    CancelOutcome::Dequeued
+                }
+                RunState::Running => {
+                    tx.execute(
                         "UPDATE runs SET cancel_requested = 1, \
-                         message = COALESCE(message, 'cancelled (gpuflow cancel)') WHERE id = ?1",
+                         message = COALESCE(message, 'cancelled (gpuflow cancel)') \
+                         WHERE id = ?1 AND state = 'running'",
                         params![id],
-                    )
-                    .map_err(|e| self.wrap(e))?;
-                CancelOutcome::Requested
-            }
-            done => CancelOutcome::AlreadyFinished(done),
+                    )?;
+                    CancelOutcome::Requested
+                }
+                done => CancelOutcome::AlreadyFinished(done),
+            }))
+        })();
+        let wrap = |source| QueueError::Sqlite {
+            path: self.path.clone(),
+            source,
         };
-        Ok(Some(outcome))
+        let outcome = result.map_err(wrap)?;
+        tx.commit().map_err(wrap)?;
+        Ok(outcome)
+    }
+
+    /// Marks a run failed only while it is still "running" for this worker (a
+    /// compare-and-swap): for a waiter that finds the run's worker gone, racing a new worker
+    /// that recovers the same run. Whether it changed the run.
+    pub fn fail_if_running_for(
+        &self,
+        id: &str,
+        worker: ProcessId,
+        message: &str,
+    ) -> Result<bool, QueueError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET state = 'failure', message = ?3, finished_at = ?4 \
+                 WHERE id = ?1 AND state = 'running' AND worker_pid = ?2",
+                params![id, worker.pid, message, now()],
+            )
+            .map(|n| n > 0)
+            .map_err(|e| self.wrap(e))
     }
 
     pub fn get(&self, id: &str) -> Result<Option<QueuedRun>, QueueError> {
@@ -582,5 +626,36 @@ mod tests {
             Some(CancelOutcome::AlreadyFinished(RunState::Cancelled))
         );
         assert_eq!(q.cancel("zz").unwrap(), None);
+    }
+
+    #[test]
+    fn cancel_racing_a_claim_says_the_run_started_and_asks_it_to_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("q.db");
+        let mut q = Queue::open(&path).unwrap();
+        q.enqueue(&new_run("a", None)).unwrap();
+        // A worker is claiming the run: its write transaction is open, not yet committed.
+        let mut worker = Queue::open(&path).unwrap();
+        let tx = worker
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .unwrap();
+        tx.execute(
+            "UPDATE runs SET state = 'running', worker_pid = 1 WHERE id = 'a'",
+            [],
+        )
+        .unwrap();
+        let cancel = std::thread::spawn(move || {
+            let outcome = q.cancel("a").unwrap();
+            (outcome, q)
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        tx.commit().unwrap();
+        let (outcome, q) = cancel.join().unwrap();
+        // Not "dequeued": the worker runs it, and is asked to stop it.
+        assert_eq!(outcome, Some(CancelOutcome::Requested));
+        let run = q.get("a").unwrap().unwrap();
+        assert_eq!(run.state, RunState::Running);
+        assert!(run.cancel_requested);
     }
 }

@@ -28,6 +28,17 @@ pub fn recover(
     say: &dyn Fn(&str),
 ) -> Result<Vec<String>, QueueError> {
     let stale = queue.in_state(RunState::Running)?;
+    recover_runs(queue, home, say, stale)
+}
+
+/// Marks these runs (left "running" by a worker that is gone) failed and removes what they
+/// left; returns their ids.
+pub fn recover_runs(
+    queue: &Queue,
+    home: &GpuflowHome,
+    say: &dyn Fn(&str),
+    stale: Vec<crate::trigger::QueuedRun>,
+) -> Result<Vec<String>, QueueError> {
     let mut recovered = Vec::new();
     for run in stale {
         let worker = run
@@ -59,6 +70,36 @@ pub fn recover(
         recovered.push(run.id);
     }
     Ok(recovered)
+}
+
+/// A "running" run whose worker is gone and whose `gpuflow run` process is gone too: marked
+/// failed (only if still running for that worker: a worker recovering it at the same moment
+/// does not get a second end), what it left removed; the message, when this marked it.
+/// For `gpuflow trigger --wait`, which would otherwise wait for ever.
+pub fn fail_if_worker_gone(
+    queue: &Queue,
+    run: &crate::trigger::QueuedRun,
+) -> Result<Option<String>, QueueError> {
+    let Some(worker) = run.worker else {
+        return Ok(None);
+    };
+    if run.state != RunState::Running || is_alive(worker) || run.process.is_some_and(is_alive) {
+        return Ok(None);
+    }
+    let removed = remove_containers(&run.id);
+    let message = format!(
+        "the worker (pid {}) running it is gone (crashed, killed, or it could not record the \
+         end); marked failed; {removed}",
+        worker.pid
+    );
+    if !queue.fail_if_running_for(&run.id, worker, &message)? {
+        return Ok(None);
+    }
+    append_line(
+        &run.log_dir.join("output.log"),
+        &format!("gpuflow: {message}"),
+    );
+    Ok(Some(message))
 }
 
 /// Removes the run's containers and networks from the local engine, saying what happened.

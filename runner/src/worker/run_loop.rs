@@ -15,8 +15,9 @@ use rustix::process::{Pid, Signal, kill_process};
 
 use super::checkout;
 use super::lock::WorkerLock;
-use super::recover::{append_line, recover};
+use super::recover::{append_line, recover, recover_runs};
 use crate::backend::process_start_time;
+use crate::trigger::queue::QueueError;
 use crate::trigger::{GpuflowHome, ProcessId, Queue, QueuedRun, RunState};
 
 /// A second SIGTERM (forcing `gpuflow run`'s clean-up) this long after the first, SIGKILL
@@ -31,6 +32,27 @@ pub struct WorkerOptions {
     /// Leave after this long without a queued run (`None`: never).
     pub idle_exit: Option<Duration>,
     pub poll: Duration,
+    /// How a failing queue (SQLITE_BUSY, an I/O error) is retried.
+    pub retry: QueueRetry,
+}
+
+/// Retrying a queue operation that failed: waits from `first`, doubling up to `max`, until it
+/// has failed for `give_up_after` (then the error is persistent).
+#[derive(Clone, Copy, Debug)]
+pub struct QueueRetry {
+    pub first: Duration,
+    pub max: Duration,
+    pub give_up_after: Duration,
+}
+
+impl Default for QueueRetry {
+    fn default() -> Self {
+        Self {
+            first: Duration::from_millis(100),
+            max: Duration::from_secs(5),
+            give_up_after: Duration::from_secs(120),
+        }
+    }
 }
 
 /// How the worker ended.
@@ -50,7 +72,12 @@ pub struct Worker {
     me: ProcessId,
     stop: Arc<AtomicBool>,
     say: Box<dyn Fn(&str)>,
+    /// Ends of runs the queue refused to record (retried between runs).
+    pending: Vec<(String, RunState, Option<i32>, Option<String>)>,
 }
+
+/// How often an idle worker looks for runs a gone worker left "running".
+const ORPHAN_SWEEP: Duration = Duration::from_secs(5);
 
 impl Worker {
     /// Takes the lock and recovers what a dead worker left; `Err(exit)` when another worker
@@ -84,6 +111,7 @@ impl Worker {
             me,
             stop,
             say,
+            pending: Vec::new(),
         }))
     }
 
@@ -93,12 +121,24 @@ impl Worker {
             self.me.pid,
             self.opts.home.queue().display()
         ));
+        let me = self.me;
         let mut idle_since = Instant::now();
+        let mut last_sweep = Instant::now();
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 return Ok(WorkerExit::Stopped);
             }
-            if let Some(run) = self.queue.claim_next(self.me).map_err(|e| e.to_string())? {
+            self.record_pending();
+            if last_sweep.elapsed() >= ORPHAN_SWEEP {
+                last_sweep = Instant::now();
+                self.recover_orphans();
+            }
+            let claimed = match self.retrying("taking the next queued run", |q| q.claim_next(me)) {
+                Ok(run) => run,
+                Err(_) if self.stop.load(Ordering::SeqCst) => return Ok(WorkerExit::Stopped),
+                Err(e) => return Err(self.leaving(e)),
+            };
+            if let Some(run) = claimed {
                 self.run_one(&run);
                 idle_since = Instant::now();
                 continue;
@@ -113,16 +153,18 @@ impl Worker {
                 if let Some(lock) = self.lock.take() {
                     lock.release();
                 }
-                let waiting = !self
-                    .queue
-                    .in_state(RunState::Queued)
-                    .map_err(|e| e.to_string())?
-                    .is_empty();
+                let waiting = match self
+                    .retrying("listing the queued runs", |q| q.in_state(RunState::Queued))
+                {
+                    Ok(runs) => !runs.is_empty(),
+                    Err(e) => return Err(self.leaving(e)),
+                };
                 if waiting && let Ok(Some(lock)) = WorkerLock::try_acquire(&self.opts.home.lock()) {
                     self.lock = Some(lock);
                     idle_since = Instant::now();
                     continue;
                 }
+                let _ = self.leaving(String::new());
                 (self.say)("worker: idle, leaving");
                 return Ok(WorkerExit::Idle);
             }
@@ -130,7 +172,103 @@ impl Worker {
         }
     }
 
-    fn run_one(&self, run: &QueuedRun) {
+    /// Runs `op` on the queue until it works, waiting longer after each failure (logged); an
+    /// error that lasts `retry.give_up_after` is persistent: it is returned, saying so.
+    fn retrying<T>(
+        &mut self,
+        what: &str,
+        mut op: impl FnMut(&mut Queue) -> Result<T, QueueError>,
+    ) -> Result<T, String> {
+        let retry = self.opts.retry;
+        let started = Instant::now();
+        let mut wait = retry.first;
+        let mut failures = 0u32;
+        loop {
+            match op(&mut self.queue) {
+                Ok(v) => {
+                    if failures > 0 {
+                        (self.say)(&format!(
+                            "worker: {what}: worked after {failures} failed tr{}",
+                            if failures == 1 { "y" } else { "ies" }
+                        ));
+                    }
+                    return Ok(v);
+                }
+                Err(e) => {
+                    failures += 1;
+                    if started.elapsed() >= retry.give_up_after || self.stop.load(Ordering::SeqCst)
+                    {
+                        return Err(format!(
+                            "{what} failed {failures} time(s) over {}, giving up: {e}",
+                            humantime::format_duration(Duration::from_millis(
+                                started.elapsed().as_millis() as u64
+                            ))
+                        ));
+                    }
+                    (self.say)(&format!(
+                        "worker: {what} failed (try {failures}), retrying in {}: {e}",
+                        humantime::format_duration(wait)
+                    ));
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(retry.max);
+                }
+            }
+        }
+    }
+
+    /// The error the worker leaves with, after one more try at recording the ends it could
+    /// not (saying which stay "running": `gpuflow trigger --wait`, `gpuflow runs` and the
+    /// next worker see that their worker is gone).
+    fn leaving(&mut self, error: String) -> String {
+        self.record_pending();
+        for (id, ..) in &self.pending {
+            (self.say)(&format!(
+                "run {id}: its end is still not recorded: it shows as running until the next \
+                 worker (or `gpuflow trigger --wait`) marks it failed"
+            ));
+        }
+        if !error.is_empty() {
+            (self.say)(&format!("worker: leaving: {error}"));
+        }
+        error
+    }
+
+    /// Tries once more to record each end a failing queue refused.
+    fn record_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for (id, state, code, message) in pending {
+            match self.queue.finish(&id, state, code, message.as_deref()) {
+                Ok(()) => (self.say)(&format!(
+                    "run {id}: its end is recorded now: {}",
+                    state.as_str()
+                )),
+                Err(_) => self.pending.push((id, state, code, message)),
+            }
+        }
+    }
+
+    /// Runs left "running" by a worker that is gone while this one runs (one whose end could
+    /// not be recorded, then died): marked failed, what they left removed.
+    fn recover_orphans(&mut self) {
+        let me = self.me;
+        let Ok(running) = self.queue.in_state(RunState::Running) else {
+            return;
+        };
+        let orphans: Vec<_> = running
+            .into_iter()
+            .filter(|r| {
+                r.worker
+                    .is_some_and(|w| w != me && !super::recover::is_alive(w))
+            })
+            .collect();
+        if !orphans.is_empty()
+            && let Err(e) = recover_runs(&self.queue, &self.opts.home, &*self.say, orphans)
+        {
+            (self.say)(&format!("worker: runs of a gone worker: {e}"));
+        }
+    }
+
+    fn run_one(&mut self, run: &QueuedRun) {
         let output = run.log_dir.join("output.log");
         (self.say)(&format!(
             "run {}: `{}` ({}) at {} on {}",
@@ -147,11 +285,15 @@ impl Worker {
             }
             Ok(child) => self.watch(run, child),
         };
-        if let Err(e) = self.queue.finish(&run.id, state, code, message.as_deref()) {
+        let recorded = self.retrying(&format!("recording the end of run {}", run.id), |q| {
+            q.finish(&run.id, state, code, message.as_deref())
+        });
+        if let Err(e) = recorded {
             (self.say)(&format!(
-                "run {}: its end could not be recorded: {e}",
+                "run {}: its end could not be recorded ({e}): trying again between runs",
                 run.id
             ));
+            self.pending.push((run.id.clone(), state, code, message));
         }
         let _ = std::fs::remove_dir_all(self.opts.home.work(&run.id));
         (self.say)(&format!("run {}: {}", run.id, state.as_str()));
@@ -281,5 +423,146 @@ impl Worker {
             return (state, code, message);
         }
         (state, code, message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::trigger::queue::NewRun;
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        home: GpuflowHome,
+        said: Arc<Mutex<Vec<String>>>,
+    }
+
+    fn setup() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let home = GpuflowHome::at(dir.path().join("home"));
+        Setup {
+            _dir: dir,
+            home,
+            said: Arc::default(),
+        }
+    }
+
+    impl Setup {
+        fn worker(&self, give_up_after: Duration) -> Worker {
+            let opts = WorkerOptions {
+                home: self.home.clone(),
+                gpuflow: "/nonexistent/gpuflow".into(),
+                idle_exit: Some(Duration::from_millis(800)),
+                poll: Duration::from_millis(20),
+                retry: QueueRetry {
+                    first: Duration::from_millis(20),
+                    max: Duration::from_millis(100),
+                    give_up_after,
+                },
+            };
+            let said = self.said.clone();
+            let say: Box<dyn Fn(&str)> = Box::new(move |l| said.lock().unwrap().push(l.into()));
+            let worker = Worker::start(opts, Arc::default(), say).unwrap().unwrap();
+            // Fail at once on another connection's write lock, as after a busy timeout.
+            worker.queue.set_busy_timeout(Duration::ZERO).unwrap();
+            worker
+        }
+
+        /// A run whose repository does not exist: the worker fails it without starting a
+        /// process.
+        fn enqueue(&self, id: &str) {
+            let mut q = Queue::open(&self.home.queue()).unwrap();
+            q.enqueue(&NewRun {
+                id: id.into(),
+                repo: self.home.dir.join("no-such-repo.git"),
+                home: self.home.dir.join("no-such-repo.git"),
+                workflow: "workflows/w.yml".into(),
+                name: "w".into(),
+                event: crate::engine::options::EventContext {
+                    event_name: "push".into(),
+                    sha: "a".repeat(40),
+                    git_ref: "refs/heads/main".into(),
+                    ref_name: "main".into(),
+                    ref_type: "branch".into(),
+                    actor: "me".into(),
+                    repository: "r".into(),
+                    event: serde_json::json!({}),
+                },
+                concurrency: None,
+            })
+            .unwrap();
+        }
+
+        /// Holds the queue's write lock (as a trigger's transaction would) for `hold`.
+        fn hold_write_lock(&self, hold: Duration) -> std::thread::JoinHandle<()> {
+            let conn = rusqlite::Connection::open(self.home.queue()).unwrap();
+            conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+            std::thread::spawn(move || {
+                std::thread::sleep(hold);
+                conn.execute_batch("COMMIT").unwrap();
+            })
+        }
+
+        fn state(&self, id: &str) -> RunState {
+            Queue::open(&self.home.queue())
+                .unwrap()
+                .get(id)
+                .unwrap()
+                .unwrap()
+                .state
+        }
+
+        fn said(&self) -> String {
+            self.said.lock().unwrap().join("\n")
+        }
+    }
+
+    #[test]
+    fn a_busy_queue_is_retried_and_the_worker_goes_on() {
+        let s = setup();
+        let worker = s.worker(Duration::from_secs(30));
+        s.enqueue("r1");
+        let holder = s.hold_write_lock(Duration::from_millis(400));
+        assert_eq!(worker.run(), Ok(WorkerExit::Idle), "{}", s.said());
+        holder.join().unwrap();
+        assert_eq!(s.state("r1"), RunState::Failure, "{}", s.said());
+        assert!(s.said().contains("retrying"), "{}", s.said());
+    }
+
+    #[test]
+    fn a_queue_failing_for_too_long_stops_the_worker_saying_why() {
+        let s = setup();
+        let worker = s.worker(Duration::from_millis(300));
+        let holder = s.hold_write_lock(Duration::from_secs(2));
+        let err = worker.run().unwrap_err();
+        holder.join().unwrap();
+        assert!(err.contains("giving up"), "{err}");
+        assert!(err.contains("locked"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_finish_is_retried_and_the_run_does_not_stay_running() {
+        let s = setup();
+        let worker = s.worker(Duration::from_secs(30));
+        s.enqueue("r1");
+        // Recording any end fails until the test lifts the fault.
+        let conn = rusqlite::Connection::open(s.home.queue()).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE fault (x); INSERT INTO fault VALUES (1); \
+             CREATE TRIGGER fault BEFORE UPDATE OF state ON runs \
+             WHEN NEW.state != 'running' AND EXISTS (SELECT 1 FROM fault) \
+             BEGIN SELECT RAISE(ABORT, 'injected fault'); END;",
+        )
+        .unwrap();
+        let lifter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            conn.execute_batch("DELETE FROM fault").unwrap();
+        });
+        assert_eq!(worker.run(), Ok(WorkerExit::Idle), "{}", s.said());
+        lifter.join().unwrap();
+        assert_eq!(s.state("r1"), RunState::Failure, "{}", s.said());
+        assert!(s.said().contains("injected fault"), "{}", s.said());
     }
 }
