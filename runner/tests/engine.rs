@@ -562,7 +562,13 @@ jobs:
     for entry in walkdir::WalkDir::new(&ran.report.log_dir) {
         let entry = entry.unwrap();
         if entry.file_type().is_file() {
-            stored.push_str(&std::fs::read_to_string(entry.path()).unwrap());
+            // Finished logs are stored compressed: read them as a reader of the logs would.
+            let bytes = if entry.path().extension().is_some_and(|e| e == "zst") {
+                zstd::decode_all(std::fs::File::open(entry.path()).unwrap()).unwrap()
+            } else {
+                std::fs::read(entry.path()).unwrap()
+            };
+            stored.push_str(&String::from_utf8_lossy(&bytes));
         }
     }
     assert!(stored.contains("token is ***"), "{stored}");
