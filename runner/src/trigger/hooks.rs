@@ -103,6 +103,14 @@ pub fn install(
     opts: &InstallOptions,
 ) -> Result<Vec<Installed>, HookError> {
     let dir = hooks_dir(repo);
+    // The hook runs from git's folder, not where it was installed from: an absolute home.
+    let mut opts = opts.clone();
+    if let Some(home) = &opts.home {
+        opts.home = Some(std::path::absolute(home).map_err(|source| HookError::Io {
+            path: home.clone(),
+            source,
+        })?);
+    }
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| HookError::Io { path, source }
@@ -118,27 +126,51 @@ pub fn install(
         }
         let path = dir.join(hook);
         let chained = dir.join(format!("{hook}{CHAINED_SUFFIX}"));
-        let outcome = if !path.exists() {
-            Installed::New(path.clone())
+        // 0: new, 1: over gpuflow's own, 2: chaining the hook that is there.
+        let kind = if !path.exists() {
+            0
         } else if is_ours(&path) {
-            Installed::Rewritten(path.clone())
+            1
         } else if chained.exists() {
             return Err(HookError::ChainTaken {
                 hook: path,
                 chained,
             });
         } else {
-            std::fs::rename(&path, &chained).map_err(io(&path))?;
-            Installed::Chained {
+            2
+        };
+        let chain = kind == 2;
+        // The new hook is written beside first: a failed write changes nothing (the hook that
+        // was there stays where it was). Then the old one is linked to its kept name and the
+        // new one renamed over it: at every moment a hook is in place, and git never runs a
+        // half-written one.
+        let tmp = dir.join(format!(".{hook}.gpuflow-tmp"));
+        let written = std::fs::write(&tmp, script(hook, &opts))
+            .and_then(|()| set_executable(&tmp))
+            .map_err(io(&tmp));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        if chain && let Err(e) = keep_as_chained(&path, &chained) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(&chained)(e));
+        }
+        if let Err(e) = std::fs::rename(&tmp, &path) {
+            let _ = std::fs::remove_file(&tmp);
+            if chain {
+                let _ = std::fs::remove_file(&chained);
+            }
+            return Err(io(&path)(e));
+        }
+        let outcome = match kind {
+            0 => Installed::New(path.clone()),
+            1 => Installed::Rewritten(path.clone()),
+            _ => Installed::Chained {
                 hook: path.clone(),
                 kept_as: chained.clone(),
-            }
+            },
         };
-        // Written beside and renamed into place: git never runs a half-written hook.
-        let tmp = dir.join(format!(".{hook}.gpuflow-tmp"));
-        std::fs::write(&tmp, script(hook, opts)).map_err(io(&tmp))?;
-        set_executable(&tmp).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
         done.push(outcome);
     }
     Ok(done)
@@ -172,6 +204,20 @@ pub fn uninstall(repo: &Repository, hooks: &[String]) -> Result<Vec<Uninstalled>
     Ok(done)
 }
 
+/// The hook there, kept under its chained name without a moment when neither name holds it:
+/// a hard link (refused if the name is taken), or a copy where links are not supported.
+fn keep_as_chained(path: &Path, chained: &Path) -> std::io::Result<()> {
+    match std::fs::hard_link(path, chained) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => {
+            let tmp = chained.with_extension("gpuflow-tmp");
+            std::fs::copy(path, &tmp)?;
+            std::fs::rename(&tmp, chained)
+        }
+    }
+}
+
 fn is_ours(path: &Path) -> bool {
     std::fs::read_to_string(path).is_ok_and(|t| t.lines().take(3).any(|l| l.starts_with(MARKER)))
 }
@@ -201,15 +247,18 @@ fn script(hook: &str, opts: &InstallOptions) -> String {
         sh_quote(&opts.gpuflow.to_string_lossy())
     );
     if let Some(home) = &opts.home {
+        // Quoted, not filtered: the folder's name as it is.
         s.push_str(&format!(
-            ": \"${{GPUFLOW_HOME:={}}}\"\nexport GPUFLOW_HOME\n",
-            home.to_string_lossy().replace(['"', '$', '`', '\\'], "")
+            "if [ -z \"${{GPUFLOW_HOME:-}}\" ]; then GPUFLOW_HOME={}; fi\nexport GPUFLOW_HOME\n",
+            sh_quote(&home.to_string_lossy())
         ));
     }
     s.push_str("hook_dir=$(dirname \"$0\")\nstatus=0\n");
     let feed = if reads_stdin {
-        s.push_str("input=$(cat)\n");
-        "printf '%s\\n' \"$input\" | "
+        // Read once, byte for byte: `$(...)` drops trailing newlines, so the `x` keeps them;
+        // empty input stays empty.
+        s.push_str("input=$(cat; printf x)\ninput=${input%x}\n");
+        "printf '%s' \"$input\" | "
     } else {
         ""
     };
@@ -254,15 +303,111 @@ mod tests {
             "{s}"
         );
         assert!(s.contains(r"GPUFLOW='/opt/it'\''s/gpuflow'"), "{s}");
-        assert!(s.contains("input=$(cat)"), "{s}");
+        assert!(s.contains("input=$(cat; printf x)"), "{s}");
         assert!(
             s.contains(
-                "printf '%s\\n' \"$input\" | \"$GPUFLOW\" trigger --hook post-receive -- \"$@\""
+                "printf '%s' \"$input\" | \"$GPUFLOW\" trigger --hook post-receive -- \"$@\""
             ),
             "{s}"
         );
         let s = script("post-commit", &opts);
-        assert!(!s.contains("input=$(cat)"), "{s}");
+        assert!(!s.contains("input=$(cat"), "{s}");
         assert!(s.contains("</dev/null"), "{s}");
+    }
+
+    fn bare_repo(dir: &Path) -> Repository {
+        Repository::init_bare(dir.join("node.git")).unwrap()
+    }
+
+    fn write_exec(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        set_executable(path).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_hook_that_was_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = bare_repo(dir.path());
+        let hooks = hooks_dir(&repo);
+        let mine = "#!/bin/sh\necho mine\n";
+        write_exec(&hooks.join("post-receive"), mine);
+        // The new hook cannot be written: its temporary name is taken by a folder.
+        std::fs::create_dir_all(hooks.join(".post-receive.gpuflow-tmp/x")).unwrap();
+        let opts = InstallOptions {
+            gpuflow: "/usr/bin/gpuflow".into(),
+            wait: false,
+            home: None,
+        };
+        assert!(install(&repo, &["post-receive".into()], &opts).is_err());
+        assert_eq!(
+            std::fs::read_to_string(hooks.join("post-receive")).unwrap(),
+            mine
+        );
+        assert!(!hooks.join("post-receive.gpuflow-chained").exists());
+    }
+
+    #[test]
+    fn the_hook_passes_stdin_through_unchanged_and_quotes_gpuflow_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = bare_repo(dir.path());
+        let hooks = hooks_dir(&repo);
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        write_exec(
+            &hooks.join("post-receive"),
+            "#!/bin/sh\ncat > \"$OUT/chained.in\"\n",
+        );
+        let fake = dir.path().join("fake-gpuflow");
+        write_exec(
+            &fake,
+            "#!/bin/sh\ncat > \"$OUT/gpuflow.in\"\nprintf '%s' \"$GPUFLOW_HOME\" > \"$OUT/home\"\n",
+        );
+        let home = dir.path().join("it's a \"$HOME\" `id` \\ home");
+        let opts = InstallOptions {
+            gpuflow: fake,
+            wait: false,
+            home: Some(home.clone()),
+        };
+        install(&repo, &["post-receive".into()], &opts).unwrap();
+        for input in ["", "a b refs/heads/main\n", "a b c\n\n"] {
+            let mut child = std::process::Command::new(hooks.join("post-receive"))
+                .env("OUT", &out)
+                .env_remove("GPUFLOW_HOME")
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+            assert!(child.wait().unwrap().success());
+            for file in ["chained.in", "gpuflow.in"] {
+                assert_eq!(
+                    std::fs::read_to_string(out.join(file)).unwrap(),
+                    input,
+                    "{file}"
+                );
+            }
+            assert_eq!(
+                std::fs::read_to_string(out.join("home")).unwrap(),
+                home.to_string_lossy()
+            );
+        }
+        // A relative home is written absolute (the hook runs in git's folder).
+        let opts = InstallOptions {
+            home: Some("rel/home".into()),
+            ..opts
+        };
+        install(&repo, &["post-receive".into()], &opts).unwrap();
+        let text = std::fs::read_to_string(hooks.join("post-receive")).unwrap();
+        let expected = std::env::current_dir().unwrap().join("rel/home");
+        assert!(
+            text.contains(&sh_quote(&expected.to_string_lossy())),
+            "{text}"
+        );
     }
 }
