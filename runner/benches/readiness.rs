@@ -66,7 +66,7 @@ jobs:
         uses: start-container
         with:
           image: {IMAGE}
-          command: gpuflow-sim --port 30000 --startup-delay {STARTUP} --ready-file /shared/ready.json
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay {STARTUP} --ready-file /shared/ready.json
           volumes: ['{}:/shared']
       - name: wait
         uses: wait-for-health
@@ -134,6 +134,8 @@ fn docker_healthcheck_once() -> f64 {
             "wget -q -O /dev/null http://127.0.0.1:30000/health",
             IMAGE,
             "gpuflow-sim",
+            "--host",
+            "0.0.0.0",
             "--port",
             "30000",
             "--startup-delay",

@@ -70,7 +70,7 @@ jobs:
         with:
           name: server
           image: gpuflow-sim:test
-          command: gpuflow-sim --port 30000 --ttft 20ms --tokens-per-second {tokens_per_second}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 20ms --tokens-per-second {tokens_per_second}
           ports: ["127.0.0.1:{port}:30000"]
       - name: wait until it answers
         container: server
@@ -421,7 +421,7 @@ jobs:
         with:
           name: server
           image: gpuflow-sim:test
-          command: gpuflow-sim --port 30000 --ttft 10ms --tokens-per-second 400
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 10ms --tokens-per-second 400
       - container: server
         run: |
           for i in $(seq 1 100); do
@@ -510,7 +510,7 @@ jobs:
         with:
           name: server
           image: gpuflow-sim:test
-          command: gpuflow-sim --port 30000 --ttft 5ms --tokens-per-second 2000 --crash-after-requests 30
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 5ms --tokens-per-second 2000 --crash-after-requests 30
           ports: ["127.0.0.1:{port}:30000"]
       - uses: wait-for-health
         with: {{ url: "http://127.0.0.1:{port}/health", timeout: 30s }}

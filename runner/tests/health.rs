@@ -44,7 +44,7 @@ jobs:
         uses: start-container
         with:
           image: gpuflow-sim:test
-          command: gpuflow-sim --port 30000 {flags}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 {flags}
       - id: wait
         name: wait
         uses: wait-for-health
@@ -216,7 +216,7 @@ jobs:
         uses: start-container
         with:
           image: gpuflow-sim:test
-          command: gpuflow-sim --port 30000 --startup-delay 1s
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 1s
       - name: tcp
         uses: wait-for-health
         with: { probe: tcp, address: "server:30000", timeout: 30s }
@@ -394,7 +394,7 @@ jobs:
     steps:
       - id: server
         uses: start-container
-        with: { image: gpuflow-sim:test, command: gpuflow-sim --port 30000 --startup-delay 1m }
+        with: { image: gpuflow-sim:test, command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 1m }
       - name: wait
         timeout-minutes: 0.02
         uses: wait-for-health
@@ -451,7 +451,7 @@ jobs:
     steps:
       - id: server
         uses: start-container
-        with: {{ image: "{image}", command: gpuflow-sim --port 30000 --startup-delay 1s }}
+        with: {{ image: "{image}", command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 1s }}
       - id: wait
         name: wait
         uses: wait-for-health

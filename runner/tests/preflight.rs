@@ -34,7 +34,7 @@ jobs:
         with:
           name: server
           image: gpuflow-sim:test
-          command: gpuflow-sim --port 30000 --startup-delay {startup_delay} --tokens-per-second 400
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay {startup_delay} --tokens-per-second 400
       - name: start the client
         uses: start-container
         with:

@@ -75,7 +75,7 @@ jobs:
         with:
           name: server
           image: gpuflow-sim:test
-          command: sh -c 'exec gpuflow-sim --port 30000 --ttft 5ms --tokens-per-second 400' sim --api-key ${{{{ secrets.K }}}}
+          command: sh -c 'exec gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 5ms --tokens-per-second 400' sim --api-key ${{{{ secrets.K }}}}
           ports: ["127.0.0.1:{port}:30000"]
       - name: wait until it answers
         container: server

@@ -92,7 +92,7 @@ jobs:
           image: gpuflow-sim:test
           gpus: 0
           port: {port}
-          command: gpuflow-sim --port {port} --startup-delay 1s --ttft 10ms --tokens-per-second 400
+          command: gpuflow-sim --host 0.0.0.0 --port {port} --startup-delay 1s --ttft 10ms --tokens-per-second 400
           timeout: 1m
       - id: bench
         uses: ./actions/openai-bench
@@ -174,7 +174,7 @@ jobs:
           image: gpuflow-sim:test
           gpus: 0
           port: {port}
-          command: gpuflow-sim --port {port} --oom-at-start --oom-style torch --startup-delay 1s
+          command: gpuflow-sim --host 0.0.0.0 --port {port} --oom-at-start --oom-style torch --startup-delay 1s
 "#
     ))
     .await
@@ -215,7 +215,7 @@ jobs:
           image: gpuflow-sim:test
           gpus: 0
           port: {port}
-          command: gpuflow-sim --port {port}
+          command: gpuflow-sim --host 0.0.0.0 --port {port}
           timeout: 1m
       - container: server
         run: |

@@ -1247,3 +1247,48 @@ fn an_unwritable_record_file_is_a_clear_error() {
         "no port hint for a file problem: {stderr}"
     );
 }
+
+/// A process on the host is not a server for the whole network unless asked: the default
+/// address is loopback (the image asks for `0.0.0.0` itself).
+#[test]
+fn the_binary_listens_on_loopback_by_default() {
+    let mut child = Command::new(SIM)
+        .args(["--port", "0"])
+        .env_remove("GPUFLOW_SIM_HOST")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("listening on http://127.0.0.1:"), "{line}");
+    assert!(SimConfig::default().host.is_loopback());
+}
+
+/// The record says how many prompt tokens a request had, never what they said.
+#[tokio::test]
+async fn the_record_keeps_no_prompt_text() {
+    let server = start(SimConfig::local()).await;
+    let (status, _) = post(
+        server.addr(),
+        "/v1/completions",
+        json!({"prompt": "secret-word-1 secret-word-2", "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, body) = post(
+        server.addr(),
+        "/v1/chat/completions",
+        json!({"messages": [{"role": "user", "content": "secret-word-3"}], "max_tokens": 2}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, record) = get(server.addr(), "/sim/record").await;
+    let record = String::from_utf8_lossy(&record);
+    assert!(record.contains("\"prompt_tokens\":2"), "{record}");
+    assert!(!record.contains("secret-word"), "{record}");
+}

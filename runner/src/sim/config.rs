@@ -18,8 +18,9 @@ use clap::Parser;
              demos and dry runs (docs/simulator.md)"
 )]
 pub struct SimConfig {
-    /// Address to listen on.
-    #[arg(long, env = "GPUFLOW_SIM_HOST", default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
+    /// Address to listen on: loopback unless asked (`0.0.0.0` in a container, whose port is
+    /// published: the image passes it).
+    #[arg(long, env = "GPUFLOW_SIM_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub host: IpAddr,
 
     /// Port to listen on; 0 picks a free one (the bound address is printed).
@@ -208,7 +209,7 @@ impl Default for SimConfig {
     /// The documented defaults, ignoring the environment (so tests are not steered by it).
     fn default() -> Self {
         Self {
-            host: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 30000,
             model_name: "gpuflow-sim".to_owned(),
             startup_delay: Duration::ZERO,
