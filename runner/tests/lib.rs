@@ -10,6 +10,7 @@ mod docker;
 mod docker_engine;
 mod engine;
 mod expr;
+mod fuzz_validate;
 mod gc;
 mod generated;
 mod gpus;
