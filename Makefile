@@ -2,7 +2,7 @@
 CARGO ?= cargo
 GPUFLOW := target/debug/gpuflow
 
-.PHONY: build demo test test-deps test-images lint fmt schema docs bench conformance check
+.PHONY: build demo test test-deps test-images lint fmt schema docs bench conformance check gpu-check
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -57,3 +57,11 @@ bench:
 	$(CARGO) bench --workspace
 
 check: lint test
+
+## Checks gpuflow's GPU support on this machine against nvidia-smi (docs/gpus.md, "Checking a
+## new node"); writes GPU_CHECK_OUT/summary.json and the logs. Needs only the two release
+## binaries, so the script and them can be carried to a GPU node without Rust.
+GPU_CHECK_OUT ?= target/gpu-check
+gpu-check:
+	$(CARGO) build --release --bin gpuflow --bin gpuflow-sim
+	bash scripts/gpu-check.sh $(GPU_CHECK_OUT)
