@@ -50,6 +50,7 @@ export GPUFLOW_LEASE_DIR="$LEASES"
 CHECKS="$OUT/checks.jsonl"
 : >"$CHECKS"
 PIDS=()
+SIM_URL=""
 
 cleanup() {
   local pid
@@ -226,33 +227,34 @@ if m and inv.get("cuda") != m.group(1):
     problems.append(f"cuda {inv.get('cuda')} vs nvidia-smi {m.group(1)}")
 if not m:
     problems.append("no CUDA version in nvidia-smi's banner")
-# topo -m: rows GPU<i>, one column per GPU, then CPU affinity, NUMA affinity.
+# topo -m: a header of device columns (GPU0…, then NIC0… on some nodes), CPU Affinity, NUMA
+# Affinity, GPU NUMA ID; then one row per GPU, starting at column 0. Tab-separated.
 topo = open(f"{out}/nvidia-smi-topo.log").read().splitlines()
-header = next((l for l in topo if "GPU0" in l and not l.strip().startswith("GPU0 ")), "")
-cols = header.split("\t") if "\t" in header else header.split()
-cols = [c.strip() for c in cols if c.strip()]
-ngpu_cols = sum(1 for c in cols if re.fullmatch(r"GPU\d+", c))
-has_numa = "NUMA Affinity" in header
+header = next((l for l in topo if "GPU0" in l and not re.match(r"GPU\d+", l)), "")
+sep = "\t" if "\t" in header else None
+hcells = [c.strip() for c in header.split(sep)] if header else []
+gpu_cols = [k for k, c in enumerate(hcells) if re.fullmatch(r"GPU\d+", c)]
+numa_col = hcells.index("NUMA Affinity") if "NUMA Affinity" in hcells else None
+if sep is None:
+    problems.append("nvidia-smi topo -m is not tab-separated: links and NUMA not compared")
 links = inv.get("links") or []
 seen_links, seen_numa = [], {}
 for l in topo:
-    cells = [c.strip() for c in (l.split("\t") if "\t" in l else l.split())]
-    cells = [c for c in cells if c != ""]
-    if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+    if sep is None or not re.match(r"GPU\d+\s", l):
         continue
+    cells = [c.strip() for c in l.split(sep)]
     i = int(cells[0][3:])
-    row = cells[1:1 + ngpu_cols]
+    row = [cells[k] if k < len(cells) else None for k in gpu_cols]
     seen_links.append(row)
-    if has_numa and len(cells) > 1 + ngpu_cols + 1:
-        rest = cells[1 + ngpu_cols:]
-        # CPU affinity may be split by spaces when not tab-separated; NUMA is the first
-        # lone number or N/A after it.
-        numa = next((c for c in rest[1:] if re.fullmatch(r"\d+|N/A", c)), None)
+    if numa_col is not None and numa_col < len(cells):
+        numa = cells[numa_col]
         seen_numa[i] = numa
         g = by_index.get(i)
-        if g is not None and numa and numa.isdigit() and g.get("numa_node") != int(numa):
+        if g is not None and numa.isdigit() and g.get("numa_node") != int(numa):
             problems.append(f"GPU {i}: numa_node {g.get('numa_node')} vs topo -m {numa}")
-    if i < len(links) and row != links[i][:len(row)]:
+        if g is not None and not numa.isdigit() and g.get("numa_node") is not None:
+            problems.append(f"GPU {i}: numa_node {g.get('numa_node')} vs topo -m {numa!r}")
+    if i < len(links) and row != links[i]:
         problems.append(f"GPU {i}: links {links[i]} vs topo -m {row}")
 values["topo_links"] = seen_links
 values["topo_numa"] = seen_numa
@@ -295,8 +297,8 @@ EOF
   (cd "$WORK/lease-a" && exec "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/lease-a.log" 2>&1 &
   a_pid=$!
   PIDS+=("$a_pid")
-  if ! wait_for 30 test -s "$WORK/cvd-a"; then
-    record leases fail "the gpus: 1 job never started within 30 s (lease-a.log)"
+  if ! wait_for 20 test -s "$WORK/cvd-a"; then
+    record leases fail "the gpus: 1 job never started within 20 s (lease-a.log)"
     return
   fi
   uuid="$(tr -d '[:space:]' <"$WORK/cvd-a")"
@@ -344,8 +346,8 @@ EOF
   (cd "$WORK/lease-b" && exec "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/lease-b.log" 2>&1 &
   b_pid=$!
   PIDS+=("$b_pid")
-  if ! wait_for 20 grep -q "^\[hold\] waiting for " "$OUT/lease-b.log"; then
-    problems="$problems; the second run did not say it waits within 20 s (lease-b.log)"
+  if ! wait_for 15 grep -q "^\[hold\] waiting for " "$OUT/lease-b.log"; then
+    problems="$problems; the second run did not say it waits within 15 s (lease-b.log)"
   fi
   [ -e "$WORK/cvd-b" ] && problems="$problems; the second run got the GPU while the first held it"
 
@@ -353,8 +355,8 @@ EOF
   kill -KILL "$a_pid"
   wait "$a_pid" 2>/dev/null || true
   [ -n "$sleeper" ] && kill -KILL "$sleeper" 2>/dev/null || true
-  if ! wait_for 30 test -s "$WORK/cvd-b"; then
-    problems="$problems; the GPU was not freed for the waiting run within 30 s of SIGKILL"
+  if ! wait_for 20 test -s "$WORK/cvd-b"; then
+    problems="$problems; the GPU was not freed for the waiting run within 20 s of SIGKILL"
     kill -KILL "$b_pid" 2>/dev/null || true
   fi
   wait "$b_pid" || b_status=$?
@@ -390,7 +392,7 @@ check_benchmark() {
     return
   fi
   # The GPU's values before the run, from nvidia-smi or the stand-in file (via hosts --json).
-  local state mem_total
+  local state
   # The stand-in lease goes to GPU 0 of the file when all are free (best fit, lowest index).
   workspace bench <<EOF
 on: workflow_dispatch
@@ -415,15 +417,18 @@ jobs:
       - { id: smclock-low, uses: benchmark, continue-on-error: true, with: { target: $SIM_URL, mode: single-stream, requests: 1, warmup: 0, output-tokens: 4, gpu-telemetry: false, gpu-min-sm-clock: 1% } }
       - { id: smclock-high, uses: benchmark, continue-on-error: true, with: { target: $SIM_URL, mode: single-stream, requests: 1, warmup: 0, output-tokens: 4, gpu-telemetry: false, gpu-min-sm-clock: 100% } }
 EOF
+  # nvidia-smi's values of every GPU just before the run (the lease picks one of them).
+  local each states="{}"
+  if [ "$GPU" = 1 ]; then
+    for each in $(cut -d, -f2 "$OUT/nvidia-smi-query.csv" | tr -d ' '); do
+      states="$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d[sys.argv[2]]=json.loads(sys.argv[3]); print(json.dumps(d))' "$states" "$each" "$(smi_state "$each")")"
+    done
+  fi
   local rc=0
-  (cd "$WORK/bench" && exec "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/bench.log" 2>&1 || rc=$?
+  (cd "$WORK/bench" && exec timeout 60 "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/bench.log" 2>&1 || rc=$?
   local uuid
   uuid="$(tr -d '[:space:]' <"$WORK/cvd-bench" 2>/dev/null || true)"
-  if [ "$GPU" = 1 ] && [ -n "$uuid" ]; then
-    state="$(smi_state "$uuid")"
-  else
-    state='{}'
-  fi
+  state="$(python3 -c 'import json,sys; print(json.dumps(json.loads(sys.argv[1]).get(sys.argv[2], {})))' "$states" "$uuid")"
   (cd "$WORK/bench" && "$GPUFLOW_BIN" history output_throughput --json) >"$OUT/history.json" 2>&1 || true
   "$GPUFLOW_BIN" hosts --json >"$OUT/hosts-after-bench.json" 2>&1 || true
   local verdicts
@@ -590,7 +595,7 @@ check_busy() {
   fi
   local py="" lib
   for lib in torch cupy; do
-    if timeout 60 python3 -c "import $lib" >/dev/null 2>&1; then
+    if timeout 30 python3 -c "import $lib" >/dev/null 2>&1; then
       py="$lib"
       break
     fi
@@ -610,13 +615,17 @@ check_busy() {
   CUDA_VISIBLE_DEVICES="$uuid" python3 -c "$prog" >"$OUT/busy-process.log" 2>&1 &
   local busy=$!
   PIDS+=("$busy")
-  if ! wait_for 90 grep -q ready "$OUT/busy-process.log"; then
-    record gpu-busy fail "the $py process did not get the GPU within 90 s (busy-process.log)"
+  if ! wait_for 30 grep -q ready "$OUT/busy-process.log"; then
+    record gpu-busy fail "the $py process did not get the GPU within 30 s (busy-process.log)"
     return
   fi
   local apps
   apps="$(nvidia-smi --id="$uuid" --query-compute-apps=pid,used_memory --format=csv,noheader 2>&1 || true)"
-  start_sim >/dev/null 2>&1 || true
+  if [ -z "${SIM_URL:-}" ] && ! start_sim; then
+    kill -KILL "$busy" 2>/dev/null || true
+    record gpu-busy fail "gpuflow-sim did not start (sim.log)"
+    return
+  fi
   workspace busy <<EOF
 on: workflow_dispatch
 jobs:
@@ -626,7 +635,7 @@ jobs:
       - { id: idle, uses: benchmark, with: { target: $SIM_URL, mode: single-stream, requests: 1, warmup: 0, output-tokens: 4, gpu-telemetry: false, gpu-idle: true } }
 EOF
   local rc=0
-  (cd "$WORK/busy" && exec "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/busy.log" 2>&1 || rc=$?
+  (cd "$WORK/busy" && exec timeout 45 "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/busy.log" 2>&1 || rc=$?
   kill -KILL "$busy" 2>/dev/null || true
   local line
   line="$(grep -m1 'before timing' "$OUT/busy.log" || true)"
@@ -676,13 +685,13 @@ jobs:
       - run: nvidia-smi -L > /tmp/gpus.txt && cat /tmp/gpus.txt && sleep 4
 EOF
   local rc=0 run_pid
-  (cd "$WORK/docker" && exec "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/docker.log" 2>&1 &
+  (cd "$WORK/docker" && exec timeout 60 "$GPUFLOW_BIN" run w.yml --plain) >"$OUT/docker.log" 2>&1 &
   run_pid=$!
   PIDS+=("$run_pid")
   local run_id="" ctr=""
-  wait_for 60 grep -q '^run [0-9]' "$OUT/docker.log" || true
+  wait_for 20 grep -q '^run [0-9]' "$OUT/docker.log" || true
   run_id="$(sed -n 's/^run \([0-9a-f-]*\) of .*/\1/p' "$OUT/docker.log" | head -1)"
-  wait_for 60 sh -c "docker ps -q --filter label=dev.gpuflow.run-id=$run_id | grep -q ." || true
+  wait_for 30 sh -c "docker ps -q --filter label=dev.gpuflow.run-id=$run_id | grep -q ." || true
   ctr="$(docker ps -q --filter "label=dev.gpuflow.run-id=$run_id" | head -1)"
   local requests=""
   [ -n "$ctr" ] && requests="$(docker inspect --format '{{json .HostConfig.DeviceRequests}}' "$ctr" 2>&1 || true)"
