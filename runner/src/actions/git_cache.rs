@@ -13,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use git2::{AutotagOption, FetchOptions, FetchPrune, Oid, Repository};
 
@@ -118,7 +119,7 @@ impl GitCache {
                 })
                 .map_err(|e| reason(&e))
         } else {
-            fetch_with_git(&dir, url)
+            fetch_with_git(&dir, url, fetch_timeout())
         };
         // A source that does not have the repository leaves no empty one behind.
         if result.is_err() && created {
@@ -244,11 +245,23 @@ fn is_local(url: &str) -> bool {
     url.starts_with("file://") || url.starts_with('/')
 }
 
+/// How long one `git fetch` may take before it is stopped: the cache's lock is held meanwhile,
+/// so a server that accepts and never answers would otherwise hold every other run (and
+/// `gpuflow validate`) waiting for ever. `GPUFLOW_GIT_TIMEOUT` (`30s`, `10m`) changes it.
+const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn fetch_timeout() -> Duration {
+    std::env::var("GPUFLOW_GIT_TIMEOUT")
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .unwrap_or(DEFAULT_FETCH_TIMEOUT)
+}
+
 /// `git fetch` into the cached repository, never asking for a password on the terminal (a
-/// hook or a run has no one to answer).
-fn fetch_with_git(dir: &Path, url: &str) -> Result<(), String> {
+/// hook or a run has no one to answer), stopped after `timeout`.
+fn fetch_with_git(dir: &Path, url: &str, timeout: Duration) -> Result<(), String> {
     // `--` ends the options: whatever `url` holds, git reads it as the repository.
-    let output = Command::new("git")
+    let mut child = Command::new("git")
         .arg(format!("--git-dir={}", dir.display()))
         .args([
             "fetch",
@@ -263,23 +276,51 @@ fn fetch_with_git(dir: &Path, url: &str) -> Result<(), String> {
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ALLOW_PROTOCOL", ALLOWED_SCHEMES.join(":"))
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => {
                 "the `git` program is not installed (it fetches non-`file://` sources)".to_owned()
             }
             _ => format!("cannot run `git fetch`: {e}"),
         })?;
-    if output.status.success() {
-        return Ok(());
+    // Read stderr beside the wait, so a chatty git never blocks on a full pipe.
+    let mut stderr = child.stderr.take().expect("piped above");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("cannot wait for `git fetch`: {e}")),
+        }
+    };
+    let stderr = reader.join().unwrap_or_default();
+    match status {
+        None => Err(format!(
+            "`git fetch` gave no answer within {} and was stopped (help: check that the source is reachable; `GPUFLOW_GIT_TIMEOUT` sets the limit)",
+            humantime::format_duration(timeout)
+        )),
+        Some(status) if status.success() => Ok(()),
+        Some(_) => {
+            let last = stderr
+                .lines()
+                .map(str::trim)
+                .rfind(|l| !l.is_empty())
+                .unwrap_or("no message");
+            Err(format!("`git fetch` failed: {last}"))
+        }
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr
-        .lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .unwrap_or("no message");
-    Err(format!("`git fetch` failed: {last}"))
 }
 
 fn reason(e: &git2::Error) -> String {
@@ -324,5 +365,26 @@ mod tests {
     fn refused(url: &str, says: &str) {
         let problem = url_problem(url).unwrap();
         assert!(problem.contains(says), "{problem}");
+    }
+
+    /// A git server that accepts the connection and never answers: the fetch is stopped at
+    /// its timeout with a reason, not left holding the cache's lock.
+    #[test]
+    fn a_source_that_never_answers_is_given_up_on() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || listener.accept().map(|(stream, _)| stream));
+        let dir = tempfile::tempdir().unwrap();
+        Repository::init_bare(dir.path()).unwrap();
+        let started = std::time::Instant::now();
+        let error = fetch_with_git(
+            dir.path(),
+            &format!("git://127.0.0.1:{port}/team/acts.git"),
+            Duration::from_millis(700),
+        )
+        .unwrap_err();
+        assert!(error.contains("gave no answer within 700ms"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        drop(held);
     }
 }
