@@ -21,15 +21,16 @@
 //! request counts; `GPUFLOW_BENCH_PYTHON` names the Python for the independent client
 //! (default `python3`; any Python 3 will do).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+#[path = "../tests/llama_process.rs"]
+mod llama_process;
 
 use gpuflow::bench::stats::Summary;
 use gpuflow::bench::{self, BenchConfig, BenchResult};
 use indexmap::IndexMap;
+use llama_process::{LlamaServer, llama_dir};
 use serde_json::Value;
 
 /// Cycles of the throughput comparison (each: independent, gpuflow, gpuflow, independent).
@@ -48,14 +49,14 @@ fn main() {
     let dir = llama_dir();
     println!(
         "real server: llama.cpp llama-server ({}), random-weight GGUF models, 127.0.0.1, --threads 2, not pinned",
-        version(&dir)
+        version(dir)
     );
     let mut broken = Vec::new();
-    if let Err(why) = single_stream(&runtime, &dir, scale) {
+    if let Err(why) = single_stream(&runtime, scale) {
         println!("  BROKEN: {why}");
         broken.push(why);
     }
-    if let Err(why) = throughput(&runtime, &dir, scale) {
+    if let Err(why) = throughput(&runtime, scale) {
         println!("  BROKEN: {why}");
         broken.push(why);
     }
@@ -66,9 +67,9 @@ fn main() {
 }
 
 /// (a): decode speed and TTFT against the server's own `timings`.
-fn single_stream(runtime: &tokio::runtime::Runtime, dir: &Path, scale: u64) -> Result<(), String> {
+fn single_stream(runtime: &tokio::runtime::Runtime, scale: u64) -> Result<(), String> {
     let (requests, input, output) = (20 * scale, 64, 128);
-    let server = LlamaServer::ready(dir, "small", &["-np", "1", "-c", "2048"])?;
+    let server = LlamaServer::ready("small", &["-np", "1", "-c", "2048"])?;
     println!(
         "single stream: `small` model (-np 1), {requests} requests × {output} output tokens, {input} prompt words, 1 warm-up"
     );
@@ -164,9 +165,9 @@ struct Throughput {
 }
 
 /// (b): gpuflow's request rate against the minimal independent client's.
-fn throughput(runtime: &tokio::runtime::Runtime, dir: &Path, scale: u64) -> Result<(), String> {
+fn throughput(runtime: &tokio::runtime::Runtime, scale: u64) -> Result<(), String> {
     let (concurrency, requests, input, output, warmup) = (4u64, 400 * scale, 16, 16, 4);
-    let server = LlamaServer::ready(dir, "tiny", &["-np", "4", "-c", "4096"])?;
+    let server = LlamaServer::ready("tiny", &["-np", "4", "-c", "4096"])?;
     println!(
         "throughput: `tiny` model (-np 4), concurrency {concurrency}, {requests} requests × {output} output tokens, {input} prompt words, {warmup} warm-up; {CYCLES} cycles of independent, gpuflow, gpuflow, independent"
     );
@@ -304,22 +305,6 @@ fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
     BenchConfig::from_inputs(&inputs).expect("a valid benchmark")
 }
 
-/// The folder the build script prints: `bin/llama-server`, `models/{tiny,small}.gguf`.
-/// Built once (~10 minutes on 2 cores) and cached outside the clone; normally found at once.
-fn llama_dir() -> PathBuf {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/llamacpp/llama-server.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("bash runs the llama-server build script");
-    assert!(
-        out.status.success(),
-        "images/llamacpp/llama-server.sh failed: this benchmark needs llama-server"
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-}
-
 /// `llama-server --version`'s first line, or the cache folder's name.
 fn version(dir: &Path) -> String {
     let folder = dir
@@ -343,78 +328,4 @@ fn version(dir: &Path) -> String {
         Some(line) => format!("{}, llama-cpp-python {folder}", line.trim()),
         None => format!("llama-cpp-python {folder}"),
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A llama-server process on 127.0.0.1, killed when dropped (a panic included).
-struct LlamaServer {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl LlamaServer {
-    /// Starts it and waits until `/health` answers 200.
-    fn ready(dir: &Path, model: &str, args: &[&str]) -> Result<Self, String> {
-        let port = free_port();
-        let mut child = Command::new(dir.join("bin/llama-server"))
-            .arg("-m")
-            .arg(dir.join("models").join(format!("{model}.gguf")))
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--threads", "2", "--no-webui"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("llama-server does not start: {e}"))?;
-        // Drain its log so it never blocks on a full pipe.
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || BufReader::new(stderr).lines().for_each(drop));
-        let mut server = Self {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while health(server.addr) != Some(200) {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!("llama-server ({model}) exited at start: {status}"));
-            }
-            if Instant::now() > deadline {
-                return Err(format!("llama-server ({model}) not ready within 60 s"));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok(server)
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `GET /health`'s status, or `None` when nothing listens yet.
-fn health(addr: SocketAddr) -> Option<u16> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }

@@ -17,6 +17,7 @@ mod gpus;
 mod health;
 mod hosts;
 mod injection;
+mod llama_process;
 mod llama_server;
 mod preflight;
 mod remote;

@@ -7,116 +7,18 @@
 //!
 //! These tests run in their own nextest group, one at a time: the server uses both cores.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuflow::bench::{self, BenchError, BenchResult};
 
 use super::bench::{config, run_ok};
-
-/// The folder the build script prints: `bin/llama-server`, `models/{tiny,small}.gguf`.
-/// Building takes ~10 minutes the first time; `make test` (through `make test-images`) and
-/// `.ci/run` build it before the tests, so here it is normally found at once.
-fn llama_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../images/llamacpp/llama-server.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("bash runs the llama-server build script");
-        assert!(
-            out.status.success(),
-            "images/llamacpp/llama-server.sh failed: the real-server tests need llama-server"
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A llama-server process on 127.0.0.1, killed when dropped.
-struct LlamaServer {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl LlamaServer {
-    /// Starts it and does not wait: the port opens before the model is loaded.
-    fn spawn(model: &str, args: &[&str]) -> Self {
-        let port = free_port();
-        let dir = llama_dir();
-        let mut child = Command::new(dir.join("bin/llama-server"))
-            .arg("-m")
-            .arg(dir.join("models").join(format!("{model}.gguf")))
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--threads", "2", "--no-webui"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("llama-server starts");
-        // Drain its log so it never blocks on a full pipe.
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || BufReader::new(stderr).lines().for_each(drop));
-        Self {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        }
-    }
-
-    /// Starts it and waits until `/health` answers 200.
-    fn ready(model: &str, args: &[&str]) -> Self {
-        let server = Self::spawn(model, args);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while health(server.addr) != Some(200) {
-            assert!(Instant::now() < deadline, "llama-server never became ready");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        server
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-}
-
-impl Drop for LlamaServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `GET /health`'s status, or `None` when nothing listens yet.
-fn health(addr: SocketAddr) -> Option<u16> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        stream,
-        "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
-}
+use super::llama_process::{LlamaServer, free_port, health, llama_dir};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_of_500_requests_at_concurrency_1_4_and_8_lose_none() {
-    let server = LlamaServer::ready("tiny", &["-np", "8", "-c", "4096"]);
+    let server = LlamaServer::ready("tiny", &["-np", "8", "-c", "4096"]).unwrap();
     let cfg = config(
         &server.url(),
         &[
@@ -168,7 +70,7 @@ async fn sweeps_of_500_requests_at_concurrency_1_4_and_8_lose_none() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decode_speed_and_ttft_agree_with_the_servers_own_timings() {
-    let server = LlamaServer::ready("small", &["-np", "1", "-c", "2048"]);
+    let server = LlamaServer::ready("small", &["-np", "1", "-c", "2048"]).unwrap();
     let cfg = config(
         &server.url(),
         &[
@@ -216,7 +118,7 @@ async fn decode_speed_and_ttft_agree_with_the_servers_own_timings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_over_context_prompt_shows_the_servers_message() {
-    let server = LlamaServer::ready("tiny", &["-np", "1", "-c", "512"]);
+    let server = LlamaServer::ready("tiny", &["-np", "1", "-c", "512"]).unwrap();
     let cfg = config(
         &server.url(),
         &[
@@ -247,7 +149,7 @@ async fn an_over_context_prompt_shows_the_servers_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_run_ends_the_run_within_a_second() {
-    let mut server = LlamaServer::ready("tiny", &["-np", "4", "-c", "4096"]);
+    let mut server = LlamaServer::ready("tiny", &["-np", "4", "-c", "4096"]).unwrap();
     let cfg = config(
         &server.url(),
         &[
@@ -289,7 +191,7 @@ async fn a_server_killed_mid_run_ends_the_run_within_a_second() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_run_is_not_served_from_the_prefix_cache() {
-    let server = LlamaServer::ready("small", &["-np", "1", "-c", "2048"]);
+    let server = LlamaServer::ready("small", &["-np", "1", "-c", "2048"]).unwrap();
     let cached = |result: &BenchResult| -> u64 {
         result.levels[0]
             .runs
