@@ -281,6 +281,47 @@ fn steps_that_need_no_engine_run_without_docker() {
     assert!(!all.contains("Docker engine"), "{all}");
 }
 
+/// A GPU machine without Docker, its server started on the host: the built-in load generator
+/// measures it, records the result and a comparison judges it, and nothing asks for an engine.
+#[test]
+fn a_benchmark_of_a_server_on_the_host_runs_without_docker() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow-sim"))
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--ttft", "5ms", "--tokens-per-second", "2000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gpuflow-sim did not listen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let dir = workspace(&format!(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: benchmark\n        with: {{ target: 'http://127.0.0.1:{port}', mode: single-stream, requests: 3, warmup: 0, output-tokens: 8 }}\n      - uses: compare-to-baseline\n        with: {{ metric: output_tok_s, baseline: previous }}\n"
+    ));
+    let out = gpuflow_in(dir.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["run", "--plain", "w.yml"])
+        .output()
+        .unwrap();
+    let _ = sim.kill();
+    let _ = sim.wait();
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(all.contains("Successful requests:"), "{all}");
+    assert!(all.contains("recorded as result"), "{all}");
+    assert!(!all.contains("Docker engine"), "{all}");
+}
+
 /// Prints where a `run:` step's working state is and the modes of its folder and files.
 const STATE: &str = r#"
 name: state

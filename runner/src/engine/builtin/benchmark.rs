@@ -31,9 +31,11 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// Runs the step; returns its outputs. A benchmark that measured something is recorded even
 /// when it then fails the step (too many errors), so the failure can be looked at later.
+/// `containers` is `None` when the job has not reached a Docker engine (a GPU machine without
+/// Docker, a server started on the host): the generator and a script on the host need none.
 pub async fn run(
     inputs: &IndexMap<String, Value>,
-    containers: &mut JobContainers,
+    containers: Option<&mut JobContainers>,
     shared: &Arc<Shared>,
     job: &JobRef,
     step: &mut StepContext<'_>,
@@ -44,7 +46,10 @@ pub async fn run(
         .partition(|(k, _)| gpu_timing::is_gpu_input(k));
     let checks = gpu_timing::checks_from(&gpu_texts)?;
     let started_at_ms = crate::store::now_ms();
-    let server = ServerFacts::of(containers).await;
+    let server = match containers.as_deref() {
+        Some(containers) => ServerFacts::of(containers).await,
+        None => ServerFacts::default(),
+    };
     // The address is where the server listens today, not what it is: a port published
     // elsewhere next time is the same experiment.
     let mut definition: BTreeMap<String, String> = texts
@@ -90,6 +95,7 @@ pub async fn run(
     } else {
         let mut texts = texts.clone();
         if let Some(target) = texts.get("target")
+            && let Some(containers) = containers.as_deref()
             && let Some((address, container)) = container_address(target, containers).await
         {
             say.line(&format!(
@@ -97,7 +103,7 @@ pub async fn run(
             ));
             texts.insert("target".into(), address);
         }
-        generator(&texts, containers, step, &say, &result_path).await
+        generator(&texts, containers.as_deref(), step, &say, &result_path).await
     };
     let telemetry = match sampler {
         Ok(sampler) => sampler.finish(),
@@ -264,7 +270,7 @@ impl Sayer<'_> {
 
 async fn generator(
     texts: &IndexMap<String, String>,
-    containers: &JobContainers,
+    containers: Option<&JobContainers>,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
@@ -292,7 +298,11 @@ async fn generator(
         Err(BenchError::TooManyErrors { message, result }) => (*result, Some(message)),
         Err(BenchError::ServerGone { message, result }) => {
             let mut message = message;
-            for why in stopped_containers(containers).await {
+            let stopped = match containers {
+                Some(containers) => stopped_containers(containers).await,
+                None => Vec::new(),
+            };
+            for why in stopped {
                 message.push('\n');
                 message.push_str(&why);
             }
@@ -507,11 +517,12 @@ async fn scripted(
     command: &str,
     inputs: &IndexMap<String, Value>,
     texts: &IndexMap<String, String>,
-    containers: &mut JobContainers,
+    containers: Option<&mut JobContainers>,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
 ) -> Result<Finished, String> {
+    let containers = containers.as_deref();
     let specs = match inputs.get("metrics") {
         Some(m) if !matches!(m, Value::Null) => script_metrics::parse(m)?,
         _ => {
@@ -535,11 +546,16 @@ async fn scripted(
         None => None,
         Some(name) => Some(
             containers
+                .ok_or_else(|| {
+                    format!("`container: {name}` needs a Docker engine, and this job has not reached one (help: start the server with `start-container` first, or run the script on the host without `container`)")
+                })?
                 .started
                 .get(name)
                 .map(|s| s.id.clone())
                 .ok_or_else(|| {
-                    let known: Vec<&str> = containers.started.keys().map(String::as_str).collect();
+                    let known: Vec<&str> = containers
+                        .map(|c| c.started.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
                     let hint = crate::diag::did_you_mean(name, &known).unwrap_or_else(|| {
                         "name a container a `start-container` step of this job started".into()
                     });
@@ -630,7 +646,7 @@ async fn scripted(
 /// push (a branch name, a commit message) must not become shell code.
 async fn run_once(
     container: Option<&str>,
-    containers: &JobContainers,
+    containers: Option<&JobContainers>,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
 ) -> Result<String, String> {
@@ -656,6 +672,9 @@ async fn run_once(
                     OutputStream::Stderr => Stream::Stderr,
                 };
                 say.emit(stream, &line.text);
+            };
+            let Some(containers) = containers else {
+                return Err("a container needs a Docker engine".into());
             };
             let code = containers
                 .docker

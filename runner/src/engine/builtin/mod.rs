@@ -96,9 +96,15 @@ pub fn shell_inputs(
 }
 
 /// Whether the built-in `name` may need the job's Docker engine. The others (judging results,
-/// writing reports, checking host files) run on a GPU machine without Docker too.
+/// writing reports, checking host files) run on a GPU machine without Docker too, and so does
+/// `benchmark`: it uses the job's containers when an earlier step reached the engine (a server
+/// it started, a `container:` to run the script in) and needs none against a server on the
+/// host.
 pub fn needs_engine(name: &str) -> bool {
-    !matches!(name, "compare-to-baseline" | "report" | "assert-file")
+    !matches!(
+        name,
+        "compare-to-baseline" | "report" | "assert-file" | "benchmark"
+    )
 }
 
 /// Runs the built-in `name` (its place, cancellation and recorded results are in `step`);
@@ -225,10 +231,7 @@ pub async fn run(
             let containers = containers.ok_or_else(engine_error)?;
             check_cli_interface::run(inputs, containers, &shared.opts.workspace, &warn).await
         }
-        "benchmark" => {
-            let containers = containers.ok_or_else(engine_error)?;
-            benchmark::run(inputs, containers, shared, job, step).await
-        }
+        "benchmark" => benchmark::run(inputs, containers, shared, job, step).await,
         "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
         "report" => {
             let outputs = report::run(inputs, shared).await?;
