@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 
 use super::gpu_timing;
 use super::recording::{Measured, ServerFacts, record};
-use super::script_metrics::{self, MetricSpec};
+use super::script_metrics::{self, MetricSpec, OutputTail};
 use super::step_context::StepContext;
 use crate::backend::{ExecSpec, LogLine, OutputStream};
 use crate::bench::stats::AcrossRuns;
@@ -661,12 +661,11 @@ async fn run_once(
         Some(id) => {
             let mut exec = ExecSpec::new(["sh", "-c", command]);
             exec.env = env;
-            let mut stdout = String::new();
+            let mut stdout = OutputTail::new(script_metrics::OUTPUT_TAIL_BYTES);
             let sink = |line: LogLine| {
                 let stream = match line.stream {
                     OutputStream::Stdout => {
-                        stdout.push_str(&line.text);
-                        stdout.push('\n');
+                        stdout.push_line(&line.text);
                         Stream::Stdout
                     }
                     OutputStream::Stderr => Stream::Stderr,
@@ -702,15 +701,14 @@ async fn run_once(
             // Both streams are read as they come, so a long script shows its progress live.
             let mut out = BufReader::new(out).lines();
             let mut err = BufReader::new(err).lines();
-            let mut stdout = String::new();
+            let mut stdout = OutputTail::new(script_metrics::OUTPUT_TAIL_BYTES);
             let (mut out_open, mut err_open) = (true, true);
             while out_open || err_open {
                 tokio::select! {
                     line = out.next_line(), if out_open => match line {
                         Ok(Some(line)) => {
                             say.emit(Stream::Stdout, &line);
-                            stdout.push_str(&line);
-                            stdout.push('\n');
+                            stdout.push_line(&line);
                         }
                         _ => out_open = false,
                     },
@@ -732,7 +730,14 @@ async fn run_once(
             "the benchmark command exited with code {code}; no metrics were read"
         ));
     }
-    Ok(stdout)
+    if stdout.dropped() > 0 {
+        say.line(&format!(
+            "the command printed {} MiB; metrics are read from its last {} MiB (all of it is in the log)",
+            (stdout.dropped() + stdout.text().len() as u64) / (1024 * 1024),
+            script_metrics::OUTPUT_TAIL_BYTES / (1024 * 1024)
+        ));
+    }
+    Ok(stdout.text())
 }
 
 #[cfg(test)]

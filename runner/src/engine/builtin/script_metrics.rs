@@ -2,10 +2,63 @@
 //! output: `{json: path}` looks the path up in the JSON the script printed, `{regex: '…'}`
 //! takes the named capture `value` of the last match. Knows nothing of how the script ran.
 
+use std::collections::VecDeque;
+
 use indexmap::IndexMap;
 
 use crate::expr::Value;
 use crate::store::Direction;
+
+/// How much of a script's standard output is kept to read metrics from: its last 16 MiB, so
+/// a script printing gigabytes keeps the runner's memory bounded (every line still reaches
+/// the step's log). Metrics are what a script prints at its end.
+pub const OUTPUT_TAIL_BYTES: usize = 16 * 1024 * 1024;
+
+/// The end of a script's standard output, whole lines, at most `limit` bytes (one line more
+/// when a single line is longer).
+#[derive(Debug)]
+pub struct OutputTail {
+    lines: VecDeque<String>,
+    bytes: usize,
+    limit: usize,
+    dropped: u64,
+}
+
+impl OutputTail {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            lines: VecDeque::new(),
+            bytes: 0,
+            limit,
+            dropped: 0,
+        }
+    }
+
+    pub fn push_line(&mut self, line: &str) {
+        self.lines.push_back(line.to_owned());
+        self.bytes += line.len() + 1;
+        while self.bytes > self.limit && self.lines.len() > 1 {
+            let first = self.lines.pop_front().expect("more than one line");
+            self.bytes -= first.len() + 1;
+            self.dropped += first.len() as u64 + 1;
+        }
+    }
+
+    /// Bytes of output no longer kept.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The kept lines, each ending in a newline.
+    pub fn text(&self) -> String {
+        let mut out = String::with_capacity(self.bytes);
+        for line in &self.lines {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out
+    }
+}
 
 /// Where one metric's value is in the output.
 #[derive(Clone, Debug)]
@@ -230,5 +283,26 @@ mod tests {
             })).unwrap();
             let _ = extract(&s, &output);
         }
+    }
+
+    #[test]
+    fn the_output_tail_keeps_the_last_whole_lines_within_its_limit() {
+        let mut tail = OutputTail::new(20);
+        for i in 0..100 {
+            tail.push_line(&format!("line {i}"));
+        }
+        tail.push_line("tok/s: 89.5");
+        let text = tail.text();
+        assert!(text.len() <= 20, "{text:?}");
+        assert!(text.ends_with("tok/s: 89.5\n"), "{text:?}");
+        assert!(text.starts_with("line 99\n"), "whole lines only: {text:?}");
+        let total: u64 = (0..100)
+            .map(|i| format!("line {i}\n").len() as u64)
+            .sum::<u64>()
+            + 12;
+        assert_eq!(tail.dropped() + text.len() as u64, total);
+        // A line longer than the limit is kept whole, alone.
+        tail.push_line(&"x".repeat(50));
+        assert_eq!(tail.text().len(), 51);
     }
 }
