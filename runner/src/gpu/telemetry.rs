@@ -13,6 +13,10 @@ use serde::Serialize;
 /// How often the GPUs are read.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
+/// Samples kept per GPU at most (30 minutes at 100 ms): a step that runs for hours keeps every
+/// 2nd, 4th, … reading instead, evenly spaced, so its result stays a few megabytes.
+pub const MAX_SAMPLES: usize = 18_000;
+
 /// One reading of one GPU; each field `None` where the GPU does not report it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Sample {
@@ -87,10 +91,41 @@ impl Series {
     }
 }
 
+/// Which 100 ms ticks are kept: every one until a series holds `max` samples, then every
+/// other one (the kept ones thinned to match), and so on.
+struct Thinning {
+    stride: u32,
+    max: usize,
+}
+
+impl Thinning {
+    fn new(max: usize) -> Self {
+        Self { stride: 1, max }
+    }
+
+    /// After a reading was pushed: halves the series (keeping the readings on the doubled
+    /// stride) once they are full.
+    fn after_push(&mut self, series: &mut [Series]) {
+        if series.first().is_some_and(|s| s.samples.len() >= self.max) {
+            for s in series.iter_mut() {
+                s.t_ms = s.t_ms.iter().copied().step_by(2).collect();
+                s.samples = s.samples.iter().cloned().step_by(2).collect();
+            }
+            self.stride = self.stride.saturating_mul(2);
+        }
+    }
+
+    /// The next tick to read, after `tick`: the next multiple of the stride.
+    fn next_tick(&self, tick: u64) -> u64 {
+        let stride = u64::from(self.stride);
+        (tick / stride + 1) * stride
+    }
+}
+
 /// Samples GPUs until [`Sampler::finish`].
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Vec<Series>>>,
+    thread: Option<JoinHandle<(Vec<Series>, u32)>>,
     unavailable: Option<String>,
 }
 
@@ -117,14 +152,18 @@ impl Sampler {
                     ..Series::default()
                 })
                 .collect();
+            let mut kept = Thinning::new(MAX_SAMPLES);
+            let mut tick: u64 = 0;
             loop {
                 let t = started.elapsed().as_millis() as u64;
                 for s in &mut series {
                     s.t_ms.push(t);
                     s.samples.push(super::nvml::sample(&nvml, s.index));
                 }
+                kept.after_push(&mut series);
+                tick = kept.next_tick(tick);
                 // Ticks stay on the 100 ms grid even when a read is slow.
-                let next = INTERVAL * (series[0].t_ms.len() as u32);
+                let next = INTERVAL * u32::try_from(tick).unwrap_or(u32::MAX);
                 let wait = next.saturating_sub(started.elapsed());
                 if flag.load(Ordering::SeqCst) {
                     break;
@@ -134,7 +173,7 @@ impl Sampler {
                     break;
                 }
             }
-            series
+            (series, kept.stride)
         });
         Self {
             stop,
@@ -164,8 +203,8 @@ impl Sampler {
         };
         thread.thread().unpark();
         match thread.join() {
-            Ok(series) => Telemetry::Sampled {
-                interval_ms: INTERVAL.as_millis() as u64,
+            Ok((series, stride)) => Telemetry::Sampled {
+                interval_ms: INTERVAL.as_millis() as u64 * u64::from(stride),
                 summary: series.iter().map(Series::summary).collect(),
                 series,
             },
@@ -242,5 +281,30 @@ mod tests {
                 "{t:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_long_step_keeps_a_bounded_evenly_spaced_series() {
+        let mut series = vec![Series::default()];
+        let mut kept = Thinning::new(8);
+        let mut tick = 0;
+        for _ in 0..1000 {
+            series[0].t_ms.push(tick * 100);
+            series[0].samples.push(Sample::default());
+            kept.after_push(&mut series);
+            tick = kept.next_tick(tick);
+            if tick > 1000 {
+                break;
+            }
+        }
+        let t = &series[0].t_ms;
+        assert!(t.len() < 8, "{t:?}");
+        let gaps: Vec<u64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            gaps.iter().all(|g| *g == 100 * u64::from(kept.stride)),
+            "evenly spaced at the stride: {t:?}, stride {}",
+            kept.stride
+        );
+        assert_eq!(series[0].samples.len(), t.len());
     }
 }
