@@ -72,14 +72,15 @@ async fn a_connection_closed_right_after_a_stream_is_resent_not_failed() {
     server.shutdown().await;
 }
 
-/// `gpuflow-sim` as a process of its own, so it can be killed with SIGKILL.
-struct SimProcess {
-    child: Child,
-    addr: SocketAddr,
+/// `gpuflow-sim` as a process of its own on a free port of 127.0.0.1 (so it can be killed with
+/// SIGKILL, or serve a `gpuflow run` child), killed when dropped.
+pub(crate) struct SimProcess {
+    pub(crate) child: Child,
+    pub(crate) addr: SocketAddr,
 }
 
 impl SimProcess {
-    fn start(args: &[&str]) -> Self {
+    pub(crate) fn start(args: &[&str]) -> Self {
         let mut child = Command::new(SIM)
             .args(["--host", "127.0.0.1", "--port", "0"])
             .args(args)

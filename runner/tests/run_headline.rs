@@ -5,61 +5,20 @@
 //! figure under the same name, with the same digits.
 //!
 //! A real `gpuflow run` of a workflow with `benchmark`, `compare-to-baseline` and `report`
-//! steps against `gpuflow-sim` started on this machine (no image needed; the benchmark step
-//! still connects to the local engine). `gpuflow run` sweeps orphans: nextest's
+//! steps against `gpuflow-sim` started on this machine (no image needed). `gpuflow run` sweeps
+//! orphans: nextest's
 //! `docker-sweep` group.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command as StdCommand, Stdio};
 
 use assert_cmd::Command;
 
+use super::bench_manners::SimProcess;
 use super::bench_steps::git;
 use super::docker::connect_or_skip;
 
-const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
 /// How the verdict and the benchmark's table both name the single-stream `output_tok_s`.
 const TITLE: &str = "output_tok_s (decode tok/s, per-request median)";
-
-/// `gpuflow-sim` on a free port of 127.0.0.1, killed when dropped.
-struct Sim {
-    child: Child,
-    port: u16,
-}
-
-impl Sim {
-    fn start() -> Self {
-        let mut child = StdCommand::new(SIM)
-            .args(["--host", "127.0.0.1", "--port", "0", "--ttft", "20ms"])
-            .args(["--tokens-per-second", "150"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("gpuflow-sim said where it listens")
-                .unwrap();
-            if let Some(addr) = line.rsplit_once("listening on http://").map(|(_, a)| a) {
-                break addr.rsplit_once(':').unwrap().1.trim().parse().unwrap();
-            }
-        };
-        // Keep reading so the simulator never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Self { child, port }
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn workflow(port: u16) -> String {
     format!(
@@ -116,11 +75,11 @@ fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 
 /// A git repository holding the workflow against `sim`; `None` only when Docker tests are
 /// skipped.
-async fn repository(sim: &Sim) -> Option<tempfile::TempDir> {
+async fn repository(sim: &SimProcess) -> Option<tempfile::TempDir> {
     connect_or_skip().await?;
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("w.yml"), workflow(sim.port)).unwrap();
+    std::fs::write(dir.path().join("w.yml"), workflow(sim.addr.port())).unwrap();
     git(dir.path(), &["add", "w.yml"]);
     git(dir.path(), &["commit", "-q", "-m", "workflow"]);
     Some(dir)
@@ -136,7 +95,7 @@ fn value_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
 
 #[tokio::test]
 async fn plain_output_ends_with_the_headline_and_the_verdict_names_the_figure_it_judges() {
-    let sim = Sim::start();
+    let sim = SimProcess::start(&["--ttft", "20ms", "--tokens-per-second", "150"]);
     let Some(dir) = repository(&sim).await else {
         return;
     };
@@ -220,7 +179,7 @@ async fn plain_output_ends_with_the_headline_and_the_verdict_names_the_figure_it
 
 #[tokio::test]
 async fn json_output_ends_with_a_run_headline_event() {
-    let sim = Sim::start();
+    let sim = SimProcess::start(&["--ttft", "20ms", "--tokens-per-second", "150"]);
     let Some(dir) = repository(&sim).await else {
         return;
     };
