@@ -207,3 +207,99 @@ async fn a_secret_is_found_in_no_file_the_run_wrote_in_any_form() {
         "{stdout}"
     );
 }
+
+/// A secret with the characters HTML escapes (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`):
+/// its escaped form is not the secret, so masking the escaped text alone would miss it. Its
+/// start is found in no output in any form (escaped, JSON-escaped, cut short).
+const HTML_SECRET: &str = "s3cr3t&Key<x>\"q'z";
+/// What every form of [`HTML_SECRET`] starts with, and nothing else a run prints.
+const HTML_SECRET_START: &str = "s3cr3t";
+
+/// The run's output (stdout, stderr) and every file under `.gpuflow/` holding the start of
+/// [`HTML_SECRET`], by name.
+fn html_secret_leaks(ws: &Path, out: &std::process::Output) -> Vec<String> {
+    let mut found = Vec::new();
+    for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        if String::from_utf8_lossy(bytes).contains(HTML_SECRET_START) {
+            found.push(name.to_string());
+        }
+    }
+    for path in files_under(&ws.join(".gpuflow")) {
+        let text = if path.is_file() {
+            String::from_utf8_lossy(&stored_text(&path)).into_owned()
+        } else {
+            String::new()
+        };
+        let name = path.display().to_string();
+        if text.contains(HTML_SECRET_START) || name.contains(HTML_SECRET_START) {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// An HTML report escapes what it shows: a secret in its title (a step input) used to be
+/// written as `s3cr3t&amp;Key&lt;x…`, which the masking of the written file did not know. On
+/// the host with `gpuflow-sim`, so neither Docker nor an image is needed.
+#[test]
+fn an_html_report_holds_no_escaped_form_of_a_secret() {
+    let sim =
+        super::bench_manners::SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    git(ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        ws.join("w.yml"),
+        format!(
+            r#"
+name: html
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - name: measure ${{{{ secrets.K }}}}
+        uses: benchmark
+        with:
+          target: http://{addr}
+          mode: single-stream
+          output-tokens: 8
+          requests: 2
+          warmup: 0
+  report:
+    needs: bench
+    steps:
+      - uses: report
+        with:
+          format: html
+          title: perf ${{{{ secrets.K }}}}
+"#,
+            addr = sim.addr
+        ),
+    )
+    .unwrap();
+    std::fs::write(ws.join(".git/info/exclude"), ".gpuflow/\n").unwrap();
+    git(ws, &["add", "w.yml"]);
+    git(ws, &["commit", "-q", "-m", "workflow"]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow"))
+        .current_dir(ws)
+        .env_remove("GPUFLOW_STORE")
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("K", HTML_SECRET)
+        .args(["run", "--plain", "w.yml", "--secret", "K"])
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    let report = files_under(&ws.join(".gpuflow"))
+        .into_iter()
+        .find(|p| p.ends_with("report/report.html"))
+        .unwrap_or_else(|| panic!("no report.html: {all}"));
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("perf ***"), "the title, masked: {html}");
+    let found = html_secret_leaks(ws, &out);
+    assert!(found.is_empty(), "leaked: {found:#?}\n{all}");
+}

@@ -1,7 +1,8 @@
 //! Secret masking: every secret value, and every value a step registers with
 //! `::add-mask::VALUE`, becomes `***` — and so do the forms a secret is commonly passed on
 //! in: its base64 (standard and URL-safe, at each of the three alignments it can have inside a
-//! longer base64 text), its URL-encoded forms and its JSON-escaped form.
+//! longer base64 text), its URL-encoded forms, its JSON-escaped form and its HTML-escaped forms
+//! (what an HTML report or an SVG chart holds of it).
 //!
 //! One layer does it for every output of a run: [`MaskingSink`] sits in front of every event
 //! sink (the terminal, `--json`, `events.jsonl`, the stored logs and their file names, the
@@ -215,7 +216,7 @@ impl Masker {
 /// The forms `value` is commonly passed on in, besides itself: base64 (standard and URL-safe;
 /// whole, and at each alignment inside a longer base64 text, where only the characters that
 /// depend on the value alone are fixed), URL-encoded (`%2F` and `%2f`, and with `+` for a
-/// space as a form sends it) and JSON-escaped.
+/// space as a form sends it), JSON-escaped and HTML-escaped.
 fn encoded_forms(value: &str) -> Vec<String> {
     let bytes = value.as_bytes();
     let mut forms = Vec::new();
@@ -240,6 +241,7 @@ fn encoded_forms(value: &str) -> Vec<String> {
     if let Ok(json) = serde_json::to_string(value) {
         forms.push(json[1..json.len() - 1].to_string());
     }
+    forms.extend(html_escaped(value));
     forms.retain(|f| f != value);
     forms
 }
@@ -262,6 +264,36 @@ fn base64(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
         }
     }
     out
+}
+
+/// The ways HTML and XML write `value` as text: the report's HTML (Tera's autoescape) and
+/// its SVG charts write `&quot;` and `&#39;`; Tera's `escape_xml` filter, which a user's
+/// template may call, writes `&apos;`; other tools write `&#x27;` and `&#34;`. A report's
+/// escaped text is not the value, so without these a secret with `&`, `<`, `>`, `"` or `'` in
+/// it would be shown whole. The same as the value when it has none of them.
+fn html_escaped(value: &str) -> Vec<String> {
+    [
+        ("&quot;", "&#39;"),
+        ("&quot;", "&apos;"),
+        ("&quot;", "&#x27;"),
+        ("&#34;", "&#39;"),
+    ]
+    .iter()
+    .map(|(quot, apos)| {
+        let mut out = String::with_capacity(value.len());
+        for c in value.chars() {
+            match c {
+                '&' => out.push_str("&amp;"),
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '"' => out.push_str(quot),
+                '\'' => out.push_str(apos),
+                c => out.push(c),
+            }
+        }
+        out
+    })
+    .collect()
 }
 
 /// Percent-encoding of everything but RFC 3986's unreserved characters (`encodeURIComponent`).
@@ -346,6 +378,27 @@ mod tests {
             assert!(masked.len() < whole.len() / 2 + 10, "{pre:?}: {masked}");
         }
         assert_eq!(m.mask("%2F%2B is not it"), "%2F%2B is not it");
+    }
+
+    #[test]
+    fn html_escaped_forms_are_hidden() {
+        let secret = "a&b<c>d\"e'f";
+        let m = Masker::new([secret.to_string()]);
+        for escaped in [
+            // Tera's autoescape and the report's SVG charts.
+            "a&amp;b&lt;c&gt;d&quot;e&#39;f",
+            // Tera's `escape_xml`.
+            "a&amp;b&lt;c&gt;d&quot;e&apos;f",
+            "a&amp;b&lt;c&gt;d&quot;e&#x27;f",
+            "a&amp;b&lt;c&gt;d&#34;e&#39;f",
+        ] {
+            assert_eq!(m.mask(&format!("<td>{escaped}</td>")), "<td>***</td>");
+        }
+        assert_eq!(
+            m.mask(&crate::report::chart::escape(secret)),
+            MASK,
+            "the charts' own escaping"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::chart;
 use super::run_log::{FailureExcerpt, failure_excerpt};
@@ -21,8 +21,9 @@ use crate::store::{
 /// How many past points a history chart shows.
 const HISTORY_POINTS: usize = 50;
 
-/// The template context of one run's report.
-#[derive(Clone, Debug, Serialize)]
+/// The template context of one run's report. It reads back from JSON so that a run's
+/// `report` step can mask all its text at once before it is rendered.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReportData {
     pub title: String,
     pub run_id: String,
@@ -46,7 +47,7 @@ pub struct ReportData {
     pub failure: Option<FailureExcerpt>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GitData {
     pub commit: Option<String>,
     pub short_commit: Option<String>,
@@ -54,7 +55,7 @@ pub struct GitData {
     pub dirty: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CellData {
     /// `bench (allreduce=nccl)`: the job and its matrix values.
     pub label: String,
@@ -77,13 +78,13 @@ pub struct CellData {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Field {
     pub field: String,
     pub value: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Difference {
     pub field: String,
     pub baseline: String,
@@ -91,7 +92,7 @@ pub struct Difference {
     pub description: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MetricRow {
     pub name: String,
     pub unit: String,
@@ -121,13 +122,13 @@ pub struct MetricRow {
     pub chart_history_file: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MatrixTable {
     pub columns: Vec<String>,
     pub rows: Vec<MatrixRow>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MatrixRow {
     pub metric: String,
     /// One per column; `—` where that cell did not measure the metric.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 const EXCERPT_LINES: usize = 30;
 
 /// The failing server's last log lines.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailureExcerpt {
     /// The job (with its matrix values) that failed.
     pub job: String,

@@ -238,10 +238,14 @@ async fn container_address(target: &str, containers: &JobContainers) -> Option<(
 
 /// `<log dir>/<job>/<step>-<name>.result.json`, beside the step's log.
 fn result_path(shared: &Shared, job: &JobRef, step: &StepContext<'_>) -> PathBuf {
-    shared.opts.log_dir.join(slug(&job.display)).join(format!(
+    // Masked here, not by the sink: a file name is no event. The names are masked before they
+    // are made file-name safe, as the log store's are (from masked events), so the file stays
+    // beside the step's log and a secret in a step's `name:` or a matrix value is not in it.
+    let masked = |name: &str| slug(&shared.masker.mask(name));
+    shared.opts.log_dir.join(masked(&job.display)).join(format!(
         "{}-{}.result.json",
         step.key.replace('.', "-"),
-        slug(step.label)
+        masked(step.label)
     ))
 }
 

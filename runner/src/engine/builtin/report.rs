@@ -139,13 +139,17 @@ fn report(
         Some(h) => format!("{e} (help: {h})"),
         None => e.to_string(),
     })?;
+    // What the store and the logs hold was masked when written, but the report also shows the
+    // step's own inputs (a title) and may outlive the run on a results branch. The data is
+    // masked before it is rendered: a template escapes (HTML's `&amp;`), quotes (`md_cell`'s
+    // `\|`) or cuts (`truncate`) what it shows, and what it makes of a secret is no longer the
+    // secret the masker looks for. The commit's message and `record.json` come from it too.
+    let masker = &inputs.masker;
+    let data = mask_data(masker, data)?;
     let files = report_files(&data, inputs.format, template.as_ref()).map_err(|e| {
         format!("{e} (help: docs/reports.md lists the variables and filters a template can use)")
     })?;
-    // What the store and the logs hold was masked when written, but the report also shows the
-    // step's own inputs (a title, a template) and may outlive the run on a results branch:
-    // every file, and the commit's message, is masked as it is written.
-    let masker = &inputs.masker;
+    // And every file as it is written: the template's own text is not data.
     let files: Vec<BranchFile> = files
         .into_iter()
         .map(|f| match String::from_utf8(f.contents) {
@@ -159,9 +163,6 @@ fn report(
             },
         })
         .collect();
-    let mut data = data;
-    data.workflow = masker.mask(&data.workflow);
-    data.run_id = masker.mask(&data.run_id);
     let out = match &inputs.output {
         Some(p) => workspace.join(p),
         None => log_dir.join("report"),
@@ -181,6 +182,17 @@ fn report(
         outputs.insert("commit".to_string(), committed.commit);
     }
     Ok(outputs)
+}
+
+/// `data` with every text in it masked. Unlike [`Masker::mask_serde`], data that does not
+/// read back once masked is an error, never the unmasked data: a report is not written then.
+fn mask_data(masker: &Masker, data: ReportData) -> Result<ReportData, String> {
+    let mut json =
+        serde_json::to_value(&data).map_err(|e| format!("cannot mask the report's data: {e}"))?;
+    if !masker.mask_json(&mut json) {
+        return Ok(data);
+    }
+    serde_json::from_value(json).map_err(|e| format!("cannot mask the report's data: {e}"))
 }
 
 #[cfg(test)]
@@ -221,6 +233,36 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.contains("`pdf`"), "{err}");
+    }
+
+    /// The rendered forms of a secret (HTML-escaped, a Markdown cell's `\|`, cut short by a
+    /// user's template) are not the secret: the data is masked before rendering.
+    #[test]
+    fn a_secret_is_masked_before_the_report_is_rendered() {
+        let secret = "tok&en<|x>1";
+        let masker = Masker::new([secret.to_string()]);
+        let mut data = ReportData::empty_for_tests("r-1");
+        data.title = format!("perf {secret}");
+        let data = mask_data(&masker, data).unwrap();
+        assert_eq!(data.title, "perf ***");
+        let cut = Template {
+            name: "t.md".into(),
+            source: "{{ title | md_cell }} {{ title | truncate(length=8) }}".into(),
+        };
+        for (format, template) in [
+            (Format::Html, None),
+            (Format::Markdown, None),
+            (Format::Markdown, Some(&cut)),
+        ] {
+            for f in report_files(&data, format, template).unwrap() {
+                let text = String::from_utf8(f.contents).unwrap();
+                assert!(
+                    !text.contains("tok&") && !text.contains("tok&amp;en") && !text.contains("en<"),
+                    "{}: {text}",
+                    f.path
+                );
+            }
+        }
     }
 
     #[test]
