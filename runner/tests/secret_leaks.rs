@@ -303,3 +303,62 @@ jobs:
     let found = html_secret_leaks(ws, &out);
     assert!(found.is_empty(), "leaked: {found:#?}\n{all}");
 }
+
+/// The plain view's closing summary lists every job run by name: a secret that is a matrix
+/// value (`bench (…)`) or in a job's `name:` was printed there as it is, while every event
+/// (and so every other line, and all of `--json`) was masked. Host `run:` steps only.
+#[test]
+fn the_closing_summary_holds_no_secret_from_a_matrix_value_or_a_job_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir(ws.join(".git")).unwrap();
+    // Inside single-quoted YAML: its `'` doubled.
+    let quoted = HTML_SECRET.replace('\'', "''");
+    std::fs::write(
+        ws.join("w.yml"),
+        format!(
+            r#"
+name: summary
+on: workflow_dispatch
+jobs:
+  bench:
+    strategy:
+      matrix:
+        token: ['{quoted}', plain]
+    steps:
+      - run: echo measured
+  deploy:
+    name: 'deploy {quoted}'
+    steps:
+      - run: echo deployed
+"#
+        ),
+    )
+    .unwrap();
+    for mode in ["--plain", "--json"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow"))
+            .current_dir(ws)
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .env("K", HTML_SECRET)
+            .args(["run", mode, "w.yml", "--secret", "K"])
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{mode}: {all}");
+        let found = html_secret_leaks(ws, &out);
+        assert!(found.is_empty(), "{mode}: leaked: {found:#?}\n{all}");
+        if mode == "--plain" {
+            let summary = all
+                .split_once("summary:\n")
+                .unwrap_or_else(|| panic!("no summary: {all}"))
+                .1;
+            assert!(summary.contains("  bench (***)  "), "{summary}");
+            assert!(summary.contains("  bench (plain)  "), "{summary}");
+            assert!(summary.contains("  deploy ***  "), "{summary}");
+        }
+    }
+}

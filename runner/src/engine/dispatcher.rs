@@ -161,18 +161,21 @@ pub async fn run(
             result,
         });
         let headline = end_with_headline(&shared, &headline, result);
-        return Ok(RunReport {
-            run_id: shared.opts.run_id.clone(),
-            result,
-            jobs: refs
-                .iter()
-                .map(|r| summary(r, JobResult::Skipped, false))
-                .collect(),
-            log_dir: shared.opts.log_dir.clone(),
-            preflight,
-            unreachable: shared.engines.failures(),
-            headline,
-        });
+        return Ok(masked_report(
+            &shared.masker,
+            RunReport {
+                run_id: shared.opts.run_id.clone(),
+                result,
+                jobs: refs
+                    .iter()
+                    .map(|r| summary(r, JobResult::Skipped, false))
+                    .collect(),
+                log_dir: shared.opts.log_dir.clone(),
+                preflight,
+                unreachable: shared.engines.failures(),
+                headline,
+            },
+        ));
     }
     let mut state = vec![State::Pending; runs.len()];
     let mut results: Vec<Option<JobSummary>> = vec![None; runs.len()];
@@ -468,15 +471,33 @@ pub async fn run(
         result,
     });
     let headline = end_with_headline(&shared, &headline, result);
-    Ok(RunReport {
-        run_id: shared.opts.run_id.clone(),
-        result,
-        jobs,
-        log_dir: shared.opts.log_dir.clone(),
-        preflight,
-        unreachable: shared.engines.failures(),
-        headline,
-    })
+    Ok(masked_report(
+        &shared.masker,
+        RunReport {
+            run_id: shared.opts.run_id.clone(),
+            result,
+            jobs,
+            log_dir: shared.opts.log_dir.clone(),
+            preflight,
+            unreachable: shared.engines.failures(),
+            headline,
+        },
+    ))
+}
+
+/// `report` with the texts `gpuflow run` prints of it masked, as its events are: the jobs'
+/// names in the closing summary hold matrix values and evaluated `name:`s, the unreachable
+/// hosts their engines' errors. The headline came through the masking sink already; the run's
+/// id and folder are paths, left as they are.
+fn masked_report(masker: &Masker, mut report: RunReport) -> RunReport {
+    for j in &mut report.jobs {
+        j.job.job = masker.mask(&j.job.job);
+        j.job.display = masker.mask(&j.job.display);
+    }
+    for u in &mut report.unreachable {
+        *u = masker.mask(u);
+    }
+    report
 }
 
 /// The run's last event: its headline, from what the steps said on the way.

@@ -214,7 +214,9 @@ impl<W: Write + Send> EventSink for PlainView<W> {
     }
 }
 
-/// The final table: one line per job run with its result and duration.
+/// The final table: one line per job run with its result and duration. Not made of events,
+/// but of the run's report, whose job names (matrix values, evaluated `name:`s) the engine
+/// masks as it masks events (`dispatcher::masked_report`).
 pub fn summary(jobs: &[JobSummary]) -> String {
     let width = jobs.iter().map(|j| j.job.display.len()).max().unwrap_or(0);
     let mut out = String::from("summary:\n");
