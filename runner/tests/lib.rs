@@ -19,6 +19,7 @@ mod hosts;
 mod injection;
 mod llama_process;
 mod llama_server;
+mod mounts;
 mod preflight;
 mod remote;
 mod remote_actions;

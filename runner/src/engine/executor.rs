@@ -793,6 +793,15 @@ impl JobRun {
                 } else {
                     self.containers.as_mut()
                 };
+                // Inside a composite action: its inputs, so a message can name the one the
+                // workflow gave a value as.
+                let action_inputs = match &scope.inputs {
+                    Some(Value::Object(given)) => given
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.to_expr_string()))
+                        .collect(),
+                    _ => IndexMap::new(),
+                };
                 let mut context = builtin::StepContext {
                     key,
                     step_id: step_id.as_deref(),
@@ -804,6 +813,7 @@ impl JobRun {
                     cancel: cancel.clone(),
                     gpus: step_gpus,
                     shell,
+                    action_inputs,
                     outputs_on_failure: IndexMap::new(),
                 };
                 let outputs = builtin::run(

@@ -157,20 +157,28 @@ pub async fn run(
                 }
                 _ => {}
             }
+            // A missing host folder is named by the action's input that gave it (`models`),
+            // else by the step's `volumes`.
+            let action_inputs = &step.action_inputs;
+            let origin = |path: &str| {
+                required_paths::input_giving(action_inputs, path)
+                    .map(|input| format!("the action's input `{input}` gives it"))
+            };
             let paths = required_paths::paths(inputs);
             if !paths.is_empty() {
-                required_paths::check_at_start(containers, shared, job, &container, &spec, &paths)
-                    .await?;
+                required_paths::check_at_start(
+                    containers, shared, job, &container, &spec, &paths, &origin,
+                )
+                .await?;
             }
             let started = containers
-                .start(shared, job, &container, spec)
+                .start(shared, job, &container, spec.clone())
                 .await
                 .map_err(|e| {
-                    let mut m = format!("could not start container `{container}`: {e}");
-                    if let Some(h) = e.hint() {
-                        m.push_str(&format!(" (help: {h})"));
-                    }
-                    m
+                    format!(
+                        "could not start container `{container}`: {}",
+                        required_paths::start_error(&e, &spec, &origin)
+                    )
                 })?;
             Ok(IndexMap::from([
                 ("name".to_string(), container.clone()),

@@ -366,7 +366,8 @@ pub async fn run(
                     job: call.job.clone(),
                     step: call.step.to_string(),
                     waited,
-                    message: call.shared.masker.mask(&message),
+                    // The container's last line is masked by the run's sink, with the event.
+                    message,
                 });
             }
         }
