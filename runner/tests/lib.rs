@@ -4,6 +4,7 @@ mod bench;
 mod bench_manners;
 mod bench_steps;
 mod cli;
+mod cli_drift;
 mod cli_run;
 mod diagnostics;
 mod docker;

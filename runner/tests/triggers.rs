@@ -489,7 +489,11 @@ fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
-        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+        // JSON Lines: one object per workflow.
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
     };
     let zero = "0".repeat(40);
     let a = trigger(&zero, &first);

@@ -65,7 +65,7 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
     if let Some(push) = &wf.on.push
         && let Err(d) = crate::trigger::on_push::PushFilters::parse(push, file)
     {
-        diags.push(*d);
+        diags.extend(d);
     }
     diags.sorted()
 }

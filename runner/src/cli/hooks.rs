@@ -18,13 +18,14 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Action {
-    /// Write the hooks (default: `post-receive` in a bare repository, else `post-commit`);
-    /// a hook already there is kept and still runs first.
+    /// Write the hooks (default: `post-receive` in a bare repository, else `post-commit`;
+    /// with `--wait`, `pre-push`); a hook already there is kept and still runs first.
     Install {
         /// The hook to write (repeatable).
         #[arg(long = "hook", value_name = "HOOK", value_parser = HOOKS.to_vec())]
         hooks: Vec<String>,
-        /// `pre-push` only: wait for the runs and fail the push when one fails.
+        /// Wait for the runs and fail the push when one fails: `pre-push` only, the hook
+        /// written when no `--hook` is given.
         #[arg(long)]
         wait: bool,
         /// The repository (default: the current folder's).
@@ -60,6 +61,8 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     let result = match &args.action {
         Action::Install { hooks: h, wait, .. } => {
             let h = if h.is_empty() {
+                // Only `pre-push` can wait (it runs before the push leaves), so `--wait` alone
+                // means it, as `--help` says.
                 if *wait {
                     vec!["pre-push".to_string()]
                 } else {

@@ -106,24 +106,51 @@ pub(super) fn find_run(
     id: &str,
     render_opts: RenderOptions,
 ) -> Result<QueuedRun, ExitCode> {
-    if let Ok(Some(run)) = queue.get(id) {
-        return Ok(run);
-    }
-    let all = queue.list(usize::MAX >> 1).unwrap_or_default();
-    let matching: Vec<&QueuedRun> = all.iter().filter(|r| r.id.starts_with(id)).collect();
-    let d = match matching.as_slice() {
-        [one] => return Ok((*one).clone()),
-        [] => Diagnostic::unlocated(format!("no run `{id}` in the queue"))
+    let d = match lookup_run(queue, id) {
+        Lookup::Found(run) => return Ok(run),
+        Lookup::NotFound => Diagnostic::unlocated(format!("no run `{id}` in the queue"))
             .hint("`gpuflow runs` lists the runs"),
-        many => Diagnostic::unlocated(format!("`{id}` names {} runs", many.len())).hint(format!(
-            "give more of the id: {}",
-            many.iter()
-                .take(5)
-                .map(|r| format!("`{}`", r.id))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        Lookup::Ambiguous(ids) => ambiguous(id, &ids),
     };
     eprintln!("{}", render(&d, render_opts));
     Err(ExitCode::Usage)
+}
+
+/// What an id (or the start of one) names: in the queue, or among stored run folders.
+pub(super) enum Lookup<T> {
+    Found(T),
+    NotFound,
+    /// The ids of every run it could be.
+    Ambiguous(Vec<String>),
+}
+
+pub(super) fn lookup_run(queue: &Queue, id: &str) -> Lookup<QueuedRun> {
+    if let Ok(Some(run)) = queue.get(id) {
+        return Lookup::Found(run);
+    }
+    let all = queue.list(usize::MAX >> 1).unwrap_or_default();
+    let mut matching: Vec<QueuedRun> = all.into_iter().filter(|r| r.id.starts_with(id)).collect();
+    match matching.len() {
+        0 => Lookup::NotFound,
+        1 => Lookup::Found(matching.remove(0)),
+        _ => Lookup::Ambiguous(matching.into_iter().map(|r| r.id).collect()),
+    }
+}
+
+/// How many of an ambiguous prefix's runs the error names.
+const AMBIGUOUS_SHOWN: usize = 5;
+
+/// "`2026` names 6 runs", with the first few ids and how many more there are: a count the
+/// list does not add up to reads as a mistake.
+pub(super) fn ambiguous(id: &str, ids: &[String]) -> Diagnostic {
+    let mut shown: Vec<String> = ids
+        .iter()
+        .take(AMBIGUOUS_SHOWN)
+        .map(|r| format!("`{r}`"))
+        .collect();
+    if ids.len() > AMBIGUOUS_SHOWN {
+        shown.push(format!("and {} more", ids.len() - AMBIGUOUS_SHOWN));
+    }
+    Diagnostic::unlocated(format!("`{id}` names {} runs", ids.len()))
+        .hint(format!("give more of the id: {}", shown.join(", ")))
 }

@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", env = "GPUFLOW_WORKER_IDLE_EXIT", default_value = "10m", value_parser = humantime::parse_duration)]
     pub worker_idle_exit: Duration,
 
-    /// Print what was queued as JSON.
+    /// Print one JSON object per workflow on stdout (JSON Lines): what it decided.
     #[arg(long)]
     pub json: bool,
 
@@ -112,7 +112,6 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     };
     let actor = std::env::var("USER").unwrap_or_else(|_| "gpuflow".into());
     let mut queued = Vec::new();
-    let mut json = Vec::new();
     for update in &updates {
         let push = match PushEvent::read(&repo, update) {
             Ok(p) => p,
@@ -187,11 +186,13 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             if let (Some(e), serde_json::Value::Object(d)) = (entry.as_object_mut(), detail) {
                 e.extend(d);
             }
-            json.push(entry);
+            // JSON Lines, one object per workflow as it is decided (docs/triggers.md): a
+            // script reads them with `while read` or `jq -c`, and a push of several refs is
+            // not one array per ref.
+            if args.json {
+                println!("{entry}");
+            }
         }
-    }
-    if args.json {
-        println!("{}", serde_json::Value::Array(json));
     }
     if !queued.is_empty() && !args.no_worker {
         let gpuflow = std::env::current_exe()?;

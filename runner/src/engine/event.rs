@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Something that happened during a run, `elapsed` since the run started. In JSON it is one
 /// object: `{"elapsed": 1.234, "type": "step_finished", …the kind's fields}`.
@@ -38,8 +38,30 @@ fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
 }
 
+/// What [`seconds`] wrote, read back (`gpuflow logs` replays a stored run's events).
+fn from_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let secs = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+}
+
+impl<'de> Deserialize<'de> for Event {
+    /// An `events.jsonl` line or a `--json` line: `elapsed` beside the kind's fields.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut object = serde_json::Map::deserialize(d)?;
+        let elapsed = object
+            .remove("elapsed")
+            .and_then(|e| e.as_f64())
+            .and_then(|e| Duration::try_from_secs_f64(e).ok())
+            .unwrap_or_default();
+        let kind =
+            serde_json::from_value(serde_json::Value::Object(object)).map_err(D::Error::custom)?;
+        Ok(Self { elapsed, kind })
+    }
+}
+
 /// Which run of a job: its id and, for a matrix, its cell.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JobRef {
     /// The key under `jobs:`.
     pub job: String,
@@ -50,7 +72,7 @@ pub struct JobRef {
 }
 
 /// How a job run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobResult {
     Success,
@@ -72,7 +94,7 @@ impl JobResult {
 
 /// A step's result, as `steps.<id>.outcome` (before `continue-on-error`) and
 /// `steps.<id>.conclusion` (after) read it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StepOutcome {
     Success,
@@ -94,7 +116,7 @@ impl StepOutcome {
 
 /// A `benchmark` step's key figure, said when the step has measured (`benchmark_result`)
 /// and again in the run's headline: the mean across runs with its 95% confidence interval.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchmarkFigure {
     pub job: JobRef,
     pub step: String,
@@ -116,7 +138,7 @@ pub struct BenchmarkFigure {
 
 /// One metric's verdict from a `compare-to-baseline` step (`comparison_result`), and in the
 /// run's headline.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ComparisonFigure {
     pub job: JobRef,
     pub step: String,
@@ -140,7 +162,7 @@ pub struct ComparisonFigure {
 }
 
 /// A report a `report` step wrote (`report_written`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReportFile {
     pub job: JobRef,
     pub step: String,
@@ -152,7 +174,7 @@ pub struct ReportFile {
 
 /// The run's answer, the last event of every run (`run_headline`): each benchmark's key
 /// figure, each comparison's verdict, each report's path, in the order they happened.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Headline {
     pub run_id: String,
     pub result: JobResult,
@@ -164,7 +186,7 @@ pub struct Headline {
 }
 
 /// Which output stream a log line came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stream {
     Stdout,
@@ -174,7 +196,7 @@ pub enum Stream {
 }
 
 /// What happened. Serialized with a `"type"` field naming the variant (`"step_finished"`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
     RunStarted {
@@ -198,6 +220,13 @@ pub enum EventKind {
         job: JobRef,
         reason: String,
     },
+    /// The job cannot run at all (its GPUs can never be had on its host, its `if` or `gpus`
+    /// failed to evaluate): why, said once; a `job_finished` with `failure` follows. Not
+    /// `job_skipped`, which is a job not run by choice.
+    JobCannotRun {
+        job: JobRef,
+        reason: String,
+    },
     /// The job is ready but waits for GPUs (docs/gpus.md); said once per wait. Other jobs
     /// that fit start meanwhile.
     JobWaiting {
@@ -217,7 +246,7 @@ pub enum EventKind {
     JobFinished {
         job: JobRef,
         result: JobResult,
-        #[serde(serialize_with = "seconds")]
+        #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         duration: Duration,
     },
     StepStarted {
@@ -232,7 +261,7 @@ pub enum EventKind {
         name: String,
         outcome: StepOutcome,
         conclusion: StepOutcome,
-        #[serde(serialize_with = "seconds")]
+        #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         duration: Duration,
     },
     LogLine {
@@ -250,7 +279,7 @@ pub enum EventKind {
         job: JobRef,
         step: String,
         /// Seconds since the step started.
-        #[serde(serialize_with = "seconds")]
+        #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         waited: Duration,
         message: String,
     },
@@ -304,7 +333,7 @@ pub enum EventKind {
         outcome: StepOutcome,
         /// Why it failed, with the fix.
         message: Option<String>,
-        #[serde(serialize_with = "seconds")]
+        #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         duration: Duration,
     },
     /// A `benchmark` step measured: its key figure.
@@ -319,7 +348,7 @@ pub enum EventKind {
     PreflightFinished {
         checks: usize,
         failed: usize,
-        #[serde(serialize_with = "seconds")]
+        #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         duration: Duration,
     },
 }
@@ -350,7 +379,9 @@ impl EventKind {
             }
             K::RunFinished { run_id, result: _ } => m(run_id),
             K::JobQueued { job } | K::JobStarted { job } => job.strings_mut(m),
-            K::JobSkipped { job, reason } | K::JobWaiting { job, reason } => {
+            K::JobSkipped { job, reason }
+            | K::JobCannotRun { job, reason }
+            | K::JobWaiting { job, reason } => {
                 job.strings_mut(m);
                 m(reason);
             }

@@ -27,6 +27,7 @@ pub mod host;
 pub mod inputs;
 pub mod job_gpus;
 pub mod log_files;
+pub mod log_replay;
 pub mod log_store;
 pub mod mask;
 pub mod options;

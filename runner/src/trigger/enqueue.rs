@@ -88,7 +88,7 @@ pub fn enqueue_push(
             Some(wf) => match &wf.on.push {
                 None => OutcomeKind::NotOnPush,
                 Some(trigger) => match PushFilters::parse(trigger, &wf.file) {
-                    Err(d) => OutcomeKind::Invalid(Diagnostics::from(*d)),
+                    Err(d) => OutcomeKind::Invalid(d),
                     Ok(filters) => match filters.decide(push) {
                         Decision::Skipped(why) => OutcomeKind::Skipped(why),
                         Decision::Runs => {

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use crate::diag::{Diagnostic, SourceFile, Spanned};
+use crate::diag::{Diagnostic, Diagnostics, SourceFile, Spanned};
 use crate::workflow::model::PushTrigger;
 
 use super::pattern::{Filter, PatternError};
@@ -38,25 +38,30 @@ pub struct PushFilters {
 }
 
 impl PushFilters {
-    /// Parses every list; a bad pattern is an error at its place in `file`.
-    pub fn parse(push: &PushTrigger, file: &Arc<SourceFile>) -> Result<Self, Box<Diagnostic>> {
-        let list = |key: &str,
-                    patterns: &[Spanned<String>]|
-         -> Result<Option<Filter>, Box<Diagnostic>> {
+    /// Parses every list; each bad pattern is an error at its place in `file`, all of them
+    /// at once (fixing one to be told of the next is a slow way to learn the syntax).
+    pub fn parse(push: &PushTrigger, file: &Arc<SourceFile>) -> Result<Self, Diagnostics> {
+        let mut errors = Diagnostics::new();
+        let mut list = |key: &str, patterns: &[Spanned<String>]| -> Option<Filter> {
             if patterns.is_empty() {
-                return Ok(None);
+                return None;
             }
             let mut filter = Filter::default();
+            let mut bad = false;
             for p in patterns {
-                let parsed = Filter::parse([p.value.as_str()])
-                    .map_err(|e| Box::new(pattern_diagnostic(key, p, &e, file)))?;
-                filter.patterns.extend(parsed.patterns);
+                match Filter::parse([p.value.as_str()]) {
+                    Ok(parsed) => filter.patterns.extend(parsed.patterns),
+                    Err(e) => {
+                        errors.push(pattern_diagnostic(key, p, &e, file));
+                        bad = true;
+                    }
+                }
             }
             // GitHub's rule: a `!` takes back what an earlier pattern selected, so a list
             // of `!` patterns alone selects nothing and the workflow would never run.
-            if !key.ends_with("-ignore") && filter.patterns.iter().all(|p| p.negated) {
+            if !bad && !key.ends_with("-ignore") && filter.patterns.iter().all(|p| p.negated) {
                 let first = &patterns[0];
-                return Err(Box::new(
+                errors.push(
                         Diagnostic::error(
                             file,
                             first.span,
@@ -68,18 +73,23 @@ impl PushFilters {
                         .hint(format!(
                             "put a pattern that selects first (`'**'`), then the `!` exceptions, or list the exceptions under `{key}-ignore` without `!`"
                         )),
-                    ));
+                    );
             }
-            Ok(Some(filter))
+            Some(filter)
         };
-        Ok(Self {
-            branches: list("branches", &push.branches)?,
-            branches_ignore: list("branches-ignore", &push.branches_ignore)?,
-            tags: list("tags", &push.tags)?,
-            tags_ignore: list("tags-ignore", &push.tags_ignore)?,
-            paths: list("paths", &push.paths)?,
-            paths_ignore: list("paths-ignore", &push.paths_ignore)?,
-        })
+        let filters = Self {
+            branches: list("branches", &push.branches),
+            branches_ignore: list("branches-ignore", &push.branches_ignore),
+            tags: list("tags", &push.tags),
+            tags_ignore: list("tags-ignore", &push.tags_ignore),
+            paths: list("paths", &push.paths),
+            paths_ignore: list("paths-ignore", &push.paths_ignore),
+        };
+        if errors.is_empty() {
+            Ok(filters)
+        } else {
+            Err(errors)
+        }
     }
 
     pub fn decide(&self, event: &PushEvent) -> Decision {
@@ -211,6 +221,7 @@ mod tests {
             ..PushTrigger::default()
         };
         let e = PushFilters::parse(&only_exceptions, &file).unwrap_err();
+        let e = e.iter().next().unwrap();
         assert!(e.message.contains("selects nothing"), "{}", e.message);
         let with_a_selector = PushTrigger {
             branches: list(&["**", "!main"]),
@@ -347,7 +358,45 @@ mod tests {
             ..PushTrigger::default()
         };
         let d = PushFilters::parse(&t, &file).unwrap_err();
+        let d = d.iter().next().unwrap();
         assert!(d.location().contains("w.yml:3:"), "{}", d.location());
         assert!(d.message.contains("never closed"), "{}", d.message);
+    }
+
+    /// Three bad patterns are three errors, each at its own place.
+    #[test]
+    fn every_bad_pattern_is_reported_at_its_place() {
+        let text = "on:\n  push:\n    paths:\n      - 'a[b'\n      - 'ok/**'\n      - 'c[d'\n    paths-ignore: ['e[f']\n";
+        let file = SourceFile::new("w.yml", text);
+        let at = |needle: &str| {
+            let start = text.find(needle).unwrap();
+            Spanned::new(
+                needle.trim_matches('\'').to_string(),
+                Span::new(start, start + needle.len()),
+            )
+        };
+        let t = PushTrigger {
+            paths: vec![at("'a[b'"), at("'ok/**'"), at("'c[d'")],
+            paths_ignore: vec![at("'e[f'")],
+            ..PushTrigger::default()
+        };
+        let errors = PushFilters::parse(&t, &file).unwrap_err();
+        let found: Vec<(String, String)> = errors
+            .iter()
+            .map(|d| (d.location(), d.message.clone()))
+            .collect();
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(found[0].0.contains("w.yml:4:"), "{found:?}");
+        assert!(
+            found[0].1.contains("`on.push.paths` pattern `a[b`"),
+            "{found:?}"
+        );
+        assert!(found[1].0.contains("w.yml:6:"), "{found:?}");
+        assert!(found[1].1.contains("pattern `c[d`"), "{found:?}");
+        assert!(found[2].0.contains("w.yml:7:"), "{found:?}");
+        assert!(
+            found[2].1.contains("`on.push.paths-ignore` pattern `e[f`"),
+            "{found:?}"
+        );
     }
 }

@@ -83,9 +83,14 @@ impl Board {
         self.last = self.last.max(event.elapsed);
         let at = event.elapsed;
         match &event.kind {
+            // The log folder on the first line, as plain lines and `--json` give it: where
+            // to look is known before the run is over (or is interrupted).
             EventKind::RunStarted {
-                run_id, workflow, ..
-            } => self.header = Some(format!("run {run_id} of `{workflow}`")),
+                run_id,
+                workflow,
+                log_dir,
+                ..
+            } => self.header = Some(format!("run {run_id} of `{workflow}` (logs: {log_dir})")),
             EventKind::JobQueued { job } => {
                 self.job(job);
             }
@@ -355,6 +360,11 @@ impl EventSink for LiveView {
                 };
                 self.bar.println(line);
             }
+            // The board shows the job's `failure`; why it never started is said above it.
+            EventKind::JobCannotRun { job, reason } => {
+                self.bar
+                    .println(format!("[{}] cannot run: {reason}", job.display));
+            }
             // The run is over: no more ticking; the headline follows at once.
             EventKind::RunFinished { .. } => {
                 self.stop.store(true, Ordering::Relaxed);
@@ -493,7 +503,7 @@ mod tests {
     #[test]
     fn a_running_job_shows_its_steps_and_the_latest_line() {
         insta::assert_snapshot!(board(&events()).render(Duration::from_secs(5)), @r"
-        run 20261130-090000-ab12 of `demo`
+        run 20261130-090000-ab12 of `demo` (logs: .gpuflow/runs/x)
         ✓ build  1.2s
         ● bench  3.7s
             ✓ start the server  1.0s
@@ -574,7 +584,7 @@ mod tests {
             },
         ));
         insta::assert_snapshot!(board(&events).render(Duration::from_secs(9)), @r"
-        run 20261130-090000-ab12 of `demo`
+        run 20261130-090000-ab12 of `demo` (logs: .gpuflow/runs/x)
         ✓ build  1.2s
         ✗ bench  failure after 2.8s
             ✗ run the client  failure after 1.7s
@@ -640,7 +650,7 @@ mod tests {
         };
         events.push(at(4.2, EventKind::RunHeadline(headline)));
         insta::assert_snapshot!(board(&events).render(Duration::from_secs(9)), @r"
-        run 20261130-090000-ab12 of `demo`
+        run 20261130-090000-ab12 of `demo` (logs: .gpuflow/runs/x)
         ✓ build  1.2s
         ✓ bench  2.8s
         ○ report  queued

@@ -49,6 +49,7 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
         | EventKind::RunHeadline(_) => return None,
         EventKind::JobStarted { job } => format!("{} started", p(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
+        EventKind::JobCannotRun { job, reason } => format!("{} cannot run: {reason}", p(job)),
         EventKind::JobWaiting { job, reason } => format!("{} {reason}", p(job)),
         EventKind::GpusLeased {
             job,
@@ -189,16 +190,20 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             checks,
             failed,
             duration,
-        } => match failed {
-            0 => format!(
-                "preflight: {checks} checks passed in {}",
-                duration_text(*duration)
-            ),
-            n => format!(
-                "preflight: {n} of {checks} checks failed in {}; nothing was started",
-                duration_text(*duration)
-            ),
-        },
+        } => {
+            // "1 check", not "1 checks": a workflow with one image to check has one.
+            let word = if *checks == 1 { "check" } else { "checks" };
+            match failed {
+                0 => format!(
+                    "preflight: {checks} {word} passed in {}",
+                    duration_text(*duration)
+                ),
+                n => format!(
+                    "preflight: {n} of {checks} {word} failed in {}; nothing was started",
+                    duration_text(*duration)
+                ),
+            }
+        }
     })
 }
 
@@ -323,6 +328,21 @@ mod tests {
         insta::assert_snapshot!(out, @r"
         [bench (1)] bench: started
         [bench (1)] bench | single-stream run 2/3: 4/10 requests, 88.0 tok/s, 1 errors
+        ");
+    }
+
+    #[test]
+    fn one_preflight_check_is_one_check() {
+        let finished = |checks, failed| EventKind::PreflightFinished {
+            checks,
+            failed,
+            duration: Duration::from_millis(300),
+        };
+        let out = render(vec![finished(1, 0), finished(3, 0), finished(1, 1)]);
+        insta::assert_snapshot!(out, @r"
+        preflight: 1 check passed in 0.3s
+        preflight: 3 checks passed in 0.3s
+        preflight: 1 of 1 check failed in 0.3s; nothing was started
         ");
     }
 
