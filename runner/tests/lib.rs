@@ -21,6 +21,7 @@ mod injection;
 mod llama_process;
 mod llama_server;
 mod mounts;
+mod mounts;
 mod preflight;
 mod remote;
 mod remote_actions;

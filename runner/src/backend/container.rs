@@ -52,6 +52,9 @@ pub struct ContainerState {
 
 /// The text Docker gives when no runtime provides the `nvidia` device driver.
 const NO_NVIDIA_DRIVER: &str = "could not select device driver";
+/// The text Docker gives when a bind mount's host path is missing, followed by the path
+/// (`invalid mount config for type "bind": bind source path does not exist: /data/models`).
+const BIND_SOURCE_MISSING: &str = "bind source path does not exist: ";
 
 impl DockerBackend {
     /// Creates and starts a container of `run`. On any start failure the container is removed
@@ -108,6 +111,12 @@ impl DockerBackend {
                 {
                     self.pull_image(&spec.image).await?;
                     pulled = true;
+                }
+                Err(e)
+                    if status_code(&e) == Some(400)
+                        && describe(&e).contains(BIND_SOURCE_MISSING) =>
+                {
+                    return Err(self.bind_source_missing(spec, &describe(&e)));
                 }
                 Err(e) if status_code(&e) == Some(409) && spec.name.is_some() => {
                     return Err(BackendError::NameInUse {
@@ -239,6 +248,26 @@ impl DockerBackend {
                 Ok(())
             }
             Err(e) => Err(self.engine_error("remove a container", &e)),
+        }
+    }
+
+    /// The refusal of a bind mount whose host path is missing, with the target it was for.
+    fn bind_source_missing(&self, spec: &ContainerSpec, message: &str) -> BackendError {
+        let path = message
+            .split_once(BIND_SOURCE_MISSING)
+            .map_or(message, |(_, p)| p)
+            .trim()
+            .to_string();
+        // Docker names the path as given, or cleaned (`/a//b/` as `/a/b`): compared as paths.
+        let target = spec
+            .volumes
+            .iter()
+            .find(|v| v.is_bind() && std::path::Path::new(&v.source) == std::path::Path::new(&path))
+            .map(|v| v.target.clone());
+        BackendError::BindSourceMissing {
+            path,
+            target,
+            endpoint: self.endpoint_text(),
         }
     }
 

@@ -1,13 +1,14 @@
 //! What a container is made of, as plain Rust values, and its translation into Docker's create
 //! request. The translation is pure (no engine), so every default and refusal is unit-tested:
 //! an init process always, `tty=false` (so stdout and stderr stay apart), NVIDIA's recommended
-//! settings for PyTorch servers when GPUs are requested, and no label under gpuflow's prefix.
+//! settings for PyTorch servers when GPUs are requested, no label under gpuflow's prefix, and
+//! volumes as `Mounts`, so a missing host folder is refused instead of created.
 
 use std::collections::{BTreeMap, HashMap};
 
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, NetworkingConfig, PortBinding,
-    ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, EndpointSettings, HostConfig, Mount, MountType, NetworkingConfig,
+    PortBinding, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
 };
 use indexmap::IndexMap;
 
@@ -126,6 +127,8 @@ pub enum Protocol {
 /// A bind mount (host path) or named volume mounted at `target`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VolumeMount {
+    /// An absolute path on the engine's host (a bind mount, which must exist), else the name
+    /// of a Docker volume (created empty when missing), as `docker run -v` reads it.
     pub source: String,
     pub target: String,
     pub read_only: bool,
@@ -191,11 +194,14 @@ impl ContainerSpec {
                 });
         }
 
-        let binds: Vec<String> = self.volumes.iter().map(VolumeMount::bind).collect();
+        // `Mounts`, not the legacy `Binds`: with `Binds` Docker creates a missing host folder,
+        // empty and owned by root, so a mistyped `models:` path starts a server on nothing and
+        // leaves that folder behind; with `Mounts` it refuses to create the container.
+        let mounts: Vec<Mount> = self.volumes.iter().map(VolumeMount::mount).collect();
 
         let host_config = HostConfig {
             init: Some(self.init),
-            binds: (!binds.is_empty()).then_some(binds),
+            mounts: (!mounts.is_empty()).then_some(mounts),
             port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
             network_mode: self.network.clone(),
             shm_size: self
@@ -315,10 +321,31 @@ impl PortMapping {
 }
 
 impl VolumeMount {
-    /// Docker's `source:target[:ro]` bind.
-    fn bind(&self) -> String {
+    /// Whether `source` is a host path (a bind mount) rather than a volume's name: an absolute
+    /// path, as for `docker run -v`.
+    pub fn is_bind(&self) -> bool {
+        self.source.starts_with('/')
+    }
+
+    /// As written: `source:target[:ro]`.
+    pub fn written(&self) -> String {
         let mode = if self.read_only { ":ro" } else { "" };
         format!("{}:{}{mode}", self.source, self.target)
+    }
+
+    /// Docker's mount: a bind of a host path, else the named volume.
+    fn mount(&self) -> Mount {
+        Mount {
+            typ: Some(if self.is_bind() {
+                MountType::BIND
+            } else {
+                MountType::VOLUME
+            }),
+            source: Some(self.source.clone()),
+            target: Some(self.target.clone()),
+            read_only: Some(self.read_only),
+            ..Default::default()
+        }
     }
 }
 
@@ -413,11 +440,18 @@ mod tests {
                 host_ip: Some("127.0.0.1".into()),
             },
         ];
-        spec.volumes = vec![VolumeMount {
-            source: "/models".into(),
-            target: "/models".into(),
-            read_only: true,
-        }];
+        spec.volumes = vec![
+            VolumeMount {
+                source: "/srv/models".into(),
+                target: "/models".into(),
+                read_only: true,
+            },
+            VolumeMount {
+                source: "hf-cache".into(),
+                target: "/root/.cache/huggingface".into(),
+                read_only: false,
+            },
+        ];
         spec.env.insert("B".into(), "2".into());
         spec.env.insert("A".into(), "x=y".into());
         spec.command = Some(vec!["serve".into(), "--port".into(), "30000".into()]);
@@ -428,7 +462,32 @@ mod tests {
         exposed.sort();
         assert_eq!(exposed, ["30000/tcp", "9000/udp"]);
         let h = b.host_config.unwrap();
-        assert_eq!(h.binds.unwrap(), ["/models:/models:ro"]);
+        // Mounts, never binds: Docker would create a missing host folder for a bind.
+        assert_eq!(h.binds, None);
+        let mounts = h.mounts.unwrap();
+        let summary: Vec<_> = mounts
+            .iter()
+            .map(|m| {
+                (
+                    m.typ,
+                    m.source.as_deref().unwrap(),
+                    m.target.as_deref().unwrap(),
+                    m.read_only,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (Some(MountType::BIND), "/srv/models", "/models", Some(true)),
+                (
+                    Some(MountType::VOLUME),
+                    "hf-cache",
+                    "/root/.cache/huggingface",
+                    Some(false)
+                ),
+            ]
+        );
         let ports = h.port_bindings.unwrap();
         let tcp = ports["30000/tcp"].as_ref().unwrap();
         assert_eq!(tcp[0].host_port.as_deref(), Some("30000"));

@@ -51,6 +51,18 @@ pub enum BackendError {
     /// An environment variable name Docker would misread (empty or containing `=`).
     #[error("environment variable name `{name}` is invalid")]
     InvalidEnvName { name: String },
+    /// A bind mount's host path does not exist where the engine runs. Docker refuses it (the
+    /// volumes are `Mounts`) rather than creating it empty and owned by root.
+    #[error(
+        "the host path `{path}`{} does not exist on the Docker engine's host (`{endpoint}`)",
+        target.as_ref().map(|t| format!(" to mount at `{t}`")).unwrap_or_default()
+    )]
+    BindSourceMissing {
+        path: String,
+        /// Where it was to be mounted, when the spec has that path (Docker names it as given).
+        target: Option<String>,
+        endpoint: String,
+    },
     /// Another container already has the requested name.
     #[error("a container named `{name}` already exists on the engine at `{endpoint}`")]
     NameInUse { name: String, endpoint: String },
@@ -101,6 +113,10 @@ impl BackendError {
             Self::InvalidEnvName { .. } => {
                 Some("names must be non-empty and must not contain `=` (e.g. `MODEL_PATH`)".into())
             }
+            Self::BindSourceMissing { path, .. } => Some(format!(
+                "create it on that host (`mkdir -p {path}`), or give the path of the folder that \
+                 holds the files; gpuflow does not let Docker create it, empty and owned by root"
+            )),
             Self::NameInUse { name, .. } => Some(format!(
                 "choose another name, or remove the old container (`docker rm -f {name}`)"
             )),

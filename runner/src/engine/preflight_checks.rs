@@ -392,7 +392,19 @@ enum Check {
         paths: Vec<String>,
         volumes: Vec<crate::backend::VolumeMount>,
         at: String,
+        /// Per host folder the volumes mount: the input of the job's step that gives it and
+        /// where (`file:line:col`), for a folder that does not exist.
+        sources: Vec<MountSource>,
     },
+}
+
+/// Where the job gives a bind mount's host folder.
+#[derive(Debug)]
+struct MountSource {
+    path: String,
+    /// `the input `models` of the step gives it`.
+    given: String,
+    at: String,
 }
 
 /// Runs every preflight check of `runs`; says what it does through events. Checks with the
@@ -678,19 +690,53 @@ fn prepare_paths(
     let volumes = spec.volumes.clone();
     // Where the job says where the model is: the folder mounted, else the path, else the step.
     let step = &job.steps[at.step];
+    let step_name = step
+        .name
+        .as_ref()
+        .map(|n| n.value.clone())
+        .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
+        .unwrap_or_else(|| (at.step + 1).to_string());
+    let at_span = |span| format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
     let span = ["models", "volumes", "model", "required-paths"]
         .iter()
         .find_map(|k| step.with.get(*k).map(|v| v.span))
         .unwrap_or(step.span);
-    let at_text = format!(
-        "{} (the step `{}`)",
-        shared.wf.file.location(span),
-        step.name
-            .as_ref()
-            .map(|n| n.value.clone())
-            .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
-            .unwrap_or_else(|| (at.step + 1).to_string())
-    );
+    let at_text = at_span(span);
+    // A host folder that does not exist is named by the job's input that gives it: the
+    // action's (`models`), else the step's own `volumes`.
+    let given: IndexMap<String, String> = match at.inner {
+        None => IndexMap::new(),
+        Some(_) => {
+            let key = step.uses.as_ref()?.value.action_key()?;
+            let action = shared.wf.actions.get(&key)?;
+            let step_ctx = ctx_for(ctx, env, step, &shared.wf.file)?;
+            match action_inputs(step, action, &step_ctx, &shared.wf.file)? {
+                Value::Object(m) => m
+                    .into_iter()
+                    .map(|(k, v)| (k, v.to_expr_string()))
+                    .collect(),
+                _ => IndexMap::new(),
+            }
+        }
+    };
+    let sources = volumes
+        .iter()
+        .filter(|v| v.is_bind())
+        .map(|v| {
+            let (input, given) = match builtin::required_paths::input_giving(&given, &v.source) {
+                Some(input) => (input, format!("the input `{input}` of the step gives it")),
+                None => (
+                    "volumes",
+                    format!("the step's `volumes` gives it as `{}`", v.written()),
+                ),
+            };
+            MountSource {
+                path: v.source.clone(),
+                given,
+                at: at_span(step.with.get(input).map_or(step.span, |w| w.span)),
+            }
+        })
+        .collect();
     Some((
         at.step,
         Ready {
@@ -700,6 +746,7 @@ fn prepare_paths(
                 paths,
                 volumes,
                 at: at_text,
+                sources,
             },
             label: format!("the paths container `{name}` needs"),
             inputs: IndexMap::new(),
@@ -776,14 +823,35 @@ async fn run_job_checks(
                 && !containers.started.contains_key(name)
             {
                 let temp = format!("preflight-{name}");
+                // A host folder that does not exist stops the container's creation: said with
+                // the input that gives it and where, as a missing path is.
+                let sources = match &check.check {
+                    Check::Paths { sources, .. } => sources.as_slice(),
+                    Check::Builtin(_) => &[],
+                };
+                let source = |path: &str| {
+                    sources
+                        .iter()
+                        .find(|s| std::path::Path::new(&s.path) == std::path::Path::new(path))
+                };
                 containers
                     .start(shared, &pref, &temp, spec.clone())
                     .await
                     .map_err(|e| {
-                        format!(
-                            "could not start a throw-away container of `{}`: {e}",
-                            spec.image
-                        )
+                        let origin = |path: &str| source(path).map(|s| s.given.clone());
+                        let mut m = format!(
+                            "could not start a throw-away container of `{}`: {}",
+                            spec.image,
+                            builtin::required_paths::start_error(&e, spec, &origin)
+                        );
+                        if let crate::engine::containers::ContainerError::Backend(
+                            crate::backend::BackendError::BindSourceMissing { path, .. },
+                        ) = &e
+                            && let Some(s) = source(path)
+                        {
+                            m.push_str(&format!("\n  --> {}", s.at));
+                        }
+                        m
                     })?;
                 // The step names the container as the job will: `server`, not `preflight-server`.
                 if let Some(s) = containers.started.shift_remove(&temp) {
@@ -806,6 +874,7 @@ async fn run_job_checks(
                 gpus: None,
                 // Preflight runs `check-cli-interface` and `assert-file`: no shell text.
                 shell: IndexMap::new(),
+                action_inputs: IndexMap::new(),
                 outputs_on_failure: IndexMap::new(),
             };
             match &check.check {
@@ -820,7 +889,9 @@ async fn run_job_checks(
                 )
                 .await
                 .map(|_| ()),
-                Check::Paths { paths, volumes, at } => {
+                Check::Paths {
+                    paths, volumes, at, ..
+                } => {
                     let Some((name, spec)) = &check.container else {
                         return Err("no container to look in".to_string());
                     };

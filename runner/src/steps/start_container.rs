@@ -54,7 +54,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::List,
             required: false,
             default: None,
-            doc: "Mounts, as `SOURCE:TARGET[:ro]` (`/models:/models:ro`). An item holding several lines is one mount a line, and an empty one none: a composite action passes its text inputs so.",
+            doc: "Mounts, as `SOURCE:TARGET[:ro]` (`/models:/models:ro`). A `SOURCE` that is an absolute path is a folder (or file) on the Docker engine's host and must exist: the step fails naming it rather than letting Docker create it empty and owned by root. Any other `SOURCE` is a named Docker volume, created empty when missing. An item holding several lines is one mount a line, and an empty one none: a composite action passes its text inputs so.",
         },
         InputSpec {
             name: "required-paths",

@@ -3,8 +3,9 @@
 //! runs it before any job starts; the step runs it again before it creates the container.
 //!
 //! A missing path is explained through the mounts: the volume it would come from and where
-//! that is on the host, what the mounted folder holds instead (an empty one is often a bind
-//! source Docker created because it did not exist), or that nothing is mounted above it.
+//! that is on the host, what the mounted folder holds instead, or that nothing is mounted above
+//! it. A bind mount whose host folder is missing stops earlier: Docker refuses to create the
+//! container (the volumes are `Mounts`), and [`start_error`] names the input that gave the path.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +13,8 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use super::assert_file::{InContainer, Place};
-use crate::backend::{ContainerSpec, VolumeMount};
-use crate::engine::containers::JobContainers;
+use crate::backend::{BackendError, ContainerSpec, VolumeMount};
+use crate::engine::containers::{ContainerError, JobContainers};
 use crate::engine::event::JobRef;
 use crate::engine::executor::Shared;
 use crate::expr::Value;
@@ -85,9 +86,48 @@ fn mount_of<'a>(volumes: &'a [VolumeMount], path: &str) -> Option<(&'a VolumeMou
         .map(|(v, _, rest)| (v, rest))
 }
 
-fn written(v: &VolumeMount) -> String {
-    let mode = if v.read_only { ":ro" } else { "" };
-    format!("{}:{}{mode}", v.source, v.target)
+/// Says which input gave a host path (`the action's input `models` gives it`), when known.
+pub type Origin<'a> = &'a (dyn Fn(&str) -> Option<String> + Sync);
+
+/// The input among `inputs` (a composite action's, as text) that gives the host path `path`:
+/// its whole value (`models: /data/models`), or one of its lines as a mount
+/// (`volumes: /data/x:/x`).
+pub fn input_giving<'a>(inputs: &'a IndexMap<String, String>, path: &str) -> Option<&'a str> {
+    let same = |a: &str| std::path::Path::new(a.trim()) == std::path::Path::new(path);
+    inputs
+        .iter()
+        .find(|(_, v)| same(v))
+        .or_else(|| {
+            inputs.iter().find(|(_, v)| {
+                v.lines()
+                    .any(|l| l.trim().split_once(':').is_some_and(|(src, _)| same(src)))
+            })
+        })
+        .map(|(name, _)| name.as_str())
+}
+
+/// Why a container of `spec` could not start, with the fix. A bind mount whose host path is
+/// missing also says where the path came from: `origin`'s answer, else the volume as the
+/// step's `volumes` wrote it.
+pub fn start_error(e: &ContainerError, spec: &ContainerSpec, origin: Origin<'_>) -> String {
+    let mut m = e.to_string();
+    if let ContainerError::Backend(BackendError::BindSourceMissing { path, .. }) = e {
+        let given = origin(path).or_else(|| {
+            spec.volumes
+                .iter()
+                .find(|v| {
+                    v.is_bind() && std::path::Path::new(&v.source) == std::path::Path::new(path)
+                })
+                .map(|v| format!("the step's `volumes` gives it as `{}`", v.written()))
+        });
+        if let Some(given) = given {
+            m.push_str(&format!("; {given}"));
+        }
+    }
+    if let Some(h) = e.hint() {
+        m.push_str(&format!(" (help: {h})"));
+    }
+    m
 }
 
 /// The deepest existing folder on the way to `path` and what it holds.
@@ -142,21 +182,30 @@ async fn missing(
             if named {
                 m.push_str(&format!(
                     "\n  expected from the volume `{}`: the named Docker volume `{}`, as `{rest}` in it",
-                    written(v),
+                    v.written(),
                     v.source
                 ));
             } else {
                 m.push_str(&format!(
                     "\n  expected from the volume `{}`: `{host}` on the host (of the Docker engine), which is not there",
-                    written(v)
+                    v.written()
                 ));
             }
             let in_mount = folder.len() >= v.target.trim_end_matches('/').len();
             if in_mount && names.is_empty() && folder == v.target.trim_end_matches('/') {
-                m.push_str(&format!(
-                    "\n  `{folder}` (the mount) is empty: Docker creates a bind source that does not exist as an empty folder, so `{}` may not be the folder that holds the model",
-                    v.source
-                ));
+                // A missing host folder never gets here (Docker refuses the mount), but a named
+                // volume that does not exist is created, empty.
+                if named {
+                    m.push_str(&format!(
+                        "\n  `{folder}` (the mount) is empty: Docker creates a named volume that does not exist as an empty one, so `{}` may not be the volume that holds the model",
+                        v.source
+                    ));
+                } else {
+                    m.push_str(&format!(
+                        "\n  `{folder}` (the mount) is empty: `{}` on the host holds nothing, so it may not be the folder that holds the model",
+                        v.source
+                    ));
+                }
             } else if !names.is_empty() {
                 m.push_str(&format!("\n  `{folder}` holds {}", listing(&names)));
                 if let Some(g) = &guess {
@@ -181,7 +230,7 @@ async fn missing(
                     "the step mounts {}",
                     volumes
                         .iter()
-                        .map(|v| format!("`{}`", written(v)))
+                        .map(|v| format!("`{}`", v.written()))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -204,7 +253,9 @@ async fn missing(
 }
 
 /// At the step's place: `spec`'s required paths checked in a throw-away container (started as
-/// `NAME-paths`, removed right after), before the container itself is created.
+/// `NAME-paths`, removed right after), before the container itself is created. `origin` says
+/// which input gave a missing host folder.
+#[allow(clippy::too_many_arguments)]
 pub async fn check_at_start(
     containers: &mut JobContainers,
     shared: &Arc<Shared>,
@@ -212,6 +263,7 @@ pub async fn check_at_start(
     name: &str,
     spec: &ContainerSpec,
     paths: &[String],
+    origin: Origin<'_>,
 ) -> Result<(), String> {
     let temp = format!("{name}-paths");
     let id = containers
@@ -224,13 +276,14 @@ pub async fn check_at_start(
         .await
         .map_err(|e| {
             format!(
-                "could not start a throw-away container of `{}` to look for {}: {e}",
+                "could not start a throw-away container of `{}` to look for {}: {}",
                 spec.image,
                 paths
                     .iter()
                     .map(|p| format!("`{p}`"))
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                start_error(&e, spec, origin)
             )
         })?
         .id
@@ -276,6 +329,38 @@ mod tests {
         assert_eq!((v.source.as_str(), rest.as_str()), ("/srv", ""));
         // `/modelsx` is not under `/models`, nor `/modelsy` under `/modelsx`.
         assert!(mount_of(&vs, "/modelsy/a").is_none());
+    }
+
+    #[test]
+    fn a_missing_host_folder_names_the_input_that_gave_it() {
+        let inputs = IndexMap::from([
+            ("model".to_string(), "/models/m".to_string()),
+            ("models".to_string(), " /data/modles/ ".to_string()),
+            ("volumes".to_string(), "/x:/x\n/data/y:/y:ro".to_string()),
+        ]);
+        assert_eq!(input_giving(&inputs, "/data/modles"), Some("models"));
+        assert_eq!(input_giving(&inputs, "/data/y"), Some("volumes"));
+        assert_eq!(input_giving(&inputs, "/data"), None);
+
+        let mut spec = ContainerSpec::new("img");
+        spec.volumes = vec![vol("/data/y:/y:ro")];
+        let e = ContainerError::Backend(BackendError::BindSourceMissing {
+            path: "/data/y".into(),
+            target: Some("/y".into()),
+            endpoint: "unix:///var/run/docker.sock".into(),
+        });
+        // Without an origin, the step's own `volumes` item, as written.
+        assert_eq!(
+            start_error(&e, &spec, &|_| None),
+            "the host path `/data/y` to mount at `/y` does not exist on the Docker engine's host (`unix:///var/run/docker.sock`); the step's `volumes` gives it as `/data/y:/y:ro` (help: create it on that host (`mkdir -p /data/y`), or give the path of the folder that holds the files; gpuflow does not let Docker create it, empty and owned by root)"
+        );
+        let m = start_error(&e, &spec, &|p| {
+            Some(format!("the action's input `volumes` gives `{p}`"))
+        });
+        assert!(
+            m.contains("; the action's input `volumes` gives `/data/y` (help: "),
+            "{m}"
+        );
     }
 
     #[test]

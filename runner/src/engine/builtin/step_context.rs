@@ -51,6 +51,9 @@ pub struct StepContext<'a> {
     /// The shell-text inputs as the shell reads them, with the variables holding their
     /// `${{ }}` values ([`super::shell_inputs`]); empty where the step has none.
     pub shell: indexmap::IndexMap<String, crate::engine::script::RenderedScript>,
+    /// The inputs of the composite action the step is in, as text (empty at the job's level),
+    /// so a message about a value can name the input the workflow gave it as (`models`).
+    pub action_inputs: indexmap::IndexMap<String, String>,
     /// Outputs a step sets before it fails (a `compare-to-baseline` that found a regression
     /// still says `verdict`), so `if: always()` steps and job outputs can read them.
     pub outputs_on_failure: indexmap::IndexMap<String, String>,
