@@ -21,7 +21,6 @@ mod injection;
 mod llama_process;
 mod llama_server;
 mod mounts;
-mod mounts;
 mod preflight;
 mod remote;
 mod remote_actions;
