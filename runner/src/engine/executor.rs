@@ -40,6 +40,9 @@ const DEFAULT_JOB_MINUTES: f64 = 360.0;
 pub struct Shared {
     pub wf: Arc<Workflow>,
     pub opts: RunOptions,
+    /// Masks every event's texts ([`super::mask::MaskingSink`]) before any view or file sees
+    /// them: what is emitted needs no masking of its own. `masker` is for what is not an event
+    /// (the results store, reports) and for the pieces of a cut line.
     pub sink: Arc<dyn EventSink>,
     pub masker: Arc<Masker>,
     /// The Docker engine of each job run's host.
@@ -252,14 +255,15 @@ fn minutes_text(minutes: f64) -> String {
 }
 
 impl JobRun {
-    /// A line from gpuflow itself about the job or one of its steps.
+    /// A line from gpuflow itself about the job or one of its steps; masked by the run's sink
+    /// (`MaskingSink`), as every event is.
     fn say(&self, step: Option<&str>, text: &str) {
         self.shared.emit(EventKind::LogLine {
             job: self.jref.clone(),
             step: step.map(String::from),
             container: None,
             stream: Stream::Runner,
-            text: self.shared.masker.mask(text),
+            text: text.to_string(),
         });
     }
 
@@ -1008,7 +1012,9 @@ impl JobRun {
         let lines: LineFn = {
             let (shared, jref, key) = (self.shared.clone(), self.jref.clone(), key.to_string());
             // Per stream, the end of a cut line's piece held back until the next piece shows
-            // whether a secret straddles the cut (`Masker::mask_piece`).
+            // whether a secret straddles the cut (`Masker::mask_piece`). The one masking of
+            // events outside the sink, which sees one piece at a time and so never a secret cut
+            // in two.
             let held: std::sync::Mutex<[String; 3]> = std::sync::Mutex::default();
             Arc::new(move |stream, text: String, continues| {
                 shared.masker.observe(&text);
@@ -1018,7 +1024,8 @@ impl JobRun {
                             .masker
                             .mask_piece(&mut held[stream as usize], &text, continues)
                     }
-                    Err(_) => Some(shared.masker.mask(&text)),
+                    // Masked by the sink, piece by piece.
+                    Err(_) => Some(text),
                 };
                 let Some(text) = masked else { return };
                 shared.emit(EventKind::LogLine {
@@ -1046,7 +1053,7 @@ impl JobRun {
             self.shared.emit(EventKind::StepSummary {
                 job: self.jref.clone(),
                 step: key.into(),
-                markdown: self.shared.masker.mask(&exit.summary_file),
+                markdown: exit.summary_file,
             });
         }
         let outputs =
