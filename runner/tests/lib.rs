@@ -16,6 +16,7 @@ mod gc;
 mod generated;
 mod gpus;
 mod health;
+mod health_no_engine;
 mod hosts;
 mod injection;
 mod llama_process;

@@ -19,7 +19,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "For `http`: the URL to request (`http://localhost:30000/health`). A host that is the name of a container this job started (`http://server:30000/health`) is reached at that container's address, and that container is watched.",
+            doc: "For `http`: the URL to request (`http://localhost:30000/health`). A host that is the name of a container this job started (`http://server:30000/health`) is reached at that container's address, and that container is watched. A server on the host, with no container started by the job, is polled without a Docker engine (a GPU machine without Docker).",
         },
         InputSpec {
             name: "address",

@@ -96,14 +96,14 @@ pub fn shell_inputs(
 }
 
 /// Whether the built-in `name` may need the job's Docker engine. The others (judging results,
-/// writing reports, checking host files) run on a GPU machine without Docker too, and so does
-/// `benchmark`: it uses the job's containers when an earlier step reached the engine (a server
-/// it started, a `container:` to run the script in) and needs none against a server on the
-/// host.
+/// writing reports, checking host files) run on a GPU machine without Docker too, and so do
+/// `benchmark` and `wait-for-health`: they use the job's containers when an earlier step
+/// reached the engine (a server it started, to watch for crashes or to run a script in) and
+/// need none against a server on the host, so no connection is tried for them.
 pub fn needs_engine(name: &str) -> bool {
     !matches!(
         name,
-        "compare-to-baseline" | "report" | "assert-file" | "benchmark"
+        "compare-to-baseline" | "report" | "assert-file" | "benchmark" | "wait-for-health"
     )
 }
 
@@ -214,9 +214,8 @@ pub async fn run(
             )]))
         }
         "wait-for-health" => {
-            let containers = containers.ok_or_else(engine_error)?;
             let call = wait_for_health::Call {
-                containers,
+                containers: containers.map(|c| &*c),
                 shared,
                 job,
                 step: step.key,
@@ -242,7 +241,7 @@ pub async fn run(
         "benchmark" => benchmark::run(inputs, containers, shared, job, step).await,
         "compare-to-baseline" => compare_to_baseline::run(inputs, shared, job, step),
         "report" => {
-            let outputs = report::run(inputs, shared).await?;
+            let outputs = report::run(inputs, shared, job, step.key).await?;
             if let Some(path) = outputs.get("path") {
                 shared.emit(super::event::EventKind::ReportWritten(
                     super::event::ReportFile {

@@ -7,6 +7,9 @@
 //! the engine's `wait` on the watched container, which answers the moment it exits. Whichever
 //! settles first decides the step; the timeout and cancellation are two more arms.
 //!
+//! No Docker engine is needed against a server on the host: the job's containers are watched
+//! only when an earlier step reached the engine (a machine without Docker polls the URL alone).
+//!
 //! Knows the step's inputs and the backend's calls; nothing of scheduling or rendering.
 
 use std::collections::VecDeque;
@@ -245,16 +248,19 @@ fn describe(probe: &Probe) -> String {
     }
 }
 
-/// A watched container: the job's name for it and the engine's id.
+/// A watched container: the job's name for it, the engine's id, and the engine it runs on.
 #[derive(Clone, Debug)]
 struct Watched {
     name: String,
     id: String,
+    docker: DockerBackend,
 }
 
 /// Everything a run of the step needs besides its inputs.
 pub struct Call<'a> {
-    pub containers: &'a JobContainers,
+    /// `None` when no earlier step of the job reached a Docker engine: nothing to watch, and
+    /// no engine is asked for (a server on the host of a machine without Docker).
+    pub containers: Option<&'a JobContainers>,
     pub shared: &'a Arc<Shared>,
     pub job: &'a JobRef,
     pub step: &'a str,
@@ -281,8 +287,7 @@ pub async fn run(
         env.clone_from(call.env);
         env.extend(shell.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
-    let docker = call.containers.docker.clone();
-    let watched = resolve_watched(&mut spec, call.containers, &docker).await?;
+    let watched = resolve_watched(&mut spec, call.containers).await?;
     let deadline = tokio::time::Instant::now()
         .checked_add(spec.timeout)
         .unwrap_or_else(far_future);
@@ -290,7 +295,7 @@ pub async fn run(
     // The container's output: matched by the `log` probe, kept for the failure message.
     let (tx, mut lines) = mpsc::channel::<LogLine>(1024);
     let follower = watched.as_ref().map(|w| {
-        let (docker, id) = (docker.clone(), w.id.clone());
+        let (docker, id) = (w.docker.clone(), w.id.clone());
         let start = match spec.probe {
             // A ready line printed before this step started counts.
             Probe::Log { .. } => LogStart::Beginning,
@@ -306,14 +311,13 @@ pub async fn run(
         tokio::spawn(poll(
             spec.clone(),
             watched.clone(),
-            docker.clone(),
             last_attempt.clone(),
             ready_tx,
         ))
     });
     let exit = async {
         match &watched {
-            Some(w) => docker.wait_exit(&w.id).await,
+            Some(w) => w.docker.wait_exit(&w.id).await,
             None => std::future::pending().await,
         }
     };
@@ -341,7 +345,7 @@ pub async fn run(
                 let w = watched.as_ref().expect("exit only resolves for a watched container");
                 if let Some(p) = &poller { p.abort(); }
                 drain(&mut lines, &mut tail, spec.tail_lines.max(1)).await;
-                break Err(died(&docker, w, code, started.elapsed(), &spec, &tail).await);
+                break Err(died(w, code, started.elapsed(), &spec, &tail).await);
             }
             line = lines.recv(), if logs_open => match line {
                 Some(line) => {
@@ -400,13 +404,14 @@ fn far_future() -> tokio::time::Instant {
 
 /// Which container to watch: `container`, else the one the URL or address names (a job's
 /// container answers to its name only inside the job's network, so the host reaches it by its
-/// address, which replaces the name).
+/// address, which replaces the name). Without `containers` (no step reached an engine) the job
+/// started none: nothing is watched, and a `container` named is one it never started.
 async fn resolve_watched(
     spec: &mut HealthSpec,
-    containers: &JobContainers,
-    docker: &DockerBackend,
+    containers: Option<&JobContainers>,
 ) -> Result<Option<Watched>, String> {
     let by_name = |name: &str| {
+        let containers = containers?;
         containers
             .started
             .get(name)
@@ -418,11 +423,15 @@ async fn resolve_watched(
                     .find(|(_, s)| s.id == name || s.docker_name == name)
                     .map(|(_, s)| s.id.clone())
             })
+            .map(|id| (id, containers.docker.clone()))
     };
     let mut watched = None;
     if let Some(name) = &spec.container {
-        let Some(id) = by_name(name) else {
-            let names: Vec<&str> = containers.started.keys().map(String::as_str).collect();
+        let Some((id, docker)) = by_name(name) else {
+            let names: Vec<&str> = containers
+                .into_iter()
+                .flat_map(|c| c.started.keys().map(String::as_str))
+                .collect();
             let hint = match crate::diag::did_you_mean(name, &names) {
                 Some(d) => d,
                 None if names.is_empty() => {
@@ -440,6 +449,7 @@ async fn resolve_watched(
         watched = Some(Watched {
             name: name.clone(),
             id,
+            docker,
         });
     }
     let host = match &spec.probe {
@@ -448,7 +458,7 @@ async fn resolve_watched(
         _ => None,
     };
     if let Some(host) = host
-        && let Some(id) = by_name(&host)
+        && let Some((id, docker)) = by_name(&host)
     {
         let ip = docker
             .container_ip(&id)
@@ -466,7 +476,11 @@ async fn resolve_watched(
             _ => {}
         }
         if watched.is_none() {
-            watched = Some(Watched { name: host, id });
+            watched = Some(Watched {
+                name: host,
+                id,
+                docker,
+            });
         }
     }
     Ok(watched)
@@ -510,7 +524,6 @@ async fn drain(lines: &mut mpsc::Receiver<LogLine>, tail: &mut VecDeque<String>,
 async fn poll(
     spec: HealthSpec,
     watched: Option<Watched>,
-    docker: DockerBackend,
     last: Arc<Mutex<Option<String>>>,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
@@ -518,7 +531,7 @@ async fn poll(
         let started = tokio::time::Instant::now();
         let attempt = tokio::time::timeout(
             ATTEMPT_TIMEOUT.max(spec.interval),
-            attempt(&spec, watched.as_ref(), &docker),
+            attempt(&spec, watched.as_ref()),
         )
         .await
         .unwrap_or_else(|_| {
@@ -555,11 +568,7 @@ enum Attempt {
     Fatal(String),
 }
 
-async fn attempt(
-    spec: &HealthSpec,
-    watched: Option<&Watched>,
-    docker: &DockerBackend,
-) -> Result<(), Attempt> {
+async fn attempt(spec: &HealthSpec, watched: Option<&Watched>) -> Result<(), Attempt> {
     match &spec.probe {
         Probe::Http(h) => http_once(h).await.map_err(Attempt::NotYet),
         Probe::Tcp { address } => tokio::net::TcpStream::connect(address.as_str())
@@ -569,7 +578,8 @@ async fn attempt(
         Probe::Log { .. } => Err(Attempt::Fatal("the log probe is not polled".into())),
         Probe::Docker => {
             let w = watched.expect("checked: the docker probe has a container");
-            let state = docker
+            let state = w
+                .docker
                 .inspect_state(&w.id)
                 .await
                 .map_err(|e| Attempt::NotYet(e.to_string()))?;
@@ -586,7 +596,8 @@ async fn attempt(
             Some(w) => {
                 let mut exec = ExecSpec::new(["sh", "-c", script.as_str()]);
                 exec.env = env.clone();
-                let code = docker
+                let code = w
+                    .docker
                     .exec(&w.id, &exec, |_line: LogLine| {})
                     .await
                     .map_err(|e| Attempt::NotYet(e.to_string()))?;
@@ -719,14 +730,13 @@ fn one_line(s: &str) -> String {
 /// The failure message when the watched container stopped: exit code, OOM flag, the
 /// recognised cause and the last lines.
 async fn died(
-    docker: &DockerBackend,
     w: &Watched,
     code: Result<i64, crate::backend::BackendError>,
     waited: Duration,
     spec: &HealthSpec,
     tail: &VecDeque<String>,
 ) -> String {
-    let state = docker.inspect_state(&w.id).await.ok();
+    let state = w.docker.inspect_state(&w.id).await.ok();
     let mut head = match (&code, &state) {
         (Err(crate::backend::BackendError::NoSuchContainer { .. }), _) => format!(
             "container `{}` was removed after {} while waiting for {}",
