@@ -45,10 +45,16 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-## Regenerate schemas/*.json and docs/steps/*.md from the Rust types and built-in declarations.
-schema docs:
+## Regenerate schemas/*.json from the Rust types.
+schema:
 	$(CARGO) run -q --bin gpuflow -- schema --out schemas
+
+## Regenerate docs/steps/*.md from the built-in declarations, then re-bless the docs: every
+## `console` block of README.md and docs/ whose output drifted gets what the program prints now
+## (runner/tests/doc_examples.rs; review the diff before committing it).
+docs:
 	$(CARGO) run -q --bin gpuflow -- docs --out docs/steps
+	GPUFLOW_BLESS=1 $(CARGO) nextest run -p gpuflow --test integration -E 'test(/^doc_examples::/)'
 
 ## GitHub's own expression test cases (../shared/conformance), an outside yardstick.
 conformance: build

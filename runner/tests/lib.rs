@@ -7,6 +7,7 @@ mod cli;
 mod cli_drift;
 mod cli_run;
 mod diagnostics;
+mod doc_examples;
 mod docker;
 mod docker_engine;
 mod engine;

@@ -45,7 +45,7 @@ pub fn page(b: &BuiltinSpec) -> String {
         out.push('\n');
     }
     out.push_str(&format!(
-        "## Example\n\n```yaml\nsteps:\n{}\n```\n",
+        "## Example\n\n```yaml steps\nsteps:\n{}\n```\n",
         indent(b.example)
     ));
     out

@@ -567,9 +567,25 @@ fn syntax_error(file: &Arc<SourceFile>, offsets: &ByteOffsets, e: &ScanError) ->
             (format!("invalid YAML: {other}"), "here", None)
         }
     };
+    // The usual cause in a workflow: an unquoted `${{ }}` in `{ … }` (`with: { args: --tp
+    // ${{ matrix.tp }} }`), whose braces end the inline mapping. Closing the `{` is not the fix.
+    let line_start = file.text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = file.text[at..]
+        .find('\n')
+        .map_or(file.text.len(), |i| at + i);
+    let in_flow = info.contains("flow mapping") || info.contains("flow sequence");
+    let hint = if in_flow && file.text[line_start..line_end].contains("${{") {
+        Some(
+            "a value holding `${{ }}` inside `{ … }` or `[ … ]` needs quotes, or its braces end \
+             the inline mapping: `args: \"--tp ${{ matrix.tp }}\"`"
+                .to_string(),
+        )
+    } else {
+        hint.map(str::to_owned)
+    };
     Diagnostic::error(file, Span::new(at, at), message)
         .label(label)
-        .maybe_hint(hint.map(str::to_owned))
+        .maybe_hint(hint)
 }
 
 #[cfg(test)]
@@ -581,6 +597,16 @@ mod tests {
         let f = SourceFile::new("t.yml", text);
         let (n, d) = parse(&f);
         (n, d, f)
+    }
+
+    #[test]
+    fn an_unquoted_expression_in_an_inline_mapping_is_told_to_take_quotes() {
+        let (_, d, _) = tree("with: { args: --tp ${{ matrix.tp }} }\n");
+        let hint = d.iter().flat_map(|d| d.hints.clone()).collect::<String>();
+        assert!(hint.contains("needs quotes"), "{d:?}");
+        let (_, d, _) = tree("with: { args: --tp 8\n");
+        let hint = d.iter().flat_map(|d| d.hints.clone()).collect::<String>();
+        assert!(hint.contains("close the `{`"), "{d:?}");
     }
 
     fn value<'a>(root: &'a Node, key: &str) -> &'a Node {
