@@ -109,6 +109,76 @@ fn a_target_no_request_can_be_sent_to_is_refused_by_validate() {
     assert!(text.contains("%20"), "{text}");
 }
 
+/// A value anyone who can push chooses, handed to a local composite action that writes the
+/// input into a built-in's shell command: `validate` follows the `with:` value into the action
+/// and refuses it where it is passed (file:line:col), pointing at the action's line and giving
+/// the `env:` form. The same action fed a value nobody can push, and an action that only
+/// writes the input into a `bash` script (which gets it as a variable), validate.
+#[test]
+fn a_hostile_value_reaching_shell_text_through_a_composite_action_is_refused_by_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let workflow = |tag: &str, action: &str| {
+        format!(
+            "on: push\njobs:\n  bench:\n    steps:\n      - uses: ./actions/{action}\n        with:\n          tag: {tag}\n"
+        )
+    };
+    for (name, steps) in [
+        (
+            "bench",
+            "    - uses: benchmark\n      with:\n        command: ./bench.sh --tag ${{ inputs.tag }}\n",
+        ),
+        ("echo", "    - run: echo ${{ inputs.tag }}\n"),
+    ] {
+        let folder = dir.path().join("actions").join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join("action.yml"),
+            format!(
+                "name: {name}\ninputs:\n  tag: {{ required: true }}\nruns:\n  using: composite\n  steps:\n{steps}"
+            ),
+        )
+        .unwrap();
+    }
+    let validate = |yaml: String| {
+        std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
+        gpuflow_in(dir.path())
+            .args(["validate", "w.yml"])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+
+    let out = validate(workflow("${{ github.head_ref }}", "bench"));
+    let text = output(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "error: `github.head_ref` is handed to input `tag` of `./actions/bench`, which writes it into `command` of `benchmark`, a shell command"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("--> w.yml:7:20"), "{text}");
+    assert!(text.contains("actions/bench/action.yml:9:39"), "{text}");
+    assert!(
+        text.contains("help: in `actions/bench/action.yml`, pass `inputs.tag` through `env:` (`env: { VALUE: ${{ inputs.tag }} }`) and use \"$VALUE\" in `command`"),
+        "{text}"
+    );
+
+    for (tag, action) in [
+        ("${{ github.run_id }}", "bench"),
+        ("nightly", "bench"),
+        ("${{ github.head_ref }}", "echo"),
+    ] {
+        let out = validate(workflow(tag, action));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{tag} into {action}: {}",
+            output(&out)
+        );
+    }
+}
+
 /// A panic inside a job (a bug in gpuflow) fails that job with the panic's message and a hint
 /// to report it; the job's clean-up runs and the run ends at once, with no container left.
 /// The panic is a real one, asked for through a debug-build-only variable.

@@ -13,16 +13,32 @@
 //!
 //! The safe form in both: `env: { NAME: ${{ … }} }` on the step and `"$NAME"` in the command
 //! (passed on to a second shell as an argument: `sh -c '… "$1" …' sh "$NAME"`).
+//!
+//! A composite action's `inputs.*` are whatever its caller hands it, so an untrusted value
+//! given under `with:` is followed into the action: where the action writes that input into
+//! one of the places above, into a `run:` script of a shell that is not `bash`/`sh` (which
+//! gets `${{ }}` values as text) or into a step's `shell`, the `with:` value is refused at the
+//! call site, with the action's line as the related place. `inputs.*` are not refused inside
+//! an action by themselves (zizmor's rule for GitHub, where `run:` splices text): in a
+//! `bash`/`sh` script gpuflow passes them as variables, and an action may mean an input to be
+//! split into words (`args`); only the caller knows whether the value is someone's push.
 
 use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 
+use indexmap::IndexMap;
+
 use super::expressions::locate;
-use crate::diag::{Diagnostic, Diagnostics, SourceFile, Spanned};
+use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, Spanned};
 use crate::engine::script::untrusted_context;
+use crate::engine::script_runner::Shell;
 use crate::expr::{Expr, parse_template};
-use crate::workflow::model::{Step, Uses, Value};
+use crate::workflow::model::{Action, Step, Uses, Value};
+
+/// How deep actions using actions are followed; the loader refuses an action using itself,
+/// this only bounds a long chain.
+const MAX_ACTION_DEPTH: usize = 8;
 
 /// A command that runs its argument through another shell: `sh -c`, `bash -lc`, `ssh`,
 /// `eval`, `su -c`. Matched in the text of the script's command before the expression.
@@ -59,14 +75,34 @@ fn untrusted(expr: &Expr, trust: Trust) -> Option<String> {
     })
 }
 
+/// Where `steps` (of one job or action) run: what counts as untrusted, the actions they may
+/// use, and the shell of a `run:` step that names none (the job's `defaults.run.shell`, which
+/// an action's steps get too).
+#[derive(Clone, Copy)]
+pub(super) struct Place<'a> {
+    pub trust: Trust,
+    pub actions: &'a IndexMap<String, Action>,
+    pub default_shell: Option<&'a Spanned<String>>,
+}
+
 /// Checks `steps` (of one job or action) in `file`.
-pub(super) fn check_steps(steps: &[Step], file: &Arc<SourceFile>, trust: Trust) -> Diagnostics {
+pub(super) fn check_steps(steps: &[Step], file: &Arc<SourceFile>, place: Place<'_>) -> Diagnostics {
+    let trust = place.trust;
     let mut diags = Diagnostics::new();
     for step in steps {
         if let Some(script) = &step.run {
             check_script(script, file, trust, &mut diags);
         }
-        let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        let Some(uses) = step.uses.as_ref().map(|u| &u.value) else {
+            continue;
+        };
+        if let Some(key) = uses.action_key()
+            && let Some(action) = place.actions.get(&key)
+        {
+            check_call(step, &key, action, file, place, &mut diags);
+            continue;
+        }
+        let Uses::Builtin(name) = uses else {
             continue;
         };
         for (input, value) in &step.with {
@@ -104,13 +140,9 @@ fn check_script(
     diags: &mut Diagnostics,
 ) {
     for_untrusted(script, trust, |context, range| {
-        let before = &script.value[command_start(&script.value, range.start)..range.start];
-        let Some(found) = SECOND_SHELL.find_iter(before).last() else {
+        let Some(shell) = second_shell(&script.value, range.start) else {
             return;
         };
-        let shell = found
-            .as_str()
-            .trim_matches(|c: char| !c.is_alphanumeric() && c != '-');
         diags.push(
             Diagnostic::error(
                 file,
@@ -136,6 +168,256 @@ fn check_script(
             }),
         );
     });
+}
+
+/// The second shell (`sh -c`, `ssh`, `eval`, …) that the shell command holding byte `at` of
+/// `script` hands its text to, if any.
+fn second_shell(script: &str, at: usize) -> Option<String> {
+    let before = &script[command_start(script, at)..at];
+    let found = SECOND_SHELL.find_iter(before).last()?;
+    Some(
+        found
+            .as_str()
+            .trim_matches(|c: char| !c.is_alphanumeric() && c != '-')
+            .to_string(),
+    )
+}
+
+/// A place where a composite action writes one of its inputs into shell code.
+#[derive(Clone, Debug)]
+struct Splice {
+    /// The input, lower-case (input names are case-insensitive), or `*` for an expression
+    /// reading `inputs` as a whole (or by a computed name).
+    input: String,
+    file: Arc<SourceFile>,
+    /// The `inputs.…` expression in `file`.
+    span: Span,
+    /// What reads it, as a phrase: "`command` of `benchmark`, a shell command".
+    place: String,
+    /// How to write it there instead.
+    fix: String,
+}
+
+impl Splice {
+    fn takes(&self, input: &str) -> bool {
+        self.input == "*" || self.input.eq_ignore_ascii_case(input)
+    }
+}
+
+/// The inputs an expression reads: lower-case names, `*` for `inputs` as a whole.
+fn inputs_read(expr: &Expr) -> Vec<String> {
+    expr.context_accesses()
+        .into_iter()
+        .filter(|a| {
+            a.path
+                .first()
+                .is_some_and(|c| c.eq_ignore_ascii_case("inputs"))
+        })
+        .map(|a| a.path.get(1).map_or("*".into(), |n| n.to_ascii_lowercase()))
+        .collect()
+}
+
+/// Calls `found` with each input `s`'s expressions read and the expression's range in `s`.
+fn for_inputs(s: &Spanned<String>, mut found: impl FnMut(&str, std::ops::Range<usize>)) {
+    if !s.value.contains("${{") {
+        return;
+    }
+    let Ok(template) = parse_template(&s.value) else {
+        return;
+    };
+    for (expr, range) in template.expressions() {
+        for input in inputs_read(expr) {
+            found(&input, range.clone());
+        }
+    }
+}
+
+/// Where `action` (and the actions it uses, followed `depth` deep) writes its inputs into
+/// shell code: a built-in's shell input, a second shell in a `run:` script, a `run:` script
+/// of a shell that gets values as text, a step's `shell`.
+fn splices(action: &Action, place: Place<'_>, depth: usize) -> Vec<Splice> {
+    let file = &action.file;
+    let mut out: Vec<Splice> = Vec::new();
+    let splice = |s: &Spanned<String>, input: &str, range, place: String, fix: String| Splice {
+        input: input.to_string(),
+        file: file.clone(),
+        span: locate(file, s, range),
+        place,
+        fix,
+    };
+    for step in &action.runs.steps {
+        if let Some(shell) = &step.shell {
+            for_inputs(shell, |input, range| {
+                out.push(splice(
+                    shell,
+                    input,
+                    range,
+                    "the step's `shell`, a command line".into(),
+                    "name the shell in the action".into(),
+                ));
+            });
+        }
+        if let Some(script) = &step.run {
+            let shell = step.shell.as_ref().or(place.default_shell);
+            // A shell computed by an expression is not known here; only a named one that
+            // is not `bash`/`sh` is known to get the values as text.
+            let as_text =
+                shell.filter(|s| !s.value.contains("${{") && !Shell::parse(&s.value).is_posix());
+            for_inputs(script, |input, range| {
+                if let Some(shell) = as_text {
+                    out.push(splice(
+                        script,
+                        input,
+                        range.clone(),
+                        format!(
+                            "a `{}` script, which gets `${{{{ }}}}` values as text, not as variables",
+                            shell.value.trim()
+                        ),
+                        format!("pass `inputs.{input}` through `env:` (`env: {{ VALUE: ${{{{ inputs.{input} }}}} }}`) and read the variable in the script (`os.environ[\"VALUE\"]`)"),
+                    ));
+                } else if let Some(second) = second_shell(&script.value, range.start) {
+                    out.push(splice(
+                        script,
+                        input,
+                        range.clone(),
+                        format!("a script that hands it to a second shell (`{second}`), which reads it as code"),
+                        format!("pass `inputs.{input}` through `env:` (`env: {{ VALUE: ${{{{ inputs.{input} }}}} }}`) and hand \"$VALUE\" on as an argument: `sh -c 'echo \"$1\"' sh \"$VALUE\"`"),
+                    ));
+                }
+            });
+        }
+        let Some(uses) = step.uses.as_ref().map(|u| &u.value) else {
+            continue;
+        };
+        match uses {
+            Uses::Builtin(name) => {
+                for (input_name, value) in &step.with {
+                    if !crate::steps::is_shell_input(name, input_name) {
+                        continue;
+                    }
+                    let Value::String(text) = &value.value else {
+                        continue;
+                    };
+                    let s = Spanned::new(text.clone(), value.span);
+                    for_inputs(&s, |input, range| {
+                        out.push(splice(
+                            &s,
+                            input,
+                            range,
+                            format!("`{input_name}` of `{name}`, a shell command"),
+                            format!("pass `inputs.{input}` through `env:` (`env: {{ VALUE: ${{{{ inputs.{input} }}}} }}`) and use \"$VALUE\" in `{input_name}`"),
+                        ));
+                    });
+                }
+            }
+            // An action handing its input on to another action: where that one writes it
+            // into shell code is where this one does.
+            _ if depth < MAX_ACTION_DEPTH => {
+                let Some(inner) = uses.action_key().and_then(|k| place.actions.get(&k)) else {
+                    continue;
+                };
+                let inner_splices = splices(inner, place, depth + 1);
+                for (inner_input, value) in &step.with {
+                    let Value::String(text) = &value.value else {
+                        continue;
+                    };
+                    let s = Spanned::new(text.clone(), value.span);
+                    for_inputs(&s, |input, _| {
+                        out.extend(inner_splices.iter().filter(|sp| sp.takes(inner_input)).map(
+                            |sp| Splice {
+                                input: input.to_string(),
+                                ..sp.clone()
+                            },
+                        ));
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A step using `action` (kept under `key`): each untrusted value under its `with:` that the
+/// action writes into shell code is refused here, where the value is chosen.
+fn check_call(
+    step: &Step,
+    key: &str,
+    action: &Action,
+    file: &Arc<SourceFile>,
+    place: Place<'_>,
+    diags: &mut Diagnostics,
+) {
+    if step.with.is_empty() {
+        return;
+    }
+    let spliced = splices(action, place, 0);
+    if spliced.is_empty() {
+        return;
+    }
+    for (input, value) in &step.with {
+        let Some(first) = spliced.iter().find(|sp| sp.takes(input)) else {
+            continue;
+        };
+        let Value::String(text) = &value.value else {
+            continue;
+        };
+        let s = Spanned::new(text.clone(), value.span);
+        for_untrusted(&s, place.trust, |context, range| {
+            let mut d = Diagnostic::error(
+                file,
+                locate(file, &s, range),
+                format!(
+                    "`{context}` is handed to input `{input}` of `{key}`, which writes it into {}: anyone who can push chooses it",
+                    first.place
+                ),
+            )
+            .label("an untrusted value that reaches shell code");
+            for sp in spliced.iter().filter(|sp| sp.takes(input)) {
+                d = d.related(
+                    &sp.file,
+                    sp.span,
+                    "the action writes it into shell code here",
+                );
+            }
+            diags.push(
+                d.note("gpuflow follows `with:` values into the action: there the value is shell text, so a branch name or commit message can add arguments or run commands")
+                    .hint(format!("in `{}`, {}", first.file.name, first.fix))
+                    .hint(format!("or hand `{input}` a value nobody can push, not `{context}`")),
+            );
+        });
+    }
+}
+
+/// An action input whose `default` reads an untrusted context, written by the action into
+/// shell code: every caller that leaves the input out runs the pushed value.
+pub(super) fn check_defaults(action: &Action, place: Place<'_>) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let spliced = splices(action, place, 0);
+    for (name, input) in &action.inputs {
+        let Some(default) = &input.default else {
+            continue;
+        };
+        let Some(first) = spliced.iter().find(|sp| sp.takes(name)) else {
+            continue;
+        };
+        for_untrusted(default, place.trust, |context, range| {
+            diags.push(
+                Diagnostic::error(
+                    &action.file,
+                    locate(&action.file, default, range),
+                    format!(
+                        "`{context}` is the default of input `{name}`, which the action writes into {}: anyone who can push chooses it",
+                        first.place
+                    ),
+                )
+                .label("an untrusted value that reaches shell code")
+                .related(&first.file, first.span, "the action writes it into shell code here")
+                .hint(first.fix.clone()),
+            );
+        });
+    }
+    diags
 }
 
 fn safe_form(context: &str, place: &str) -> String {
@@ -212,6 +494,151 @@ mod tests {
     #[test_case("sshd_config=", false ; "a word starting with ssh")]
     fn second_shells_are_recognised(text: &str, yes: bool) {
         assert_eq!(SECOND_SHELL.is_match(text), yes, "{text}");
+    }
+
+    /// The errors `validate` reports for workflow `w.yml` next to the actions `actions`
+    /// (`(folder, action.yml text)`), each as `location message`, with its related places
+    /// and hints.
+    fn errors(workflow: &str, actions: &[(&str, &str)]) -> Vec<Diagnostic> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in actions {
+            let folder = dir.path().join("actions").join(name);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::write(folder.join("action.yml"), text).unwrap();
+        }
+        let file = SourceFile::new("w.yml", workflow);
+        let (wf, loaded) = crate::workflow::load_workflow_in(&file, dir.path());
+        assert!(!loaded.has_errors(), "{loaded:?}");
+        super::super::check_workflow(&wf.unwrap(), &file)
+            .into_iter()
+            .filter(Diagnostic::is_error)
+            .collect()
+    }
+
+    /// The line:col of the `n`th (from 0) occurrence of `needle` in `text`.
+    fn at(text: &str, needle: &str, n: usize) -> String {
+        let offset = text.match_indices(needle).nth(n).unwrap().0;
+        let (line, col) = SourceFile::new("x", text).line_col(offset);
+        format!("{line}:{col}")
+    }
+
+    fn related_location(d: &Diagnostic) -> String {
+        let r = &d.related[0];
+        r.file.location(r.span)
+    }
+
+    const CALL: &str = "on: push\njobs:\n  j:\n    steps:\n      - uses: ./actions/x\n        with:\n          tag: ${{ github.head_ref }}\n";
+
+    fn action(steps: &str) -> String {
+        format!(
+            "name: x\ninputs:\n  tag: {{ required: true }}\nruns:\n  using: composite\n  steps:\n{steps}"
+        )
+    }
+
+    #[test]
+    fn a_hostile_value_an_action_writes_into_a_builtin_command_is_refused_where_it_is_passed() {
+        let x = action(
+            "    - uses: benchmark\n      with:\n        command: ./bench.sh --tag ${{ inputs.tag }}\n",
+        );
+        let e = errors(CALL, &[("x", &x)]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        let d = &e[0];
+        assert_eq!(
+            d.location(),
+            format!("w.yml:{}", at(CALL, "github.head_ref", 0))
+        );
+        assert_eq!(
+            d.message,
+            "`github.head_ref` is handed to input `tag` of `./actions/x`, which writes it into `command` of `benchmark`, a shell command: anyone who can push chooses it"
+        );
+        let action_file = format!(
+            "actions{}x{}action.yml",
+            std::path::MAIN_SEPARATOR,
+            std::path::MAIN_SEPARATOR
+        );
+        assert!(
+            related_location(d).ends_with(&format!("{action_file}:{}", at(&x, "inputs.tag", 0))),
+            "{}",
+            related_location(d)
+        );
+        assert!(
+            d.hints[0].contains("env: { VALUE: ${{ inputs.tag }} }")
+                && d.hints[0].contains("\"$VALUE\" in `command`"),
+            "{:?}",
+            d.hints
+        );
+    }
+
+    #[test]
+    fn an_action_handing_its_input_to_a_second_shell_or_a_text_shell_is_refused() {
+        let second = action("    - run: sh -c \"echo ${{ inputs.tag }}\"\n");
+        let e = errors(CALL, &[("x", &second)]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].message.contains("a second shell (`sh -c`)"), "{e:?}");
+        assert!(related_location(&e[0]).ends_with(&at(&second, "inputs.tag", 0)));
+
+        let python = action("    - shell: python\n      run: print(\"${{ inputs.tag }}\")\n");
+        let e = errors(CALL, &[("x", &python)]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].message.contains("a `python` script"), "{e:?}");
+        assert!(e[0].hints[0].contains("os.environ"), "{e:?}");
+
+        // The job's default shell is the action's steps' shell too.
+        let plain = action("    - run: print(\"${{ inputs.tag }}\")\n");
+        let with_default =
+            CALL.replace("  j:\n", "  j:\n    defaults: { run: { shell: python } }\n");
+        let e = errors(&with_default, &[("x", &plain)]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].message.contains("a `python` script"), "{e:?}");
+    }
+
+    #[test]
+    fn values_a_shell_gets_as_data_or_nobody_can_push_are_not_refused() {
+        // `bash`/`sh` get `${{ }}` values as variables; `start-container` runs no shell.
+        let safe = action(
+            "    - run: echo ${{ inputs.tag }}\n    - uses: start-container\n      with:\n        image: x\n        command: ./serve --tag ${{ inputs.tag }}\n    - env:\n        TAG: ${{ inputs.tag }}\n      uses: benchmark\n      with:\n        command: ./bench.sh --tag \"$TAG\"\n",
+        );
+        assert_eq!(errors(CALL, &[("x", &safe)]).len(), 0);
+        // A value nobody can push, into the same shell text.
+        let unsafe_action = action(
+            "    - uses: benchmark\n      with:\n        command: ./bench.sh --tag ${{ inputs.tag }}\n",
+        );
+        let trusted = CALL.replace("github.head_ref", "github.run_id");
+        assert_eq!(errors(&trusted, &[("x", &unsafe_action)]).len(), 0);
+        let literal = CALL.replace("${{ github.head_ref }}", "nightly");
+        assert_eq!(errors(&literal, &[("x", &unsafe_action)]).len(), 0);
+    }
+
+    #[test]
+    fn a_push_runs_inputs_and_actions_using_actions_are_followed() {
+        let inner = action(
+            "    - uses: wait-for-health\n      with: { probe: command, command: \"curl -sf ${{ inputs.tag }}\" }\n",
+        );
+        let outer =
+            action("    - uses: ./actions/inner\n      with: { tag: \"v-${{ inputs.tag }}\" }\n");
+        let call = "on:\n  push:\n  workflow_dispatch:\n    inputs: { tag: { default: x } }\njobs:\n  j:\n    steps:\n      - uses: ./actions/outer\n        with: { tag: \"${{ inputs.tag }}\" }\n";
+        let e = errors(call, &[("inner", &inner), ("outer", &outer)]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(
+            e[0].location(),
+            format!("w.yml:{}", at(call, "inputs.tag", 0))
+        );
+        assert!(e[0].message.contains("`inputs.tag` is handed to input `tag` of `./actions/outer`, which writes it into `command` of `wait-for-health`"), "{e:?}");
+        // The related place is where the inner action writes it.
+        assert!(related_location(&e[0]).contains("inner"), "{e:?}");
+    }
+
+    #[test]
+    fn an_untrusted_default_an_action_writes_into_shell_text_is_refused_in_the_action() {
+        let x = "name: x\ninputs:\n  tag: { default: \"${{ github.ref_name }}\" }\nruns:\n  using: composite\n  steps:\n    - run: ssh node \"./run.sh ${{ inputs.tag }}\"\n";
+        let call = "on: push\njobs:\n  j:\n    steps:\n      - uses: ./actions/x\n";
+        let e = errors(call, &[("x", x)]);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].location().ends_with(&at(x, "github.ref_name", 0)),
+            "{e:?}"
+        );
+        assert!(e[0].message.contains("the default of input `tag`"), "{e:?}");
     }
 
     #[test]

@@ -54,10 +54,19 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
     };
     for job in wf.jobs.values() {
         diags.extend(check_step_containers(&job.steps, file, &wf.actions));
-        diags.extend(injection::check_steps(&job.steps, file, trust));
+        let place = injection::Place {
+            trust,
+            actions: &wf.actions,
+            // An action's steps run with the job's default shell: a `python` one gets the
+            // action's `${{ inputs.* }}` as text.
+            default_shell: [&job.defaults, &wf.defaults]
+                .into_iter()
+                .find_map(|d| d.run.as_ref().and_then(|r| r.shell.as_ref())),
+        };
+        diags.extend(injection::check_steps(&job.steps, file, place));
     }
     for action in wf.actions.values() {
-        diags.extend(check_action(action));
+        diags.extend(check_action_in(action, &wf.actions));
     }
     diags.extend(check_graph(wf, file));
     // `on.push` filter patterns: a pattern GitHub's syntax does not allow is found here, not
@@ -72,6 +81,12 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
 
 /// Checks a composite action's expressions against its own inputs and steps.
 pub fn check_action(action: &Action) -> Diagnostics {
+    check_action_in(action, &indexmap::IndexMap::new())
+}
+
+/// [`check_action`] where the actions it uses are known (a workflow's `actions`): an
+/// untrusted value it hands one of them is followed into that action.
+fn check_action_in(action: &Action, actions: &indexmap::IndexMap<String, Action>) -> Diagnostics {
     let mut c = ExprChecker::new(&action.file);
     let no_actions = indexmap::IndexMap::new();
     let facts = StepFacts::of_steps(&action.runs.steps, &no_actions);
@@ -97,11 +112,17 @@ pub fn check_action(action: &Action) -> Diagnostics {
         &action.file,
         &indexmap::IndexMap::new(),
     ));
+    let place = injection::Place {
+        trust: injection::Trust { push_inputs: false },
+        actions,
+        default_shell: None,
+    };
     diags.extend(injection::check_steps(
         &action.runs.steps,
         &action.file,
-        injection::Trust { push_inputs: false },
+        place,
     ));
+    diags.extend(injection::check_defaults(action, place));
     diags
 }
 
