@@ -222,15 +222,16 @@ struct Workspace {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
     /// Process groups of the page's `command &` lines, ended with the page.
-    background: std::cell::RefCell<Vec<u32>>,
+    background: std::cell::RefCell<Vec<std::process::Child>>,
 }
 
 impl Drop for Workspace {
     fn drop(&mut self) {
-        for group in self.background.borrow().iter() {
+        for child in self.background.borrow_mut().iter_mut() {
             let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{group}")])
+                .args(["-KILL", "--", &format!("-{}", child.id())])
                 .status();
+            let _ = child.wait();
         }
     }
 }
@@ -334,7 +335,7 @@ impl Workspace {
             .process_group(0)
             .spawn()
             .unwrap();
-        self.background.borrow_mut().push(child.id());
+        self.background.borrow_mut().push(child);
         std::thread::sleep(Duration::from_secs(1));
     }
 }
@@ -740,7 +741,7 @@ fn check_sh(at: &str, block: &Block, findings: &mut Findings) {
                 continue;
             };
             let program = program.rsplit('/').next().unwrap();
-            let program = program.trim_end_matches(|c: char| c == ')');
+            let program = program.trim_end_matches(')');
             if program == "gpuflow" {
                 if let Err(e) = gpuflow::cli::Cli::try_parse_from(simple) {
                     use clap::error::ErrorKind;
@@ -920,6 +921,8 @@ fn normalize(text: &str) -> String {
                 "[TIME]",
             ),
             (r"\b\d{2}:\d{2}:\d{2}\b", "[TIME]"),
+            // Unix times in seconds (`"created":1796147198`).
+            (r"\b1[7-9]\d{8}\b", "[TIME]"),
             // Durations: `340ms`, `1.2s`, `2m03s`, `1h30m`.
             (
                 r"\b\d+(\.\d+)?(h|m|s|ms|µs|us|ns)(\d+(\.\d+)?(m|s|ms))*\b",
