@@ -253,3 +253,121 @@ fn make_test_checks_its_tools_first_and_names_what_is_missing() {
         "{stderr}"
     );
 }
+
+/// A workspace (a folder with `.git`) holding `files` (path, text).
+fn workspace_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+/// `gpuflow validate` and `gpuflow run` agree: what `run` refuses before starting anything,
+/// `validate` reports as an error at its place, with a fix, instead of "1 file valid".
+#[test]
+fn validate_reports_the_steps_run_refuses() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "      - uses: docker://alpine\n",
+            "w.yml:6:15",
+            "`docker://alpine` steps are not supported yet",
+        ),
+        (
+            "      - uses: actions/checkout@v4\n",
+            "w.yml:6:15",
+            "`actions/checkout@v4` is one of GitHub's JavaScript actions",
+        ),
+        (
+            "      - run: print('${{ github.ref_name }}')\n        shell: python\n",
+            "w.yml:6:25",
+            "`github.ref_name` is written into a `python` script as text",
+        ),
+        (
+            "      - run: echo hi\n        shell: ${{ github.head_ref }}\n",
+            "w.yml:7:20",
+            "`shell` reads `github.head_ref`",
+        ),
+    ];
+    for (step, at, message) in cases {
+        let yaml = format!(
+            "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n{step}"
+        );
+        let dir = workspace_with(&[("w.yml", &yaml)]);
+        let out = gpuflow()
+            .current_dir(dir.path())
+            .args(["validate", "--color", "never", "w.yml"])
+            .assert()
+            .code(1);
+        let err = stderr_of(&out);
+        assert!(err.contains(&format!("error: {message}")), "{step}: {err}");
+        assert!(err.contains(&format!("--> {at}")), "{step}: {err}");
+        assert!(err.contains("help: "), "{step}: {err}");
+        assert!(err.contains("1 error in 1 of 1 file"), "{step}: {err}");
+        // `run` refuses the same file, and nothing starts.
+        let out = gpuflow()
+            .current_dir(dir.path())
+            .args(["run", "--plain", "w.yml"])
+            .assert()
+            .code(3);
+        assert!(
+            stderr_of(&out).contains(message),
+            "{step}: {}",
+            stderr_of(&out)
+        );
+        assert!(!dir.path().join("started").exists(), "{step}");
+    }
+}
+
+/// A step without `shell:` runs with `defaults.run.shell`, in the job's steps and in those of
+/// the local actions it uses; an action file checked on its own is judged by its own shells.
+#[test]
+fn validate_judges_scripts_by_the_shell_they_run_with() {
+    let action = "name: a\nruns:\n  using: composite\n  steps:\n    - run: print('${{ github.event.head_commit.message }}')\n";
+    let python_action = "name: p\nruns:\n  using: composite\n  steps:\n    - run: print('${{ github.ref }}')\n      shell: python\n";
+    let workflow = "on: push\njobs:\n  j:\n    defaults:\n      run:\n        shell: python\n    steps:\n      - run: print('${{ github.ref_name }}')\n      - uses: ./actions/a\n      - run: echo '${{ github.ref_name }}'\n        shell: bash\n";
+    let dir = workspace_with(&[
+        ("w.yml", workflow),
+        ("actions/a/action.yml", action),
+        ("actions/p/action.yml", python_action),
+    ]);
+    let out = gpuflow()
+        .current_dir(dir.path())
+        .args(["validate", "--color", "never", "w.yml"])
+        .assert()
+        .code(1);
+    let err = stderr_of(&out);
+    assert!(err.contains("--> w.yml:8:25"), "{err}");
+    assert!(
+        err.contains("error: `github.event.head_commit.message` is written into a `python` script"),
+        "{err}"
+    );
+    assert!(err.contains("--> actions/a/action.yml:5:23"), "{err}");
+    assert!(
+        err.contains("the step's shell, `python`, comes from here"),
+        "{err}"
+    );
+    // The `bash` step passes its value as a variable: fine.
+    assert!(err.contains("2 errors in 1 of 1 file"), "{err}");
+
+    // On its own the action's step has no shell: the default, `bash`, is safe.
+    gpuflow()
+        .current_dir(dir.path())
+        .args(["validate", "actions/a/action.yml"])
+        .assert()
+        .code(0);
+    let out = gpuflow()
+        .current_dir(dir.path())
+        .args(["validate", "--color", "never", "actions/p/action.yml"])
+        .assert()
+        .code(1);
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("error: `github.ref` is written into a `python` script as text"),
+        "{err}"
+    );
+    assert!(err.contains("--> actions/p/action.yml:5:23"), "{err}");
+}

@@ -90,8 +90,28 @@ async fn try_run(
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Result<Ran, (RunError, tempfile::TempDir)> {
     write(dir.path(), "w.yml", yaml);
-    let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
+    let (_, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
     assert!(!diags.has_errors(), "{diags:#?}");
+    try_run_unchecked(dir, yaml, tweak).await
+}
+
+/// `validate`'s errors for `yaml`, as `Debug` text.
+fn validate_errors(dir: &Path, yaml: &str) -> String {
+    write(dir, "w.yml", yaml);
+    let (_, diags) = load_and_check(&dir.join("w.yml")).unwrap();
+    assert!(diags.has_errors(), "validate accepts it");
+    format!("{diags:?}")
+}
+
+/// [`try_run`] of a workflow even when `validate` refuses it (as `gpuflow run` does first):
+/// what the engine does on its own, for a caller that runs a workflow without checking it.
+async fn try_run_unchecked(
+    dir: tempfile::TempDir,
+    yaml: &str,
+    tweak: impl FnOnce(&mut RunOptions),
+) -> Result<Ran, (RunError, tempfile::TempDir)> {
+    write(dir.path(), "w.yml", yaml);
+    let (loaded, _) = load_and_check(&dir.path().join("w.yml")).unwrap();
     let Loaded::Workflow(Some(wf)) = loaded else {
         panic!("not a workflow")
     };
@@ -506,7 +526,7 @@ jobs:
 
 #[tokio::test]
 async fn other_shells_refuse_untrusted_contexts_with_a_clear_error() {
-    let ran = run(r#"
+    let yaml = r#"
 on: workflow_dispatch
 jobs:
   refuse:
@@ -518,8 +538,19 @@ jobs:
         if: always()
         shell: ${{ github.head_ref }} {0}
         run: echo hi
-"#)
-    .await;
+"#;
+    // `validate` reports both, so `gpuflow run` never starts this; the engine refuses them
+    // at their steps too.
+    let dir = workspace();
+    let text = validate_errors(dir.path(), yaml);
+    assert!(
+        text.contains("`github.ref_name` is written into a `sh` script as text")
+            && text.contains("`shell` reads `github.head_ref`"),
+        "{text}"
+    );
+    let Ok(ran) = try_run_unchecked(dir, yaml, |_| {}).await else {
+        panic!("refused before the steps")
+    };
     assert_eq!(ran.step("refuse", "custom shell").0, StepOutcome::Failure);
     assert_eq!(ran.step("refuse", "chosen shell").0, StepOutcome::Failure);
     let lines = ran.lines("refuse").join("\n");
@@ -676,12 +707,17 @@ async fn an_error_inside_an_action_names_the_workflow_step_and_the_action_line()
         "actions/bad/action.yml",
         "name: bad\nruns:\n  using: composite\n  steps:\n    - shell: sh {0}\n      run: echo ${{ github.event.head_commit.message }}\n",
     );
-    let ran = run_in(
+    // `validate` reports this one already (so `gpuflow run` never starts it); the engine's
+    // own refusal at the step is what is tested here.
+    let Ok(ran) = try_run_unchecked(
         dir,
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: use bad\n        uses: ./actions/bad\n",
         |_| {},
     )
-    .await;
+    .await
+    else {
+        panic!("refused before the steps")
+    };
     assert_eq!(ran.report.result, JobResult::Failure);
     let lines = ran.lines("j").join("\n");
     assert!(lines.contains("step `use bad`"), "{lines}");
@@ -700,7 +736,14 @@ jobs:
       - run: touch started
       - uses: docker://gpuflow-base:test
 "#;
-    let Err((RunError::Refused(diags), dir)) = try_run(dir, yaml, |_| {}).await else {
+    // `validate` (and so `gpuflow run`) refuses it first; the engine refuses it too.
+    let text = validate_errors(dir.path(), yaml);
+    assert!(
+        text.contains("`docker://gpuflow-base:test` steps are not supported yet"),
+        "{text}"
+    );
+    let result = try_run_unchecked(dir, yaml, |_| {}).await;
+    let Err((RunError::Refused(diags), dir)) = result else {
         panic!("not refused");
     };
     let text = format!("{diags:?}");

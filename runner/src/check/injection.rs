@@ -132,6 +132,88 @@ pub(super) fn check_steps(steps: &[Step], file: &Arc<SourceFile>, place: Place<'
     diags
 }
 
+/// The shell `run:` steps without their own `shell:` get: the job's or the workflow's
+/// `defaults.run.shell`, and the file it is written in.
+#[derive(Clone, Copy)]
+pub(super) struct DefaultShell<'a> {
+    pub shell: &'a Spanned<String>,
+    pub file: &'a Arc<SourceFile>,
+}
+
+/// What `gpuflow run` refuses in a `run:` step's shell (the executor's `run_script`): a
+/// `shell:` that reads an untrusted context (an outsider would choose the program), and, in a
+/// script for a shell that is not `bash` or `sh` (`python`, `perl {0}`), an expression over an
+/// untrusted context, since such shells get values as text, not as variables. The shell is the
+/// step's own, else `default`. A shell computed by an expression is known only when the step
+/// runs, so its script is not judged here.
+pub(super) fn check_shells(
+    steps: &[Step],
+    file: &Arc<SourceFile>,
+    default: Option<DefaultShell<'_>>,
+) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    for step in steps {
+        let Some(script) = &step.run else { continue };
+        let (shell, shell_file, from_default) = match (&step.shell, default) {
+            (Some(own), _) => (own, file, false),
+            (None, Some(d)) => (d.shell, d.file, true),
+            (None, None) => continue,
+        };
+        let mut shell_untrusted = false;
+        for_untrusted(shell, Trust { push_inputs: false }, |context, range| {
+            shell_untrusted = true;
+            diags.push(
+                Diagnostic::error(
+                    shell_file,
+                    locate(shell_file, shell, range),
+                    format!(
+                        "`shell` reads `{context}`, which anyone who can push a branch or commit chooses"
+                    ),
+                )
+                .label("an untrusted value choosing the program")
+                .note("`gpuflow run` refuses a step whose shell an outsider could choose")
+                .hint("name the shell in the workflow: `shell: bash`, `shell: python`, or a command with `{0}`"),
+            );
+        });
+        let text = shell.value.trim();
+        if shell_untrusted || text.contains("${{") {
+            continue;
+        }
+        if crate::engine::script_runner::Shell::parse(text).is_posix() {
+            continue;
+        }
+        let program = text.split_whitespace().next().unwrap_or(text).to_string();
+        for_untrusted(script, Trust { push_inputs: false }, |context, range| {
+            let mut d = Diagnostic::error(
+                file,
+                locate(file, script, range),
+                format!(
+                    "`{context}` is written into a `{program}` script as text: anyone who can push a branch or commit chooses it"
+                ),
+            )
+            .label(format!("an untrusted value in `{program}` code"))
+            .note("gpuflow hands `${{ }}` values to `bash` and `sh` scripts as variables, but other shells get them as text, so `gpuflow run` refuses this step")
+            .hint(format!(
+                "pass it through `env:` (`env: {{ VALUE: ${{{{ {context} }}}} }}`) and read the variable in the script{}, or use `shell: bash`",
+                if program.starts_with("python") {
+                    " (`os.environ[\"VALUE\"]`)"
+                } else {
+                    ""
+                }
+            ));
+            if from_default {
+                d = d.related(
+                    shell_file,
+                    shell.span,
+                    format!("the step's shell, `{text}`, comes from here"),
+                );
+            }
+            diags.push(d);
+        });
+    }
+    diags
+}
+
 /// A `run:` script handing an untrusted value to a second shell.
 fn check_script(
     script: &Spanned<String>,

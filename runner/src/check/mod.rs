@@ -64,6 +64,10 @@ pub fn check_workflow(wf: &Workflow, file: &Arc<SourceFile>) -> Diagnostics {
                 .find_map(|d| d.run.as_ref().and_then(|r| r.shell.as_ref())),
         };
         diags.extend(injection::check_steps(&job.steps, file, place));
+        diags.extend(check_job_shells(wf, job, file));
+        // What `gpuflow run` refuses before it starts anything (`docker://` steps): a file
+        // that validates must not be refused there. Remote actions are judged by the loader.
+        crate::engine::preflight::check_steps(&job.steps, file, None, &mut diags);
     }
     for action in wf.actions.values() {
         diags.extend(check_action_in(action, &wf.actions));
@@ -123,6 +127,44 @@ fn check_action_in(action: &Action, actions: &indexmap::IndexMap<String, Action>
         place,
     ));
     diags.extend(injection::check_defaults(action, place));
+    diags.extend(injection::check_shells(
+        &action.runs.steps,
+        &action.file,
+        None,
+    ));
+    crate::engine::preflight::check_steps(&action.runs.steps, &action.file, None, &mut diags);
+    diags
+}
+
+/// The shells of a job's `run:` steps, and of the steps of the local actions it uses: a step
+/// without `shell:` runs with the job's `defaults.run.shell`, else the workflow's (an
+/// action's steps too, as the executor runs them).
+fn check_job_shells(wf: &Workflow, job: &Job, file: &Arc<SourceFile>) -> Diagnostics {
+    let default = job
+        .defaults
+        .run
+        .as_ref()
+        .and_then(|d| d.shell.as_ref())
+        .or_else(|| wf.defaults.run.as_ref().and_then(|d| d.shell.as_ref()))
+        .map(|shell| injection::DefaultShell { shell, file });
+    let mut diags = injection::check_shells(&job.steps, file, default);
+    if default.is_some() {
+        for step in &job.steps {
+            let Some(action) = step
+                .uses
+                .as_ref()
+                .and_then(|u| u.value.action_key())
+                .and_then(|k| wf.actions.get(&k))
+            else {
+                continue;
+            };
+            diags.extend(injection::check_shells(
+                &action.runs.steps,
+                &action.file,
+                default,
+            ));
+        }
+    }
     diags
 }
 

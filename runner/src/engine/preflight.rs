@@ -1,8 +1,11 @@
 //! Refusals before anything starts: steps gpuflow cannot run yet are errors at their `uses:`,
-//! never silent skips found halfway through a run.
+//! never silent skips found halfway through a run. `gpuflow validate` reports the same
+//! problems (through [`check_steps`]), so a file that validates is not refused here.
+
+use indexmap::IndexMap;
 
 use crate::diag::{Diagnostic, Diagnostics, join_quoted};
-use crate::workflow::model::{Step, Uses, Workflow};
+use crate::workflow::model::{Action, Step, Uses, Workflow};
 
 /// The built-in steps the engine executes today.
 pub const AVAILABLE_BUILTINS: &[&str] = &[
@@ -20,18 +23,26 @@ pub const AVAILABLE_BUILTINS: &[&str] = &[
 pub fn check(wf: &Workflow) -> Diagnostics {
     let mut diags = Diagnostics::new();
     for job in wf.jobs.values() {
-        check_steps(&job.steps, &wf.file, wf, &mut diags);
+        check_steps(&job.steps, &wf.file, Some(&wf.actions), &mut diags);
     }
     for action in wf.actions.values() {
-        check_steps(&action.runs.steps, &action.file, wf, &mut diags);
+        check_steps(
+            &action.runs.steps,
+            &action.file,
+            Some(&wf.actions),
+            &mut diags,
+        );
     }
     diags.sorted()
 }
 
-fn check_steps(
+/// The steps of `steps` (in `file`) the engine cannot run. `actions`: the actions loaded with
+/// the workflow; `None` for an action checked on its own, whose remote actions are not
+/// loaded, so they are not judged.
+pub fn check_steps(
     steps: &[Step],
     file: &std::sync::Arc<crate::diag::SourceFile>,
-    wf: &Workflow,
+    actions: Option<&IndexMap<String, Action>>,
     diags: &mut Diagnostics,
 ) {
     for step in steps {
@@ -45,12 +56,14 @@ fn check_steps(
                 )
                 .label("`gpuflow run` cannot run this step yet")
                 .hint(format!(
-                    "the built-ins that run today are {}; `validate` and `plan` accept `{name}` already",
+                    "the built-ins that run today are {}",
                     join_quoted(AVAILABLE_BUILTINS, "and")
                 ))
             }
             // Loaded remote actions run; the others (GitHub's JavaScript actions) cannot.
-            remote @ Uses::Remote { .. } if !wf.actions.contains_key(&remote.to_string()) => {
+            remote @ Uses::Remote { .. }
+                if actions.is_some_and(|a| !a.contains_key(&remote.to_string())) =>
+            {
                 Diagnostic::error(
                     file,
                     uses.span,

@@ -266,8 +266,10 @@ impl Reader {
                 path,
                 git_ref,
             } if owner == GITHUB_JS_OWNER => {
+                // An error, not a warning: `gpuflow run` refuses the step, and a file that
+                // validates must run.
                 let d = self
-                    .warn(
+                    .err(
                         uses.span,
                         format!("`{}` is one of GitHub's JavaScript actions, which gpuflow does not run", uses.value),
                     )
