@@ -1236,7 +1236,7 @@ fn eval_json_prints_kind_and_value() {
         (
             "1 + 1 == 2",
             1,
-            "{\"err\": {\"kind\": \"lexing\", \"value\": \"invalid number `+`\"}}",
+            "{\"err\": {\"kind\": \"lexing\", \"value\": \"`+` is not an operator: expressions have no arithmetic\"}}",
         ),
         (
             "format('{0}-{1}', m.os, 2)",
@@ -1314,6 +1314,27 @@ fn eval_errors_render_with_a_caret() {
     let (_, _, err) = stdout_of(eval_cmd().args(["--color", "never", "--", "github.sha"]));
     assert!(err.contains("unknown context `github`"), "{err}");
     assert!(err.contains("--context NAME=JSON"), "{err}");
+}
+
+#[test]
+fn eval_says_expressions_have_no_arithmetic() {
+    for (src, op, col) in [("0.1 + 0.2", "+", 5), ("2 * 3", "*", 3), ("5 -1", "-", 3)] {
+        let (code, out, err) = stdout_of(eval_cmd().args(["--color", "never", "--", src]));
+        assert_eq!(code, 1, "{src}: {err}");
+        assert!(out.is_empty(), "{src}: {out}");
+        assert!(
+            err.contains(&format!(
+                "error: `{op}` is not an operator: expressions have no arithmetic"
+            )),
+            "{src}: {err}"
+        );
+        assert!(
+            err.contains(&format!("<expression>:1:{col}")),
+            "{src}: {err}"
+        );
+        assert!(err.contains("in a `run:` step"), "{src}: {err}");
+        assert!(!err.contains("invalid number"), "{src}: {err}");
+    }
 }
 
 #[test]

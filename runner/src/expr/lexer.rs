@@ -110,6 +110,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
                 skip_to(&mut chars, end);
                 let text = &src[start..end];
                 let n = parse_number(text);
+                if n.is_nan()
+                    && let Some(op) = arithmetic_operator(text)
+                {
+                    return Err(no_arithmetic(op, start..end, ExprError::lex));
+                }
                 if n.is_nan() {
                     return Err(
                         ExprError::lex(format!("invalid number `{text}`"), start..end).with_hint(
@@ -129,6 +134,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
                 let end = run_end(src, start + c.len_utf8(), false);
                 skip_to(&mut chars, end);
                 let word = &src[start..end];
+                if !is_legal_identifier(word)
+                    && !word.starts_with('"')
+                    && let Some(op) = arithmetic_operator(word)
+                {
+                    return Err(no_arithmetic(op, start..end, ExprError::lex));
+                }
                 if !is_legal_identifier(word) {
                     let hint = if word.starts_with('"') {
                         Some("strings use single quotes: `'text'`".to_string())
@@ -153,6 +164,35 @@ pub fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
         tokens.push(token);
     }
     Ok(tokens)
+}
+
+/// The arithmetic operator a word that is neither a number nor a name holds: `+` alone
+/// (`0.1 + 0.2`), or `+`, `-`, `/`, `%` inside it (`1+2`, `a/2`). A `-` inside a name is part
+/// of it (`my-input`), so only a word that is not a name gets here.
+fn arithmetic_operator(word: &str) -> Option<&'static str> {
+    const OPS: [&str; 5] = ["+", "-", "*", "/", "%"];
+    if let Some(op) = OPS.iter().find(|op| word == **op) {
+        return Some(op);
+    }
+    let rest = word.get(1..)?;
+    OPS.into_iter().find(|op| rest.contains(op))
+}
+
+/// GitHub's expression language has no arithmetic, and `0.1 + 0.2` or `inputs.n * 2` is a
+/// natural first try: say that, instead of "invalid number `+`". `error` makes the error of
+/// the stage that found it (lexing, parsing), as GitHub's would be.
+pub(crate) fn no_arithmetic(
+    op: &str,
+    span: Range<usize>,
+    error: fn(String, Range<usize>) -> ExprError,
+) -> ExprError {
+    error(
+        format!("`{op}` is not an operator: expressions have no arithmetic"),
+        span,
+    )
+    .with_hint(Some(
+        "GitHub's expression language has no `+`, `-`, `*`, `/` or `%`: compute the value in a `run:` step (`echo \"total=$((A + B))\" >> \"$GITHUB_OUTPUT\"`, with `A` and `B` passed through `env:`) and read it as `steps.<id>.outputs.total`; to join text, use `format('{0}{1}', a, b)`".into(),
+    ))
 }
 
 /// A `.` right after a name, `)`, `]` or `*` is property access; anywhere else it starts a
@@ -250,5 +290,20 @@ mod tests {
     fn lex_errors_point_at_the_word(src: &str, span: Range<usize>) {
         let err = lex(src).unwrap_err();
         assert_eq!(err.span, span, "{}", err.message);
+    }
+
+    #[test_case("0.1 + 0.2", "+", 4..5; "a plus between numbers")]
+    #[test_case("1+2", "+", 0..3; "a plus inside a number")]
+    #[test_case("a/2", "/", 0..3; "a slash after a name")]
+    #[test_case("3 - 1", "-", 2..3; "a lone minus")]
+    #[test_case("7%2", "%", 0..3; "a percent")]
+    fn arithmetic_is_said_to_be_missing(src: &str, op: &str, span: Range<usize>) {
+        let err = lex(src).unwrap_err();
+        assert_eq!(
+            err.message,
+            format!("`{op}` is not an operator: expressions have no arithmetic")
+        );
+        assert_eq!(err.span, span);
+        assert!(err.hint.unwrap().contains("`run:` step"));
     }
 }

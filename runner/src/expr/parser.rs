@@ -48,7 +48,17 @@ pub fn parse(src: &str, contexts: Contexts<'_>) -> Result<Expr, ExprError> {
     }
     let expr = p.expression()?;
     if let Some(t) = p.peek() {
-        return Err(p.unexpected(&t.clone()));
+        // A value followed by `* 2` or `-1` (a signed number): arithmetic was meant.
+        let text = &src[t.span.clone()];
+        return Err(match &t.tok {
+            Tok::Star => super::lexer::no_arithmetic("*", t.span.clone(), ExprError::parse),
+            Tok::Number(_) if text.starts_with(['-', '+']) => super::lexer::no_arithmetic(
+                &text[..1],
+                t.span.start..t.span.start + 1,
+                ExprError::parse,
+            ),
+            _ => p.unexpected(&t.clone()),
+        });
     }
     Ok(expr)
 }
