@@ -213,6 +213,62 @@ fn a_pinned_nccl_baseline_across_server_flags_needs_permission() {
 }
 
 #[test]
+fn a_previous_run_of_another_series_is_not_called_comparable() {
+    // With `allow-incomparable`, `previous` may take a run of another series (another
+    // server flag): the baseline's words must say so, not "the previous comparable run".
+    let tmp = tmp_store();
+    let mut store = ResultStore::open(&tmp.path).unwrap();
+    let nccl = identity();
+    store
+        .record(&result("nccl-run", 1_000_000, &nccl, &NCCL))
+        .unwrap();
+    let mut custom = nccl.clone();
+    custom
+        .server_command
+        .push("--enable-custom-allreduce".into());
+    let allowed = CompareOptions {
+        allow_incomparable: true,
+        ..CompareOptions::default()
+    };
+    for spec in ["previous", "window"] {
+        let c = judge(&store, "r2", &custom, &CUSTOM_ALLREDUCE, spec, &allowed);
+        assert!(
+            !c.baseline.contains("comparable run"),
+            "{spec}: {}",
+            c.baseline
+        );
+        assert!(
+            c.baseline
+                .contains("from another series: allow-incomparable"),
+            "{spec}: {}",
+            c.baseline
+        );
+    }
+    let c = judge(
+        &store,
+        "r2",
+        &custom,
+        &CUSTOM_ALLREDUCE,
+        "previous",
+        &allowed,
+    );
+    assert!(
+        c.baseline
+            .starts_with("the previous run `nccl-run` (5 samples; "),
+        "{}",
+        c.baseline
+    );
+    // The same series keeps its words.
+    let c = judge(&store, "r3", &nccl, &NCCL, "previous", &allowed);
+    assert!(
+        c.baseline
+            .starts_with("the previous comparable run `nccl-run`"),
+        "{}",
+        c.baseline
+    );
+}
+
+#[test]
 fn a_different_driver_is_incomparable_and_named() {
     let tmp = tmp_store();
     let mut store = ResultStore::open(&tmp.path).unwrap();

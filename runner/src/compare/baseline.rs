@@ -87,11 +87,21 @@ pub fn resolve(
         BaselineSpec::Previous => {
             let found = store.find(&filter(1))?;
             Ok(found.first().map(|r| Baseline {
-                description: format!(
-                    "the previous comparable run `{}` ({} samples)",
-                    r.run_id,
-                    samples_of(r).len()
-                ),
+                // With `allow-incomparable` the run may be of another series: "comparable"
+                // would then claim what the differences below deny.
+                description: if r.series_key == key {
+                    format!(
+                        "the previous comparable run `{}` ({} samples)",
+                        r.run_id,
+                        samples_of(r).len()
+                    )
+                } else {
+                    format!(
+                        "the previous run `{}` ({} samples; from another series: allow-incomparable)",
+                        r.run_id,
+                        samples_of(r).len()
+                    )
+                },
                 data: BaselineData::Samples(samples_of(r)),
                 differences: current.identity.differences(&r.fingerprint.identity),
             }))
@@ -120,11 +130,20 @@ pub fn resolve(
             } else {
                 String::new()
             };
-            Ok(Some(Baseline {
-                description: format!(
+            let other = found.iter().filter(|r| r.series_key != key).count();
+            let description = if other == 0 {
+                format!(
                     "a window of the last {} comparable runs{on}{asked}",
                     found.len()
-                ),
+                )
+            } else {
+                format!(
+                    "a window of the last {} runs{on}{asked} ({other} from another series: allow-incomparable)",
+                    found.len()
+                )
+            };
+            Ok(Some(Baseline {
+                description,
                 data: BaselineData::Window(found.iter().map(samples_of).collect()),
                 differences,
             }))
