@@ -273,11 +273,7 @@ pub async fn run(
                     continue;
                 }
                 Err(message) => {
-                    shared.emit(EventKind::Warning {
-                        job: Some(jref.clone()),
-                        message,
-                    });
-                    finish_unstarted(&shared, jref, JobResult::Failure, "its `if` failed");
+                    finish_unstarted(&shared, jref, JobResult::Failure, &message);
                     state[i] = State::Done;
                     results[i] = Some(summary(jref, JobResult::Failure, false));
                     continue;
@@ -299,10 +295,6 @@ pub async fn run(
                     continue;
                 }
                 GpuStart::Fail(message) => {
-                    shared.emit(EventKind::Warning {
-                        job: Some(jref.clone()),
-                        message: message.clone(),
-                    });
                     finish_unstarted(&shared, jref, JobResult::Failure, &message);
                     state[i] = State::Done;
                     results[i] = Some(summary(jref, JobResult::Failure, false));
@@ -551,7 +543,11 @@ async fn lease_gpus(shared: &Shared, job: &Job, ctx: &MapContext, jref: &JobRef)
                 request.describe()
             ))
         }
-        Ok(Leased::Never(why)) => GpuStart::Fail(format!("cannot get its GPUs: {why}")),
+        // "cannot run: the job asks for 9 GPUs, and the host has 8 (host `local`)".
+        Ok(Leased::Never(why)) => GpuStart::Fail(match shared.engines.host_of(jref) {
+            Some(name) => format!("{why} (host `{name}`)"),
+            None => why,
+        }),
         Err(why) => GpuStart::Fail(why),
     }
 }
@@ -565,8 +561,6 @@ fn summary(job: &JobRef, result: JobResult, allowed: bool) -> JobSummary {
     }
 }
 
-/// A run that never starts still ends: `job_skipped` says why, `job_finished` gives its result,
-/// so every queued run gets exactly one `job_finished`.
 /// The message a panic carried (`panic!("…")`, `.expect("…")`), for the job's failure.
 pub(super) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -576,10 +570,20 @@ pub(super) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
+/// A run that never starts still ends: `job_skipped` (or `job_cannot_run`, for a failure) says
+/// why, `job_finished` gives its result, so every queued run gets exactly one `job_finished`.
 fn finish_unstarted(shared: &Shared, job: &JobRef, result: JobResult, reason: &str) {
-    shared.emit(EventKind::JobSkipped {
-        job: job.clone(),
-        reason: reason.into(),
+    // A job that fails without starting is not "skipped": it says once that it cannot run.
+    shared.emit(if result == JobResult::Failure {
+        EventKind::JobCannotRun {
+            job: job.clone(),
+            reason: reason.into(),
+        }
+    } else {
+        EventKind::JobSkipped {
+            job: job.clone(),
+            reason: reason.into(),
+        }
     });
     shared.emit(EventKind::JobFinished {
         job: job.clone(),

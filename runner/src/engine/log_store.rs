@@ -198,7 +198,9 @@ impl LogStore {
                     self.close(state, path)?;
                 }
             }
-            EventKind::JobFinished { job, .. } | EventKind::JobSkipped { job, .. } => {
+            EventKind::JobFinished { job, .. }
+            | EventKind::JobSkipped { job, .. }
+            | EventKind::JobCannotRun { job, .. } => {
                 let dir = self.job_dir(job);
                 let done: Vec<PathBuf> = state
                     .open
