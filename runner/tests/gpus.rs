@@ -136,7 +136,77 @@ fn a_broken_stand_in_file_is_reported_in_the_host_file_and_in_itself() {
     );
     assert!(stderr.contains("gpuflow.toml:3:17"), "{stderr}");
     assert!(stderr.contains("inv.toml:4:1"), "{stderr}");
-    assert!(stderr.contains("unknown field `pcie`"), "{stderr}");
+    assert!(stderr.contains("unknown key `pcie`"), "{stderr}");
+}
+
+/// A stand-in file with several problems: each one with its `file:line:col` (docs/gpus.md),
+/// whether the file is named by `gpuflow.toml` or by `GPUFLOW_GPU_INVENTORY`, and not just the
+/// first one, or one plain line.
+#[test]
+fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(
+        dir.path().join("inv.toml"),
+        "model = \"X\"\n[[gpus]]\nindex = 0\npcie = 1\n[[gpus]]\nindex = 0\nmig = \"yes\"\n",
+    )
+    .unwrap();
+    let expect = |stderr: &str| {
+        for (at, what) in [
+            ("inv.toml:4:1", "unknown key `pcie`"),
+            ("inv.toml:7:7", "`mig` must be `true` or `false`"),
+            ("inv.toml:5:1", "two GPUs have index `0`"),
+        ] {
+            assert!(
+                stderr.contains(&format!("error: {what}")),
+                "{what}: {stderr}"
+            );
+            // The path is as the host file or the variable names it, then `:line:col`.
+            assert!(stderr.contains(&format!("{at}\n")), "{at}: {stderr}");
+        }
+        assert!(
+            stderr.contains("cannot be used: 3 problems in it, each reported at its place"),
+            "{stderr}"
+        );
+    };
+
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        "[hosts.ci]\nendpoint = \"tcp://127.0.0.1:9\"\ngpu-inventory = \"inv.toml\"\n",
+    )
+    .unwrap();
+    let out = gpuflow()
+        .args(["hosts"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    expect(&stderr);
+    assert!(stderr.contains("gpuflow.toml:3:17"), "{stderr}");
+    std::fs::remove_file(dir.path().join("gpuflow.toml")).unwrap();
+
+    for args in [&["hosts"][..], &["run", "--plain", "w.yml"][..]] {
+        std::fs::write(
+            dir.path().join("w.yml"),
+            "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n",
+        )
+        .unwrap();
+        let out = gpuflow()
+            .args(args)
+            .current_dir(dir.path())
+            .env(gpuflow::gpu::STAND_IN_ENV, "inv.toml")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        expect(&stderr);
+        assert!(
+            stderr.contains("(set by GPUFLOW_GPU_INVENTORY)"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!dir.path().join("started").exists(), "{args:?}");
+    }
 }
 
 /// A `gpuflow run` process of a one-job workflow asking for `gpus` GPUs, whose script writes
@@ -497,4 +567,53 @@ async fn nvidia_engine_runs_eight_two_gpu_cells_four_at_a_time_on_disjoint_devic
         Vec::<String>::new()
     );
     drop(engine);
+}
+
+/// A job asking for more GPUs than its host has says once that it cannot run and why — not
+/// "warning", then "skipped", then "failure" — and the run goes on with the other jobs.
+#[test]
+fn a_job_asking_for_more_gpus_than_the_host_has_says_once_that_it_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        "on: workflow_dispatch\njobs:\n  big:\n    gpus: 9\n    steps:\n      - run: touch started\n  small:\n    steps:\n      - run: echo ok\n",
+    )
+    .unwrap();
+    let out = gpuflow()
+        .args(["run", "--plain", "w.yml"])
+        .current_dir(dir.path())
+        .env(gpuflow::gpu::STAND_IN_ENV, stand_in())
+        .env("GPUFLOW_LEASE_DIR", dir.path().join("leases"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let big: Vec<&str> = stdout.lines().filter(|l| l.starts_with("[big]")).collect();
+    assert_eq!(
+        big,
+        [
+            "[big] cannot run: the job asks for 9 GPUs, and the host has 8 (host `local`)",
+            "[big] failure in 0.0s",
+        ],
+        "{stdout}"
+    );
+    assert!(stdout.contains("[small] success"), "{stdout}");
+    assert!(!dir.path().join("started").exists());
+
+    let out = gpuflow()
+        .args(["run", "--json", "w.yml"])
+        .current_dir(dir.path())
+        .env(gpuflow::gpu::STAND_IN_ENV, stand_in())
+        .env("GPUFLOW_LEASE_DIR", dir.path().join("leases"))
+        .output()
+        .unwrap();
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["job"]["job"] == "big")
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["job_queued", "job_cannot_run", "job_finished"]);
+    assert_eq!(events[2]["result"], "failure");
 }

@@ -65,13 +65,22 @@ impl ConfigArg {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         HostConfig::find(self.config.as_deref(), &cwd)
     }
+
+    /// [`Self::load`] for a command that uses the hosts' GPUs (`run`, `hosts`): a stand-in
+    /// inventory given by `GPUFLOW_GPU_INVENTORY` is checked too, so its problems are
+    /// reported as the host file's are, each at its place, before anything starts.
+    pub fn load_for_gpus(&self) -> Result<HostConfig, Diagnostics> {
+        let config = self.load()?;
+        crate::gpu::stand_in::check_env()?;
+        Ok(config)
+    }
 }
 
 pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     match &args.action {
         Some(Action::Check(check)) => run_check(check, render),
         None => {
-            let config = match args.config.load() {
+            let config = match args.config.load_for_gpus() {
                 Ok(config) => config,
                 Err(diags) => return Ok(config_errors(&diags, render)),
             };
@@ -328,7 +337,7 @@ fn to_json(config: &HostConfig, inventories: &Inventories) -> serde_json::Value 
 }
 
 fn run_check(args: &CheckArgs, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
-    let config = match args.config.load() {
+    let config = match args.config.load_for_gpus() {
         Ok(config) => config,
         Err(diags) => return Ok(config_errors(&diags, render_opts)),
     };

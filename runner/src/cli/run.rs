@@ -195,7 +195,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     opts.keep_containers = args.keep_containers;
     opts.preflight_only = args.preflight_only;
 
-    let hosts = match args.config.load() {
+    let hosts = match args.config.load_for_gpus() {
         Ok(hosts) => hosts,
         Err(diags) => return Ok(config_errors(&diags, render)),
     };

@@ -101,11 +101,15 @@ impl HostGpus {
                 Arc::new(match &self.discovery {
                     Discovery::StandIn(path) => match super::stand_in::load(path) {
                         Ok(inv) => inv,
+                        // Changed since it was checked: each problem still says where.
                         Err(d) => Inventory::none(format!(
                             "the stand-in inventory `{}` is invalid: {}",
                             path.display(),
                             d.iter()
-                                .map(|d| d.message.clone())
+                                .map(|d| match d.location().as_str() {
+                                    "" => d.message.clone(),
+                                    at => format!("{at}: {}", d.message),
+                                })
                                 .collect::<Vec<_>>()
                                 .join("; ")
                         )),

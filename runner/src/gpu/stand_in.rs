@@ -10,47 +10,33 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
 
 use super::inventory::{Gpu, GpuState, Inventory, Link, PciePath, Source};
-use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span};
+use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_quoted};
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct File {
-    driver: Option<String>,
-    cuda: Option<String>,
-    /// The model of every GPU that does not name its own.
-    model: Option<String>,
-    /// The memory of every GPU that does not give its own.
-    memory_mib: Option<u64>,
-    /// Bonded links between two GPUs of one `nvlink-group` (default 1).
-    nvlinks: Option<u32>,
-    #[serde(default)]
-    gpus: Vec<toml::Spanned<FileGpu>>,
-}
+/// Keys of the file's top level, and of each `[[gpus]]` table.
+const TOP_KEYS: &[&str] = &["driver", "cuda", "model", "memory-mib", "nvlinks", "gpus"];
+const GPU_KEYS: &[&str] = &[
+    "index",
+    "uuid",
+    "model",
+    "memory-mib",
+    "mig",
+    "numa-node",
+    "pcie-switch",
+    "nvlink-group",
+    "bus-id",
+    "memory-used-mib",
+    "processes",
+    "ecc-errors",
+    "persistence-mode",
+    "sm-clock-mhz",
+    "max-sm-clock-mhz",
+];
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-struct FileGpu {
-    index: u32,
-    uuid: Option<String>,
-    model: Option<String>,
-    memory_mib: Option<u64>,
-    #[serde(default)]
-    mig: Option<bool>,
-    numa_node: Option<u32>,
-    pcie_switch: Option<u32>,
-    nvlink_group: Option<u32>,
-    bus_id: Option<String>,
-    // What the before-timing checks read.
-    memory_used_mib: Option<u64>,
-    processes: Option<u32>,
-    ecc_errors: Option<u64>,
-    persistence_mode: Option<bool>,
-    sm_clock_mhz: Option<u32>,
-    max_sm_clock_mhz: Option<u32>,
-}
+const FORMAT_HINT: &str =
+    "see docs/gpus.md (\"Stand-in inventory\") for the keys of the file and of each `[[gpus]]`";
 
 /// Reads a stand-in file; problems come with `file:line:col` and a fix.
 pub fn load(path: &Path) -> Result<Inventory, Diagnostics> {
@@ -66,60 +52,128 @@ pub fn load(path: &Path) -> Result<Inventory, Diagnostics> {
     parse(&SourceFile::new(path.display().to_string(), text))
 }
 
-/// Reads a stand-in file's text.
+/// Checks the stand-in inventory `GPUFLOW_GPU_INVENTORY` names, if any: every problem of the
+/// file at its place, after one line saying which file they make unusable and where it was
+/// named (an environment variable has no place to point at).
+pub fn check_env() -> Result<(), Diagnostics> {
+    let Some(path) = std::env::var_os(super::STAND_IN_ENV).filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let path = std::path::PathBuf::from(path);
+    let problems = match load(&path) {
+        Ok(_) => return Ok(()),
+        Err(problems) => problems,
+    };
+    let located = problems.iter().filter(|d| d.file.is_some()).count();
+    if located == 0 {
+        // The file cannot be read: its one diagnostic names the path and the variable.
+        return Err(problems);
+    }
+    let mut out = Diagnostics::from(
+        Diagnostic::unlocated(format!(
+            "the stand-in GPU inventory `{}` (set by {}) cannot be used: {located} problem{} in it, each reported at its place",
+            path.display(),
+            super::STAND_IN_ENV,
+            if located == 1 { "" } else { "s" }
+        ))
+        .hint(format!(
+            "fix the file (docs/gpus.md shows the format), or unset {} to use the machine's real GPUs",
+            super::STAND_IN_ENV
+        )),
+    );
+    out.extend(problems);
+    Err(out)
+}
+
+/// Reads a stand-in file's text. The file is walked as spanned TOML rather than deserialised
+/// through serde, which stops at the first problem: every problem (each syntax error, unknown
+/// key, value of the wrong type, repeated or unnamed GPU) is reported at once, at its place.
 pub fn parse(file: &Arc<SourceFile>) -> Result<Inventory, Diagnostics> {
-    let parsed: File = toml::from_str(&file.text).map_err(|e| {
-        let span = e.span().map(Span::from).unwrap_or_default();
-        let message = e.message().trim().trim_end_matches('.').to_string();
-        Diagnostics::from(
-            Diagnostic::error(file, span, format!("invalid stand-in GPU inventory: {message}"))
-                .hint("see docs/gpus.md (\"Stand-in inventory\") for the keys of the file and of each `[[gpus]]`"),
-        )
-    })?;
-    let mut diagnostics = Diagnostics::new();
-    if parsed.gpus.is_empty() {
-        diagnostics.push(
+    let (root, errors) = DeTable::parse_recoverable(&file.text);
+    let mut r = Reader {
+        file: file.clone(),
+        diagnostics: Diagnostics::new(),
+    };
+    if !errors.is_empty() {
+        // What the parser recovered may be missing pieces: judging it would add noise.
+        for e in errors {
+            let span = e.span().map(Span::from).unwrap_or_default();
+            let message = e.message().trim().trim_end_matches('.').to_string();
+            r.diagnostics.push(
+                Diagnostic::error(
+                    file,
+                    span,
+                    format!("invalid stand-in GPU inventory: {message}"),
+                )
+                .hint(FORMAT_HINT),
+            );
+        }
+        return Err(r.diagnostics);
+    }
+    let root = root.into_inner();
+    let mut top = Top::default();
+    let mut entries: Vec<(Span, FileGpu)> = Vec::new();
+    // A `gpus` that is no list of tables is reported as that, not also as "no GPU".
+    let mut gpus_had_problems = false;
+    for (key, value) in &root {
+        match key.get_ref().as_ref() {
+            "driver" => top.driver = r.string(value, "driver", "570.86.15"),
+            "cuda" => top.cuda = r.string(value, "cuda", "12.8"),
+            "model" => top.model = r.string(value, "model", "NVIDIA L40S"),
+            "memory-mib" => top.memory_mib = r.number(value, "memory-mib", "46068"),
+            "nvlinks" => top.nvlinks = r.number(value, "nvlinks", "18"),
+            "gpus" => {
+                let before = r.diagnostics.len();
+                entries = r.gpus(value);
+                gpus_had_problems = r.diagnostics.len() > before;
+            }
+            _ => r.unknown_key(key, TOP_KEYS, "a top-level key"),
+        }
+    }
+    if entries.is_empty() && !gpus_had_problems {
+        r.diagnostics.push(
             Diagnostic::error(file, Span::default(), "the stand-in inventory lists no GPU")
                 .hint("add one `[[gpus]]` table per GPU with at least `index = 0`"),
         );
     }
     let mut gpus: Vec<(Gpu, Option<u32>, Option<u32>)> = Vec::new();
-    for entry in &parsed.gpus {
-        let span = Span::from(entry.span());
-        let g = entry.get_ref();
+    for (span, g) in entries {
+        let Some(index) = g.index else {
+            continue;
+        };
         let uuid = g
             .uuid
             .clone()
-            .unwrap_or_else(|| format!("GPU-stand-in-{:04}", g.index));
+            .unwrap_or_else(|| format!("GPU-stand-in-{index:04}"));
         if let Some((other, ..)) = gpus
             .iter()
-            .find(|(o, ..)| o.index == g.index || o.uuid == uuid)
+            .find(|(o, ..)| o.index == index || o.uuid == uuid)
         {
-            let what = if other.index == g.index {
-                format!("index `{}`", g.index)
+            let what = if other.index == index {
+                format!("index `{index}`")
             } else {
                 format!("uuid `{uuid}`")
             };
-            diagnostics.push(
+            r.diagnostics.push(
                 Diagnostic::error(file, span, format!("two GPUs have {what}"))
                     .label("listed again here")
                     .hint("give each `[[gpus]]` its own `index` and `uuid`"),
             );
             continue;
         }
-        let Some(model) = g.model.clone().or_else(|| parsed.model.clone()) else {
-            diagnostics.push(
-                Diagnostic::error(file, span, format!("GPU {} has no model", g.index))
+        let Some(model) = g.model.clone().or_else(|| top.model.clone()) else {
+            r.diagnostics.push(
+                Diagnostic::error(file, span, format!("GPU {index} has no model"))
                     .hint("add `model = \"NVIDIA L40S\"` to it, or once at the top of the file"),
             );
             continue;
         };
         gpus.push((
             Gpu {
-                index: g.index,
+                index,
                 uuid,
                 model,
-                memory_mib: g.memory_mib.or(parsed.memory_mib).unwrap_or(0),
+                memory_mib: g.memory_mib.or(top.memory_mib).unwrap_or(0),
                 mig: g.mig,
                 numa_node: g.numa_node,
                 bus_id: g.bus_id.clone(),
@@ -136,11 +190,11 @@ pub fn parse(file: &Arc<SourceFile>) -> Result<Inventory, Diagnostics> {
             g.nvlink_group,
         ));
     }
-    if diagnostics.has_errors() {
-        return Err(diagnostics);
+    if r.diagnostics.has_errors() {
+        return Err(r.diagnostics.sorted());
     }
     gpus.sort_by_key(|(g, ..)| g.index);
-    let nvlinks = parsed.nvlinks.unwrap_or(1);
+    let nvlinks = top.nvlinks.unwrap_or(1);
     let links = gpus
         .iter()
         .map(|(a, a_switch, a_nv)| {
@@ -171,11 +225,189 @@ pub fn parse(file: &Arc<SourceFile>) -> Result<Inventory, Diagnostics> {
         source: Source::StandIn {
             path: file.name.clone(),
         },
-        driver: parsed.driver,
-        cuda: parsed.cuda,
+        driver: top.driver,
+        cuda: top.cuda,
         gpus: gpus.into_iter().map(|(g, ..)| g).collect(),
         links,
     })
+}
+
+/// The top level's values that each GPU may override.
+#[derive(Default)]
+struct Top {
+    driver: Option<String>,
+    cuda: Option<String>,
+    /// The model of every GPU that does not name its own.
+    model: Option<String>,
+    /// The memory of every GPU that does not give its own.
+    memory_mib: Option<u64>,
+    /// Bonded links between two GPUs of one `nvlink-group` (default 1).
+    nvlinks: Option<u32>,
+}
+
+/// One `[[gpus]]` table as written; `index` is `None` when it is missing or invalid (reported).
+#[derive(Default)]
+struct FileGpu {
+    index: Option<u32>,
+    uuid: Option<String>,
+    model: Option<String>,
+    memory_mib: Option<u64>,
+    mig: Option<bool>,
+    numa_node: Option<u32>,
+    pcie_switch: Option<u32>,
+    nvlink_group: Option<u32>,
+    bus_id: Option<String>,
+    // What the before-timing checks read.
+    memory_used_mib: Option<u64>,
+    processes: Option<u32>,
+    ecc_errors: Option<u64>,
+    persistence_mode: Option<bool>,
+    sm_clock_mhz: Option<u32>,
+    max_sm_clock_mhz: Option<u32>,
+}
+
+type Key<'i> = toml::Spanned<std::borrow::Cow<'i, str>>;
+type Value<'i> = toml::Spanned<DeValue<'i>>;
+
+/// Walks the parsed file, collecting diagnostics.
+struct Reader {
+    file: Arc<SourceFile>,
+    diagnostics: Diagnostics,
+}
+
+impl Reader {
+    fn error(&mut self, span: Span, message: String, hint: String) {
+        let label = match message.split_once(" must be ") {
+            Some((_, what)) => format!("expected {what}"),
+            None => "here".to_string(),
+        };
+        self.diagnostics.push(
+            Diagnostic::error(&self.file, span, message)
+                .label(label)
+                .hint(hint),
+        );
+    }
+
+    fn unknown_key(&mut self, key: &Key<'_>, known: &[&str], what: &str) {
+        let name = key.get_ref().as_ref();
+        self.diagnostics.push(
+            Diagnostic::error(
+                &self.file,
+                Span::from(key.span()),
+                format!("unknown key `{name}` in the stand-in GPU inventory"),
+            )
+            .label(format!("not {what}"))
+            .maybe_hint(did_you_mean(name, known))
+            .note(format!("expected {}", join_quoted(known, "or")))
+            .hint(FORMAT_HINT),
+        );
+    }
+
+    fn string(&mut self, value: &Value<'_>, key: &str, example: &str) -> Option<String> {
+        match value.get_ref() {
+            DeValue::String(s) => Some(s.to_string()),
+            _ => {
+                self.error(
+                    Span::from(value.span()),
+                    format!("`{key}` must be a string"),
+                    format!("write e.g. `{key} = \"{example}\"`"),
+                );
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, value: &Value<'_>, key: &str) -> Option<bool> {
+        match value.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            _ => {
+                self.error(
+                    Span::from(value.span()),
+                    format!("`{key}` must be `true` or `false`"),
+                    format!("write e.g. `{key} = true`"),
+                );
+                None
+            }
+        }
+    }
+
+    /// A whole number that fits `T` (no sign, no fraction).
+    fn number<T: TryFrom<u64>>(
+        &mut self,
+        value: &Value<'_>,
+        key: &str,
+        example: &str,
+    ) -> Option<T> {
+        let parsed = match value.get_ref() {
+            DeValue::Integer(n) => u64::from_str_radix(&n.as_str().replace('_', ""), n.radix())
+                .ok()
+                .and_then(|n| T::try_from(n).ok()),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.error(
+                Span::from(value.span()),
+                format!("`{key}` must be a whole number, 0 or more"),
+                format!("write e.g. `{key} = {example}`"),
+            );
+        }
+        parsed
+    }
+
+    /// The `[[gpus]]` tables, each with its span.
+    fn gpus(&mut self, value: &Value<'_>) -> Vec<(Span, FileGpu)> {
+        let DeValue::Array(items) = value.get_ref() else {
+            self.error(
+                Span::from(value.span()),
+                "`gpus` must be a list of tables".into(),
+                "write one `[[gpus]]` table per GPU, with at least `index = 0`".into(),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items {
+            let span = Span::from(item.span());
+            let DeValue::Table(table) = item.get_ref() else {
+                self.error(
+                    span,
+                    "each entry of `gpus` must be a table".into(),
+                    "write one `[[gpus]]` table per GPU, with at least `index = 0`".into(),
+                );
+                continue;
+            };
+            let mut g = FileGpu::default();
+            for (key, value) in table {
+                let k = key.get_ref().as_ref();
+                match k {
+                    "index" => g.index = self.number(value, k, "0"),
+                    "uuid" => g.uuid = self.string(value, k, "GPU-5d41402a"),
+                    "model" => g.model = self.string(value, k, "NVIDIA L40S"),
+                    "memory-mib" => g.memory_mib = self.number(value, k, "46068"),
+                    "mig" => g.mig = self.boolean(value, k),
+                    "numa-node" => g.numa_node = self.number(value, k, "0"),
+                    "pcie-switch" => g.pcie_switch = self.number(value, k, "0"),
+                    "nvlink-group" => g.nvlink_group = self.number(value, k, "0"),
+                    "bus-id" => g.bus_id = self.string(value, k, "00000000:18:00.0"),
+                    "memory-used-mib" => g.memory_used_mib = self.number(value, k, "0"),
+                    "processes" => g.processes = self.number(value, k, "0"),
+                    "ecc-errors" => g.ecc_errors = self.number(value, k, "0"),
+                    "persistence-mode" => g.persistence_mode = self.boolean(value, k),
+                    "sm-clock-mhz" => g.sm_clock_mhz = self.number(value, k, "2520"),
+                    "max-sm-clock-mhz" => g.max_sm_clock_mhz = self.number(value, k, "2520"),
+                    _ => self.unknown_key(key, GPU_KEYS, "a key of a `[[gpus]]` table"),
+                }
+            }
+            if !table.contains_key("index") {
+                self.diagnostics.push(
+                    Diagnostic::error(&self.file, span, "a GPU has no `index`")
+                        .label("this `[[gpus]]` needs `index = N`")
+                        .hint("add `index = N` (its position in `nvidia-smi`'s list) to this `[[gpus]]`"),
+                );
+            }
+            out.push((span, g));
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -224,9 +456,56 @@ mod tests {
                 unicode: false,
             },
         );
-        assert!(text.contains("unknown field `numa`"), "{text}");
+        assert!(text.contains("unknown key `numa`"), "{text}");
+        assert!(text.contains("did you mean `numa-node`?"), "{text}");
         assert!(text.contains("s.toml:4:1"), "{text}");
         assert!(text.contains("docs/gpus.md"), "{text}");
+    }
+
+    #[test]
+    fn every_problem_is_reported_each_at_its_place() {
+        // serde stopped at the first; a user fixing one per run would need five runs here.
+        let file = SourceFile::new(
+            "s.toml",
+            "model = \"X\"\nnvlink = 4\n[[gpus]]\nindex = 0\npcie = 1\n[[gpus]]\nindex = -1\nmig = \"yes\"\n[[gpus]]\nuuid = \"GPU-x\"\n",
+        );
+        let problems = parse(&file).unwrap_err();
+        let found: Vec<(String, String)> = problems
+            .iter()
+            .map(|d| (d.location(), d.message.clone()))
+            .collect();
+        let expected = [
+            (
+                "s.toml:2:1",
+                "unknown key `nvlink` in the stand-in GPU inventory",
+            ),
+            (
+                "s.toml:5:1",
+                "unknown key `pcie` in the stand-in GPU inventory",
+            ),
+            ("s.toml:7:9", "`index` must be a whole number, 0 or more"),
+            ("s.toml:8:7", "`mig` must be `true` or `false`"),
+            ("s.toml:9:1", "a GPU has no `index`"),
+        ];
+        assert_eq!(
+            found,
+            expected.map(|(a, m)| (a.to_string(), m.to_string())),
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn every_syntax_error_is_reported() {
+        let file = SourceFile::new("s.toml", "model = \"X\nindex = = 1\n[[gpus]]\nindex = 0\n");
+        let problems = parse(&file).unwrap_err();
+        assert!(problems.len() >= 2, "{problems:#?}");
+        assert!(
+            problems.iter().all(
+                |d| d.message.starts_with("invalid stand-in GPU inventory: ")
+                    && d.location().starts_with("s.toml:")
+            ),
+            "{problems:#?}"
+        );
     }
 
     #[test]

@@ -432,24 +432,50 @@ impl Reader {
             .unwrap_or_default();
         let path = base.join(&text);
         if let Err(problems) = crate::gpu::stand_in::load(&path) {
-            let first = problems
-                .iter()
-                .next()
-                .map(|d| d.message.clone())
-                .unwrap_or_default();
-            let mut d = Diagnostic::error(
-                &self.file,
-                Span::from(value.span()),
-                format!("the stand-in GPU inventory `{text}` cannot be used: {first}"),
-            )
-            .label(format!("read as `{}`", path.display()));
-            // The file's own problems, each at its place.
-            for p in problems.iter() {
-                if let Some(file) = &p.file {
-                    d = d.related(file, p.span, p.message.clone());
+            let key_span = Span::from(value.span());
+            let located: Vec<Diagnostic> = problems
+                .into_vec()
+                .into_iter()
+                .filter_map(|p| {
+                    if p.file.is_some() {
+                        return Some(p);
+                    }
+                    // The file cannot be read: said at the key that names it.
+                    let mut d = Diagnostic::error(
+                        &self.file,
+                        key_span,
+                        format!(
+                            "the stand-in GPU inventory `{text}` cannot be used: {}",
+                            p.message
+                        ),
+                    )
+                    .label(format!("read as `{}`", path.display()))
+                    .hint("fix the path: it is relative to this host file's folder");
+                    d.notes = p.notes;
+                    self.push(d);
+                    None
+                })
+                .collect();
+            // The file's own problems, every one at its place in it (not only the first), and
+            // at the key one line saying which file they make unusable.
+            if !located.is_empty() {
+                let n = located.len();
+                self.push(
+                    Diagnostic::error(
+                        &self.file,
+                        key_span,
+                        format!(
+                            "the stand-in GPU inventory `{text}` cannot be used: {n} problem{} in it, each reported at its place",
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    )
+                    .label(format!("read as `{}`", path.display()))
+                    .hint("fix the file (docs/gpus.md shows the format), or the path: it is relative to this host file's folder"),
+                );
+                for d in located {
+                    self.push(d);
                 }
             }
-            self.push(d.hint("fix the file (docs/gpus.md shows the format), or the path: it is relative to this host file's folder"));
             return None;
         }
         Some(path)
