@@ -131,6 +131,50 @@ fn the_shipped_workflows_examples_and_actions_validate() {
     );
 }
 
+/// docs/running.md lists every event type `--json` prints: each variant of the event enum
+/// (`StepProgress` → `step_progress`) is named there.
+#[test]
+fn every_event_type_is_documented() {
+    let root = repo_root();
+    let source = std::fs::read_to_string(root.join("runner/src/engine/event.rs")).unwrap();
+    let start = source
+        .find("#[serde(tag = \"type\", rename_all = \"snake_case\")]")
+        .expect("the event enum's serde attributes");
+    let body = &source[start..];
+    let body = &body[body.find('{').unwrap()..];
+    let variant = Regex::new(r"(?m)^    ([A-Z][A-Za-z]+)\b").unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/running.md")).unwrap();
+    let mut missing = Vec::new();
+    let variants: Vec<_> = variant
+        .captures_iter(&body[..body.find("\n}").unwrap()])
+        .collect();
+    assert!(
+        variants.len() >= 20,
+        "the event enum was not found in event.rs"
+    );
+    for name in variants {
+        let snake: String = name[1]
+            .chars()
+            .enumerate()
+            .flat_map(|(i, c)| {
+                let lower = c.to_ascii_lowercase();
+                if c.is_ascii_uppercase() && i > 0 {
+                    vec!['_', lower]
+                } else {
+                    vec![lower]
+                }
+            })
+            .collect();
+        if !doc.contains(&format!("`{snake}`")) {
+            missing.push(snake);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/running.md does not list the events {missing:?}"
+    );
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -854,7 +898,9 @@ fn check_synopsis(at: &str, block: &Block, findings: &mut Findings) {
     for (path, command, shown) in commands {
         let missing = command
             .get_arguments()
-            .filter(|a| !a.is_hide_set() && !a.is_global_set())
+            // The command's own options (`--store` is one, though marked global for its
+            // subcommands); the parent's `--color` is not propagated to an unbuilt command.
+            .filter(|a| !a.is_hide_set())
             .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
             .filter(|l| l != "--help" && l != "--version" && !shown.contains(l));
         for missing in missing {
