@@ -29,6 +29,7 @@ mod remote_actions;
 mod report;
 mod run_docker;
 mod run_headline;
+mod run_results;
 mod secret_leaks;
 mod shipped_actions;
 mod signals;

@@ -9,7 +9,9 @@ use std::collections::HashMap;
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 
-use super::labels::{LABEL_JOB, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_RUN_ID, label_filter};
+use super::labels::{
+    LABEL_JOB, LABEL_KEPT, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_RUN_ID, label_filter,
+};
 use super::{BackendError, DockerBackend, Owner};
 
 /// What a clean-up removed.
@@ -51,6 +53,11 @@ impl Managed {
     pub fn owner(&self) -> Option<Owner> {
         Owner::from_labels(&self.labels)
     }
+
+    /// Kept on purpose (`gpuflow run --keep-containers`).
+    pub fn kept(&self) -> bool {
+        self.labels.get(LABEL_KEPT).is_some_and(|v| v == "true")
+    }
 }
 
 impl DockerBackend {
@@ -71,10 +78,12 @@ impl DockerBackend {
     }
 
     /// Removes the containers and networks created from this host by runner processes that no
-    /// longer run. Those of live runners, and of other hosts (which may share a remote
-    /// engine), are left alone.
+    /// longer run: what `gpuflow run` does as it connects. Those of live runners, of other
+    /// hosts (which may share a remote engine), and those a run was asked to keep
+    /// (`--keep-containers`: the user is looking at them; `gpuflow gc` removes them) are left
+    /// alone.
     pub async fn sweep_orphans(&self) -> Result<Removed, BackendError> {
-        let (containers, networks) = self.orphans().await?;
+        let (containers, networks) = self.orphans(false).await?;
         self.remove_all(&containers, &networks).await
     }
 
@@ -87,9 +96,10 @@ impl DockerBackend {
         Ok(all)
     }
 
-    /// What [`Self::sweep_orphans`] would remove, containers first.
+    /// What `gpuflow gc` removes: what [`Self::sweep_orphans`] would, and what runs that are
+    /// over kept with `--keep-containers`; containers first.
     pub async fn orphaned(&self) -> Result<Vec<Managed>, BackendError> {
-        let (mut containers, networks) = self.orphans().await?;
+        let (mut containers, networks) = self.orphans(true).await?;
         containers.extend(networks);
         Ok(containers)
     }
@@ -104,12 +114,14 @@ impl DockerBackend {
         self.remove_all(&containers, &networks).await
     }
 
-    async fn orphans(&self) -> Result<(Vec<Managed>, Vec<Managed>), BackendError> {
+    /// Things of runners that are gone; with `kept`, also those kept with `--keep-containers`.
+    async fn orphans(&self, kept: bool) -> Result<(Vec<Managed>, Vec<Managed>), BackendError> {
         let host = self.owner().host.clone();
         let filter = [(LABEL_MANAGED, "true"), (LABEL_OWNER_HOST, host.as_str())];
         let orphaned = |thing: &Managed| {
             // Only a free runner lock proves the owner gone; anything else is kept.
-            Owner::from_labels(&thing.labels).is_some_and(|owner| owner.is_gone())
+            (kept || !thing.kept())
+                && Owner::from_labels(&thing.labels).is_some_and(|owner| owner.is_gone())
         };
         let containers: Vec<Managed> = self
             .labelled_containers(&filter)

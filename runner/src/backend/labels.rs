@@ -22,6 +22,9 @@ pub const LABEL_OWNER_HOST: &str = "dev.gpuflow.owner-host";
 pub const LABEL_OWNER_STARTED: &str = "dev.gpuflow.owner-started";
 /// The owner's runner-lock token: the sweep's only evidence that the owner is gone.
 pub const LABEL_OWNER_TOKEN: &str = "dev.gpuflow.owner-token";
+/// Present (`true`) on what `gpuflow run --keep-containers` was asked to keep: the sweep at the
+/// start of the next run leaves it, `gpuflow gc` removes it.
+pub const LABEL_KEPT: &str = "dev.gpuflow.kept";
 
 /// The runner process that owns containers: what sweeping compares against.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +74,8 @@ impl Owner {
 pub struct RunLabels {
     pub run_id: String,
     pub job: String,
+    /// Kept for the user to look at (`--keep-containers`): labelled [`LABEL_KEPT`].
+    pub kept: bool,
 }
 
 impl RunLabels {
@@ -78,7 +83,13 @@ impl RunLabels {
         Self {
             run_id: run_id.into(),
             job: job.into(),
+            kept: false,
         }
+    }
+
+    /// The same labels, marked kept (or not).
+    pub fn kept(self, kept: bool) -> Self {
+        Self { kept, ..self }
     }
 
     /// gpuflow's labels for a thing of this run owned by `owner`.
@@ -95,6 +106,9 @@ impl RunLabels {
         }
         if let Some(token) = &owner.token {
             labels.insert(LABEL_OWNER_TOKEN.to_string(), token.clone());
+        }
+        if self.kept {
+            labels.insert(LABEL_KEPT.to_string(), "true".to_string());
         }
         labels
     }
@@ -169,7 +183,12 @@ mod tests {
         assert_eq!(labels[LABEL_MANAGED], "true");
         assert_eq!(labels[LABEL_RUN_ID], "run-1");
         assert_eq!(labels[LABEL_JOB], "bench");
-        assert_eq!(Owner::from_labels(&labels), Some(owner));
+        assert_eq!(Owner::from_labels(&labels), Some(owner.clone()));
         assert!(labels.keys().all(|k| k.starts_with(LABEL_PREFIX)));
+        assert!(!labels.contains_key(LABEL_KEPT));
+        let kept = RunLabels::new("run-1", "bench")
+            .kept(true)
+            .to_labels(&owner);
+        assert_eq!(kept[LABEL_KEPT], "true");
     }
 }

@@ -1,6 +1,6 @@
 //! `gpuflow gc`: removes what gpuflow left on a host's engine. By default only containers and
-//! networks whose runner process is gone (killed, crashed): the sweep `gpuflow run` also does
-//! at start. `--all-runs` removes every gpuflow-labelled thing there, runs in progress
+//! networks whose runner process is gone (killed, crashed, or ended having kept them with
+//! `--keep-containers`): the sweep `gpuflow run` also does at start, which leaves kept ones. `--all-runs` removes every gpuflow-labelled thing there, runs in progress
 //! included, so it asks for `--yes`; `--dry-run` lists without removing.
 //!
 //! With `--logs-older-than` or `--logs-max-total` it prunes stored run logs instead
@@ -165,6 +165,9 @@ fn describe(thing: &Managed) -> String {
     }
     if let Some(owner) = thing.owner() {
         about.push(format!("runner pid {} on `{}`", owner.pid, owner.host));
+    }
+    if thing.kept() {
+        about.push("kept with `--keep-containers`".to_string());
     }
     if about.is_empty() {
         format!("{kind} `{}`", thing.name)

@@ -72,7 +72,8 @@ pub struct Args {
     )]
     pub log_cap: u64,
 
-    /// Leave the run's containers and networks in place, to look at them after.
+    /// Leave the run's containers and networks in place, to look at them after; later runs
+    /// leave them too, until `gpuflow gc` removes them.
     #[arg(long)]
     pub keep_containers: bool,
 

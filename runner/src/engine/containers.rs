@@ -85,6 +85,13 @@ impl JobContainers {
         }
     }
 
+    /// Marks what it creates from now on as kept (`--keep-containers`), so the next run's
+    /// sweep leaves it to `gpuflow gc`.
+    pub fn kept(mut self, kept: bool) -> Self {
+        self.labels = self.labels.kept(kept);
+        self
+    }
+
     /// The job's network, created on first use; a container that was started alone before
     /// is connected to it then.
     pub async fn network(&mut self) -> Result<String, BackendError> {

@@ -375,11 +375,10 @@ impl JobRun {
     async fn containers(&mut self) -> Result<&mut JobContainers, String> {
         if self.containers.is_none() {
             let docker = self.shared.engines.for_job(&self.jref).await?;
-            self.containers = Some(JobContainers::new(
-                docker,
-                &self.shared.opts.run_id,
-                &self.jref,
-            ));
+            self.containers = Some(
+                JobContainers::new(docker, &self.shared.opts.run_id, &self.jref)
+                    .kept(self.shared.opts.keep_containers),
+            );
         }
         Ok(self.containers.as_mut().expect("set above"))
     }
@@ -489,7 +488,10 @@ impl JobRun {
                 let names: Vec<&str> = c.started.values().map(|s| s.docker_name.as_str()).collect();
                 self.say(
                     None,
-                    &format!("kept containers (--keep-containers): {}", names.join(", ")),
+                    &format!(
+                        "kept containers (--keep-containers): {}; they stay until `gpuflow gc` removes them",
+                        names.join(", ")
+                    ),
                 );
             }
             return;

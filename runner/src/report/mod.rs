@@ -69,6 +69,7 @@ pub fn record_json(data: &ReportData) -> Vec<u8> {
                         "change_pct": m.change_pct, "ratio": m.ratio,
                         "threshold_pct": m.threshold_pct, "p_value": m.p_value, "test": m.test,
                         "baseline_description": m.baseline_description,
+                        "judged_by": m.judged_by, "counted": m.counted,
                     })
                 })
                 .collect();

@@ -114,6 +114,11 @@ pub struct MetricRow {
     pub test: Option<String>,
     pub baseline_description: String,
     pub explanation: String,
+    /// The `compare-to-baseline` step whose verdict this is; `None`: no step of the run
+    /// judged the metric, and the report compared it with the step's defaults.
+    pub judged_by: Option<String>,
+    /// The verdict counts toward the run's: a step judged it, or no step of the run judged any.
+    pub counted: bool,
     /// The charts as SVG documents (inlined by the HTML template) and the file names the
     /// Markdown template links to (written beside the report).
     pub chart_compare_svg: String,
@@ -187,7 +192,7 @@ impl ReportData {
             });
         }
         let first = &results[0];
-        let mut cells = Vec::with_capacity(results.len());
+        let mut cells: Vec<CellData> = Vec::with_capacity(results.len());
         let mut cache = ResultCache {
             cells: results.len(),
             ..ResultCache::default()
@@ -195,13 +200,32 @@ impl ReportData {
         for result in &results {
             cells.push(cell(source, result, &mut cache)?);
         }
+        // When the run's steps judged metrics, their verdicts are the run's, and a metric
+        // only the report compared (with its defaults) is shown but does not count.
+        let judged = cells
+            .iter()
+            .flat_map(|c| &c.metrics)
+            .any(|m| m.judged_by.is_some());
+        for m in cells.iter_mut().flat_map(|c| &mut c.metrics) {
+            m.counted = !judged || m.judged_by.is_some();
+        }
         let failure = source.run_dir.and_then(failure_excerpt);
         let failed = failure.is_some() || cells.iter().any(|c| c.status != "success");
         let mut verdict_counts = BTreeMap::new();
-        for m in cells.iter().flat_map(|c| &c.metrics) {
+        for m in cells.iter().flat_map(|c| &c.metrics).filter(|m| m.counted) {
             *verdict_counts.entry(m.verdict.clone()).or_insert(0) += 1;
         }
-        let verdict = overall(cells.iter().map(|c| c.verdict.as_str()));
+        let verdict = if judged {
+            overall(
+                cells
+                    .iter()
+                    .flat_map(|c| &c.metrics)
+                    .filter(|m| m.counted)
+                    .map(|m| m.verdict.as_str()),
+            )
+        } else {
+            overall(cells.iter().map(|c| c.verdict.as_str()))
+        };
         Ok(Self {
             title: source
                 .title
@@ -263,19 +287,25 @@ impl ReportData {
 /// The most alarming of several verdicts, as [`crate::compare::StepReport::overall_verdict`]
 /// ranks them.
 fn overall<'a>(verdicts: impl Iterator<Item = &'a str>) -> String {
-    const ORDER: [&str; 6] = [
-        "regression",
-        "incomparable",
-        "inconclusive",
-        "no-baseline",
-        "improvement",
-        "unchanged",
-    ];
     verdicts
-        .filter_map(|v| ORDER.iter().position(|o| *o == v))
+        .filter_map(alarm_rank)
         .min()
-        .map_or("no-baseline", |i| ORDER[i])
+        .map_or("no-baseline", |i| ALARM_ORDER[i])
         .to_string()
+}
+
+/// Verdicts from the most alarming down.
+const ALARM_ORDER: [&str; 6] = [
+    "regression",
+    "incomparable",
+    "inconclusive",
+    "no-baseline",
+    "improvement",
+    "unchanged",
+];
+
+fn alarm_rank(verdict: &str) -> Option<usize> {
+    ALARM_ORDER.iter().position(|o| *o == verdict)
 }
 
 fn cell(
@@ -289,10 +319,26 @@ fn cell(
     }
     let label = cell_label(result);
     let slug = crate::engine::log_store::slug(&format!("{label}-{}", result.step));
-    let (comparisons, error) = match compare_result(source.store, result, &inputs) {
-        Ok(report) => (report.comparisons, None),
-        Err(e) => (Vec::new(), Some(e.to_string())),
+    let judged = step_verdicts(source.store, result)?;
+    // The metrics no step judged are compared as `compare-to-baseline` does with its defaults.
+    inputs.metrics.retain(|m| !judged.contains_key(m));
+    let (mut comparisons, error) = if inputs.metrics.is_empty() {
+        (Vec::new(), None)
+    } else {
+        match compare_result(source.store, result, &inputs) {
+            Ok(report) => (report.comparisons, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        }
     };
+    comparisons.extend(judged.values().map(|(_, c)| c.clone()));
+    // In the order the result has its metrics, whoever judged them.
+    comparisons.sort_by_key(|c| {
+        result
+            .metrics
+            .iter()
+            .position(|m| m.name == c.metric)
+            .unwrap_or(usize::MAX)
+    });
     let mut metrics = Vec::with_capacity(comparisons.len());
     let mut differences = Vec::new();
     for c in &comparisons {
@@ -306,12 +352,17 @@ fn cell(
                 });
             }
         }
-        metrics.push(metric_row(source, result, c, &slug, cache)?);
+        let mut row = metric_row(source, result, c, &slug, cache)?;
+        row.judged_by = judged.get(&c.metric).map(|(step, _)| step.clone());
+        metrics.push(row);
     }
+    // A cell some step judged has that step's verdict; one no step judged, the report's.
     let verdict = if comparisons.is_empty() {
         "no-baseline".to_string()
-    } else {
+    } else if judged.is_empty() {
         overall(comparisons.iter().map(|c| c.verdict.as_str()))
+    } else {
+        overall(judged.values().map(|(_, c)| c.verdict.as_str()))
     };
     Ok(CellData {
         label,
@@ -328,6 +379,30 @@ fn cell(
         metrics,
         error,
     })
+}
+
+/// What the run's `compare-to-baseline` steps decided about `result`, by metric: the judging
+/// step's name and its comparison. Of several steps judging one metric, the most alarming
+/// verdict (the latest of equals) speaks, as it does for the run. A judgement that does not
+/// read back (written by another gpuflow) is left out.
+fn step_verdicts(
+    store: &ResultStore,
+    result: &StoredResult,
+) -> Result<BTreeMap<String, (String, Comparison)>, ReportError> {
+    let mut by_metric: BTreeMap<String, (String, Comparison)> = BTreeMap::new();
+    for j in store.judgements(result.id)? {
+        let Ok(c) = serde_json::from_str::<Comparison>(&j.comparison) else {
+            continue;
+        };
+        let rank = |v: &str| alarm_rank(v).unwrap_or(usize::MAX);
+        let replaces = by_metric
+            .get(&j.metric)
+            .is_none_or(|(_, old)| rank(c.verdict.as_str()) <= rank(old.verdict.as_str()));
+        if replaces {
+            by_metric.insert(j.metric.clone(), (j.step.clone(), c));
+        }
+    }
+    Ok(by_metric)
 }
 
 /// What drawing the history charts reads, shared by every cell and metric of the report: each
@@ -430,6 +505,8 @@ fn metric_row(
         test: c.test.map(|t| t.as_str().to_string()),
         baseline_description: c.baseline.clone(),
         explanation: c.explanation.clone(),
+        judged_by: None,
+        counted: true,
         chart_compare_svg: chart::compare(c),
         chart_history_svg: chart::history(c, &history, &changes, &result.run_id),
         chart_compare_file: format!("{slug}-{metric_slug}-compare.svg"),

@@ -67,6 +67,22 @@ const MIGRATIONS: &[(i64, &str)] = &[
         // result of the metric (120 ms → 25 ms at 100 000 runs).
         "CREATE INDEX results_workflow_time ON results(workflow, finished_at_ms);",
     ),
+    (
+        4,
+        // What each `compare-to-baseline` step decided about a result, as it decided it: a
+        // report shows these verdicts rather than judging again with its own defaults (which
+        // may pick another baseline and so say something else than the run did).
+        "CREATE TABLE judgements (
+            id INTEGER PRIMARY KEY,
+            result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+            metric TEXT NOT NULL,
+            verdict TEXT NOT NULL,
+            step TEXT NOT NULL,
+            comparison TEXT NOT NULL,
+            judged_at_ms INTEGER NOT NULL
+        );
+        CREATE INDEX judgements_result ON judgements(result_id);",
+    ),
 ];
 
 /// The schema version this gpuflow writes.

@@ -16,6 +16,7 @@ mod direction;
 mod error;
 mod fingerprint;
 mod history;
+mod judgement;
 mod migrations;
 mod record;
 mod result_store;
@@ -25,6 +26,7 @@ pub use direction::Direction;
 pub use error::StoreError;
 pub use fingerprint::{FieldDiff, Fingerprint, Identity, Info, SeriesKey};
 pub use history::{HistoryPoint, HistoryQuery};
+pub use judgement::Judgement;
 pub use migrations::SCHEMA_VERSION;
 pub use record::{
     GitInfo, NewMetric, NewResult, ResultFilter, RunStatus, StoredMetric, StoredResult, now_ms,

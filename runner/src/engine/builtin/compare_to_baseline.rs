@@ -52,7 +52,7 @@ pub fn run(
         )?,
     };
     let path = &shared.opts.store;
-    let store = ResultStore::open(path)
+    let mut store = ResultStore::open(path)
         .map_err(|e| format!("could not open the results store `{}`: {e}", path.display()))?;
     let current = store
         .result(recorded.result_id)
@@ -83,6 +83,28 @@ pub fn run(
     let meaning = |metric: &str| meanings.get(metric).cloned();
     for c in &report.comparisons {
         say(&explain(c, meaning(&c.metric).as_deref()));
+    }
+    // The verdicts as decided here, for the run's report: judging again with the report's
+    // own inputs could pick another baseline and say something else than this step did.
+    let judged: Vec<(String, String, String)> = report
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            let mut json = serde_json::to_value(c).ok()?;
+            // The store outlives the run, and may be committed with a report.
+            shared.masker.mask_json(&mut json);
+            Some((
+                c.metric.clone(),
+                c.verdict.as_str().to_string(),
+                json.to_string(),
+            ))
+        })
+        .collect();
+    if let Err(e) = store.record_judgements(recorded.result_id, step.label, &judged) {
+        say(&format!(
+            "warning: the verdicts could not be kept in `{}` ({e}): a report of this run judges again with its defaults",
+            path.display()
+        ));
     }
     if report.outcome.passed {
         // A failure says its summary as the step's error.

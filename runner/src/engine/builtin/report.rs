@@ -10,6 +10,7 @@ use indexmap::IndexMap;
 
 use super::super::executor::Shared;
 use crate::compare::StepInputs;
+use crate::engine::event::{EventKind, JobRef, Stream};
 use crate::engine::mask::Masker;
 use crate::expr::Value;
 use crate::report::{
@@ -30,9 +31,13 @@ struct ReportInputs {
     masker: Arc<Masker>,
 }
 
+/// Runs the step; says in its log where the report went (and the commit), and returns its
+/// outputs.
 pub async fn run(
     inputs: &IndexMap<String, Value>,
     shared: &Arc<Shared>,
+    job: &JobRef,
+    step: &str,
 ) -> Result<IndexMap<String, String>, String> {
     let mut parsed = parse(inputs)?;
     parsed.masker = shared.masker.clone();
@@ -42,9 +47,22 @@ pub async fn run(
     // The store the run's benchmark steps write to (`--store`, as the worker runs triggered
     // runs), not the workspace's default one: that may not exist, or hold other runs.
     let store_path = shared.opts.store.clone();
-    tokio::task::spawn_blocking(move || report(&parsed, &workspace, &store_path, &run_id, &log_dir))
-        .await
-        .map_err(|e| format!("the report step stopped unexpectedly: {e}"))?
+    let (outputs, said) = tokio::task::spawn_blocking(move || {
+        report(&parsed, &workspace, &store_path, &run_id, &log_dir)
+    })
+    .await
+    .map_err(|e| format!("the report step stopped unexpectedly: {e}"))??;
+    // A step that says only "success" leaves the reader to guess where the report is.
+    for text in said {
+        shared.emit(EventKind::LogLine {
+            job: job.clone(),
+            step: Some(step.to_string()),
+            container: None,
+            stream: Stream::Runner,
+            text,
+        });
+    }
+    Ok(outputs)
 }
 
 fn parse(inputs: &IndexMap<String, Value>) -> Result<ReportInputs, String> {
@@ -108,7 +126,7 @@ fn report(
     store_path: &Path,
     run_id: &str,
     log_dir: &Path,
-) -> Result<IndexMap<String, String>, String> {
+) -> Result<(IndexMap<String, String>, Vec<String>), String> {
     let template = match &inputs.template {
         None => None,
         Some(path) => {
@@ -170,6 +188,7 @@ fn report(
     write_files(&out, &files)
         .map_err(|e| format!("cannot write the report to `{}`: {e}", out.display()))?;
     let path = out.join(format!("report.{}", inputs.format.extension()));
+    let mut said = vec![format!("wrote the report `{}`", path.display())];
     let mut outputs = IndexMap::from([("path".to_string(), path.display().to_string())]);
     if let Some((branch, push)) = &inputs.commit {
         let committed = ResultsBranch::new(workspace, branch)
@@ -179,9 +198,17 @@ fn report(
                 Some(h) => format!("{e} (help: {h})"),
                 None => e.to_string(),
             })?;
+        said.push(format!(
+            "committed {} to `{}` under `runs/{run_id}/`",
+            &committed.commit[..12.min(committed.commit.len())],
+            committed.reference
+        ));
+        if let Some(remote) = &committed.pushed_to {
+            said.push(format!("pushed `{}` to {remote}", committed.reference));
+        }
         outputs.insert("commit".to_string(), committed.commit);
     }
-    Ok(outputs)
+    Ok((outputs, said))
 }
 
 /// `data` with every text in it masked. Unlike [`Masker::mask_serde`], data that does not
