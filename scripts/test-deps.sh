@@ -46,6 +46,8 @@ need g++ "images/llamacpp/llama-server.sh compiles llama-server (the real test s
   'command -v c++'
 need python3-venv "images/llamacpp/llama-server.sh installs cmake and gguf into a venv" \
   'python3 -c "import ensurepip"'
+need curl "docs/simulator.md's example asks the simulator with curl (runner/tests/doc_examples.rs runs it)" \
+  'command -v curl'
 
 if [ "${#packages[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${GPUFLOW_TEST_DEPS:-}" != check ]; then
