@@ -224,8 +224,10 @@ impl From<&Diagnostic> for JsonDiagnostic {
     fn from(d: &Diagnostic) -> Self {
         let (line, column, end) = match &d.file {
             Some(f) => {
-                let (line, column) = f.line_col(d.span.start);
-                let (end_line, end_column) = f.line_col(d.span.end);
+                // The span as rendered and as `location()` reads it, so all three agree.
+                let shown = f.shown(d.span);
+                let (line, column) = f.line_col(shown.start);
+                let (end_line, end_column) = f.line_col(shown.end);
                 (
                     Some(line),
                     Some(column),
@@ -258,6 +260,18 @@ impl From<&Diagnostic> for JsonDiagnostic {
 mod tests {
     use super::*;
     use crate::diag::{SourceFile, Span};
+
+    /// JSON's line and column are `location()`'s, at the end of a file ending in a newline
+    /// too (they were 2:1 there, against 1:3 rendered).
+    #[test]
+    fn json_positions_are_the_location_at_the_end_of_a_file() {
+        let f = SourceFile::new("w.yml", "jobs: [\n");
+        let d = Diagnostic::error(&f, Span::new(8, 8), "cut short");
+        let json = JsonDiagnostic::from(&d);
+        let at = format!("w.yml:{}:{}", json.line.unwrap(), json.column.unwrap());
+        assert_eq!(at, d.location());
+        assert_eq!(at, "w.yml:1:8");
+    }
 
     #[test]
     fn summaries_read_as_sentences() {

@@ -1,7 +1,7 @@
 use annotate_snippets::renderer::DecorStyle;
 use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
 
-use super::{Diagnostic, Diagnostics, Severity, Span};
+use super::{Diagnostic, Diagnostics, Severity};
 
 /// How diagnostics are drawn: colour only on a terminal, ASCII for snapshots and logs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -31,7 +31,7 @@ pub fn render(d: &Diagnostic, opts: RenderOptions) -> String {
     let mut group = Group::with_title(level.primary_title(d.message.as_str()));
     if let Some(file) = &d.file {
         let mut snippet = Snippet::source(file.text.as_str()).path(file.name.as_str());
-        let primary = AnnotationKind::Primary.span(clamp(d.span, &file.text));
+        let primary = AnnotationKind::Primary.span(file.shown(d.span).range());
         snippet = snippet.annotation(match &d.label {
             Some(label) => primary.label(label.as_str()),
             None => primary,
@@ -39,7 +39,7 @@ pub fn render(d: &Diagnostic, opts: RenderOptions) -> String {
         for r in d.related.iter().filter(|r| r.file == *file) {
             snippet = snippet.annotation(
                 AnnotationKind::Context
-                    .span(clamp(r.span, &r.file.text))
+                    .span(r.file.shown(r.span).range())
                     .label(r.label.as_str()),
             );
         }
@@ -55,7 +55,7 @@ pub fn render(d: &Diagnostic, opts: RenderOptions) -> String {
                 .path(r.file.name.as_str())
                 .annotation(
                     AnnotationKind::Context
-                        .span(clamp(r.span, &r.file.text))
+                        .span(r.file.shown(r.span).range())
                         .label(r.label.as_str()),
                 ),
         );
@@ -80,31 +80,10 @@ pub fn render_all(ds: &Diagnostics, opts: RenderOptions) -> String {
     out
 }
 
-/// annotate-snippets needs a span inside the text and on char boundaries; a span at the very
-/// end of a file (a missing key reported at EOF) is pulled back to the last character.
-fn clamp(span: Span, text: &str) -> std::ops::Range<usize> {
-    let mut start = span.start.min(text.len());
-    let mut end = span.end.clamp(start, text.len());
-    while !text.is_char_boundary(start) {
-        start -= 1;
-    }
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    if start == text.len() && start > 0 {
-        start = text[..start]
-            .char_indices()
-            .next_back()
-            .map_or(0, |(i, _)| i);
-        end = text.len();
-    }
-    start..end
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diag::SourceFile;
+    use crate::diag::{SourceFile, Span};
 
     #[test]
     fn renders_location_caret_and_hint() {
@@ -118,6 +97,37 @@ mod tests {
         assert!(
             out.contains("help: did you mean `timeout-minutes`?"),
             "{out}"
+        );
+    }
+
+    /// The `-->` line names the place `location()` (and so `validate --format json`) names,
+    /// at the end of a file too: a YAML document cut short after its final newline used to be
+    /// `1:3` rendered and `2:1` in JSON. (annotate-snippets numbers a span past the last
+    /// character its own way, so the span it gets is the one `location` reads.)
+    #[test]
+    fn the_rendered_place_is_the_location_at_the_end_of_a_file() {
+        for text in ["ab\n", "ab\n\n", "jobs:", "a: [\n", "a: é\n"] {
+            let f = SourceFile::new("w.yml", text);
+            let d = Diagnostic::error(&f, Span::new(text.len(), text.len()), "cut short");
+            let out = render(&d, RenderOptions::default());
+            assert!(
+                out.contains(&format!("--> {}\n", d.location())),
+                "{text:?}: {}\n{out}",
+                d.location()
+            );
+        }
+        let yaml = "jobs:\n  a:\n    steps: [\n";
+        let file = SourceFile::new("w.yml", yaml);
+        let (_, diags) = crate::workflow::load_workflow_in(&file, std::path::Path::new("."));
+        let d = diags
+            .iter()
+            .find(|d| d.is_error())
+            .expect("a document cut short");
+        let out = render(d, RenderOptions::default());
+        assert!(
+            out.contains(&format!("--> {}\n", d.location())),
+            "{}\n{out}",
+            d.location()
         );
     }
 

@@ -149,10 +149,36 @@ impl SourceFile {
         (line + 1, column + 1)
     }
 
-    /// `name:line:col` of a span's start, the form editors and terminals turn into links.
+    /// `name:line:col` of a span's start as it is shown ([`Self::shown`]), the form editors
+    /// and terminals turn into links.
     pub fn location(&self, span: Span) -> String {
-        let (line, col) = self.line_col(span.start);
+        let (line, col) = self.line_col(self.shown(span).start);
         format!("{}:{line}:{col}", self.name)
+    }
+
+    /// The span a diagnostic shows: inside the text, on character boundaries, and a span at
+    /// the very end of the text (a document cut short) pulled back onto the last character,
+    /// since a snippet can only point at a character. `location`, the rendered `-->` line and
+    /// `validate --format json` all take line:col from this one span, so they agree: they
+    /// used to differ at the end of a file ending in a newline (2:1 against 1:3).
+    pub fn shown(&self, span: Span) -> Span {
+        let text = self.text.as_str();
+        let mut start = span.start.min(text.len());
+        let mut end = span.end.clamp(start, text.len());
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        if start == text.len() && start > 0 {
+            start = text[..start]
+                .char_indices()
+                .next_back()
+                .map_or(0, |(i, _)| i);
+            end = text.len();
+        }
+        Span::new(start, end)
     }
 }
 
@@ -168,6 +194,24 @@ mod tests {
         // `x` is after a two-byte `é`: column counts characters, not bytes.
         assert_eq!(f.line_col(10), (2, 5));
         assert_eq!(f.location(Span::new(5, 6)), "w.yml:2:1");
+    }
+
+    /// A span at the very end of a text is shown on its last character, and `location` says
+    /// where that is; it used to name the empty line after a final newline (2:1) while the
+    /// rendered `-->` line named the end of the last line (1:3).
+    #[test]
+    fn a_span_at_the_end_of_the_text_is_located_where_it_is_shown() {
+        let f = SourceFile::new("w.yml", "ab\n");
+        assert_eq!(f.shown(Span::new(3, 3)), Span::new(2, 3));
+        assert_eq!(f.location(Span::new(3, 3)), "w.yml:1:3");
+        // Past the end, inside a character, empty text.
+        assert_eq!(f.shown(Span::new(9, 12)), Span::new(2, 3));
+        let f = SourceFile::new("w.yml", "a: é");
+        assert_eq!(f.shown(Span::new(5, 5)), Span::new(3, 5));
+        assert_eq!(f.shown(Span::new(4, 4)), Span::new(3, 5));
+        assert_eq!(f.location(Span::new(5, 5)), "w.yml:1:4");
+        let f = SourceFile::new("w.yml", "");
+        assert_eq!(f.location(Span::new(0, 0)), "w.yml:1:1");
     }
 
     #[test]

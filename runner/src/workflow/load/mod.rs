@@ -446,7 +446,9 @@ mod tests {
         "duplicate key `name`",
         "w.yml:2:1"
     )]
-    #[test_case("jobs: [\n", "invalid YAML: expected a value here", "w.yml:2:1")]
+    // At the end of the file: shown on its last character, the end of line 1
+    // (`SourceFile::shown`), where the rendered `-->` line points too.
+    #[test_case("jobs: [\n", "invalid YAML: expected a value here", "w.yml:1:8")]
     fn each_check_reports_one_error_at_its_place(text: &str, message: &str, location: &str) {
         let (got_message, got_location) = only_error(text);
         assert_eq!(got_message, message);
