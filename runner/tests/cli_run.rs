@@ -220,6 +220,108 @@ fn vars_are_read_from_the_command_line() {
         .code(2);
 }
 
+/// `[vars]` of the workspace's `gpuflow.toml` is `vars.NAME` in its runs; `--var` replaces a
+/// value of the same name, also spelt in another case (`vars.X` is case-insensitive).
+#[test]
+fn vars_come_from_gpuflow_toml_and_var_overrides_them() {
+    let dir = workspace(
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo \"model=${{ vars.MODEL }} region=${{ vars.region }}\"\n",
+    );
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        "[vars]\nMODEL = \"llama-3-8b\"\nregion = \"us-east\"\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .env_remove("GPUFLOW_CONFIG")
+        .args(["run", "--plain", "w.yml"])
+        .assert()
+        .code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(
+        stdout.contains("| model=llama-3-8b region=us-east"),
+        "{stdout}"
+    );
+
+    let out = gpuflow_in(dir.path())
+        .env_remove("GPUFLOW_CONFIG")
+        .args(["run", "--plain", "w.yml", "--var", "model=qwen3"])
+        .assert()
+        .code(0);
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("| model=qwen3 region=us-east"), "{stdout}");
+}
+
+/// A configuration variable is a string, as on GitHub: another type is refused before
+/// anything starts, at its `file:line:col`, with the quoted form to write.
+#[test]
+fn a_var_in_gpuflow_toml_that_is_not_a_string_is_refused_at_its_place() {
+    let dir =
+        workspace("on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n");
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        "[vars]\nMODEL = \"llama\"\nGPUS = 8\n",
+    )
+    .unwrap();
+    let out = gpuflow_in(dir.path())
+        .env_remove("GPUFLOW_CONFIG")
+        .args(["run", "--plain", "w.yml"])
+        .assert()
+        .code(2);
+    let stderr = text(&out.get_output().stderr);
+    assert!(
+        stderr.contains("error: `vars.GPUS` must be a string"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gpuflow.toml:3:8"), "{stderr}");
+    assert!(stderr.contains("quote it: `GPUS = \"8\"`"), "{stderr}");
+    assert!(!dir.path().join("started").exists());
+}
+
+/// `runner.gpus` lists the GPUs leased to the job, the same ones its `CUDA_VISIBLE_DEVICES`
+/// and `GPUFLOW_GPUS` name, with what the inventory knows of each; a job without GPUs gets
+/// an empty list.
+#[test]
+fn runner_gpus_lists_the_jobs_leased_gpus() {
+    let dir = workspace(
+        r#"on: workflow_dispatch
+jobs:
+  two:
+    gpus: 2
+    steps:
+      - run: |
+          echo '${{ toJSON(runner.gpus) }}' > two.json
+          echo "$CUDA_VISIBLE_DEVICES" > two.cuda
+          echo "$GPUFLOW_GPUS" > two.indexes
+  none:
+    steps:
+      - run: echo '${{ toJSON(runner.gpus) }}' > none.json
+"#,
+    );
+    let stand_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/stand-in-8gpu-pcie.toml");
+    gpuflow_in(dir.path())
+        .env_remove("GPUFLOW_CONFIG")
+        .env(gpuflow::gpu::STAND_IN_ENV, stand_in)
+        .env("GPUFLOW_LEASE_DIR", dir.path().join("leases"))
+        .args(["run", "--plain", "w.yml"])
+        .assert()
+        .code(0);
+    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let gpus: serde_json::Value = serde_json::from_str(&read("two.json")).unwrap();
+    let gpus = gpus.as_array().unwrap();
+    assert_eq!(gpus.len(), 2, "{gpus:?}");
+    let uuids: Vec<&str> = gpus.iter().map(|g| g["uuid"].as_str().unwrap()).collect();
+    assert_eq!(uuids.join(","), read("two.cuda").trim());
+    let indexes: Vec<String> = gpus.iter().map(|g| g["index"].to_string()).collect();
+    assert_eq!(indexes.join(","), read("two.indexes").trim());
+    for g in gpus {
+        assert_eq!(g["model"], "NVIDIA L40S", "{g}");
+        assert_eq!(g["memory_mib"], 46068, "{g}");
+    }
+    assert_eq!(read("none.json").trim(), "[]");
+}
+
 /// The first Ctrl-C starts the `always()` step; a second forces: that step is stopped rather
 /// than waited for, and the run still exits 130.
 #[test]

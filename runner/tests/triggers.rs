@@ -306,6 +306,35 @@ jobs:
     assert!(!node.home().join("work").join(id).exists());
 }
 
+/// A triggered run reads `[vars]` of the pushed commit's `gpuflow.toml`, as a run by hand in
+/// that checkout would: in its steps, and already in the `concurrency` group it is queued in.
+#[test]
+fn a_triggered_run_reads_vars_from_the_commits_gpuflow_toml() {
+    let workflow = "on: push\nconcurrency: bench-${{ vars.POOL }}\njobs:\n  show:\n    steps:\n      - run: echo \"model=${{ vars.MODEL }}\"\n";
+    let node = Node::new(&[("show.yml", workflow)]);
+    node.push("HEAD:refs/heads/main");
+    node.install_node_hook();
+    node.write(
+        "gpuflow.toml",
+        "[vars]\nPOOL = \"l40s\"\nMODEL = \"llama-3-8b\"\n",
+    );
+    node.commit("vars");
+    node.push("HEAD:refs/heads/main");
+
+    let run = &node.runs()[0];
+    assert_eq!(run["concurrency_group"], "bench-l40s", "{run:#}");
+    let id = run["id"].as_str().unwrap().to_string();
+    let logs = node
+        .gpuflow()
+        .args(["logs", "-f", &id])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let logs = text(&logs.stdout);
+    assert_eq!(node.runs()[0]["state"], "success", "{logs}");
+    assert!(logs.contains("model=llama-3-8b"), "{logs}");
+}
+
 #[test]
 fn an_annotated_tag_runs_the_commit_it_tags() {
     let workflow = "on:\n  push:\n    tags: ['v*']\njobs:\n  show:\n    steps:\n      - run: echo \"sha=${{ github.sha }} after=${{ github.event.after }}\"\n";

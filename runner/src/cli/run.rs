@@ -45,7 +45,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub secrets_file: Option<PathBuf>,
 
-    /// A configuration variable, as `NAME=VALUE` (repeatable), read as `vars.NAME`.
+    /// A configuration variable, as `NAME=VALUE` (repeatable), read as `vars.NAME`; replaces
+    /// the `[vars]` value of `gpuflow.toml` of the same name.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
 
@@ -192,7 +193,6 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     }
     opts.inputs = inputs;
     opts.secrets = secrets;
-    opts.vars = vars;
     opts.keep_containers = args.keep_containers;
     opts.preflight_only = args.preflight_only;
 
@@ -200,6 +200,7 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         Ok(hosts) => hosts,
         Err(diags) => return Ok(config_errors(&diags, render)),
     };
+    opts.vars = merge_vars(hosts.vars(), vars);
     // An unknown `--host` is a bad argument (exit 2), not a problem of the workflow.
     if let Some(Err(e)) = args.host.as_deref().map(|h| hosts.select(&[], Some(h))) {
         eprint!(
@@ -399,6 +400,22 @@ fn usage(message: &str, render: RenderOptions) -> ExitCode {
         render_all(&Diagnostics::from(Diagnostic::unlocated(message)), render)
     );
     ExitCode::Usage
+}
+
+/// `[vars]` of `gpuflow.toml`, then `--var`: a `--var` replaces the file's value of the same
+/// name, also one spelt in another case, since `vars.NAME` is looked up case-insensitively
+/// and would otherwise still find the file's.
+fn merge_vars(
+    config: &IndexMap<String, String>,
+    given: IndexMap<String, String>,
+) -> IndexMap<String, String> {
+    let mut vars: IndexMap<String, String> = config
+        .iter()
+        .filter(|(name, _)| !given.keys().any(|g| g.eq_ignore_ascii_case(name)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    vars.extend(given);
+    vars
 }
 
 fn parse_pairs(pairs: &[String], flag: &str) -> Result<IndexMap<String, String>, String> {

@@ -304,6 +304,7 @@ impl JobRun {
                     "temp",
                     Value::String(self.temp.join("host").display().to_string()),
                 ),
+                ("gpus", super::job_gpus::context(self.gpus.as_ref())),
             ]),
         );
         self.contexts.insert(

@@ -1,12 +1,13 @@
 //! A job's `gpus:` as the allocator's [`Request`]: expressions (`${{ matrix.gpus }}`)
-//! evaluated with the job's contexts, the constraint named in the allocator's terms.
+//! evaluated with the job's contexts, the constraint named in the allocator's terms; and the
+//! GPUs leased for it as the `runner.gpus` context.
 
 use crate::diag::SourceFile;
-use crate::expr::{MapContext, parse_template};
-use crate::gpu::{Placement, Request, Want};
+use crate::expr::{MapContext, Value, parse_template};
+use crate::gpu::{JobGpus, Placement, Request, Want};
 use crate::workflow::model::{GpuConstraint, GpuDevices, GpuRequest};
 
-use super::evaluate::{eval_string, expr_message};
+use super::evaluate::{eval_string, expr_message, object};
 
 /// The request of `gpus` (a job's), evaluated; `None` when it asks for none (an expression
 /// yielding `0` or nothing).
@@ -46,6 +47,30 @@ pub fn request(
             GpuConstraint::SameNuma => Placement::SameNuma,
         }),
     }))
+}
+
+/// `runner.gpus`: the GPUs leased to the job, in the order `CUDA_VISIBLE_DEVICES` lists them,
+/// each `{index, uuid, model, memory_mib}`. An empty list when the job has none leased (it asks
+/// for none, or runs where the host's GPUs are not known), so `runner.gpus[0]` is `null` and
+/// `toJSON(runner.gpus)` is `[]` rather than a missing property.
+pub fn context(gpus: Option<&JobGpus>) -> Value {
+    let Some(gpus) = gpus else {
+        return Value::Array(Vec::new());
+    };
+    Value::Array(
+        gpus.described
+            .iter()
+            .map(|g| {
+                object([
+                    ("index", Value::Number(f64::from(g.index))),
+                    ("uuid", Value::String(g.uuid.clone())),
+                    ("model", Value::String(g.model.clone())),
+                    // Exact: an f64 holds every whole number below 2^53 MiB.
+                    ("memory_mib", Value::Number(g.memory_mib as f64)),
+                ])
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]

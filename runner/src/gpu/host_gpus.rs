@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 
 use super::allocator::{Fit, Request, choose};
-use super::inventory::Inventory;
+use super::inventory::{Gpu, Inventory};
 use super::lease::{Lease, LeaseDir};
 
 /// A way to read a remote host's inventory (the CLI runs `nvidia-smi` in a container there).
@@ -55,6 +55,9 @@ pub enum Leased {
 pub struct JobGpus {
     /// Index and UUID of each, in the order chosen.
     pub devices: Vec<(u32, String)>,
+    /// Each as the inventory describes it (model, memory), in the order of `devices`: what a
+    /// workflow reads as `runner.gpus`.
+    pub described: Vec<Gpu>,
     /// The stand-in inventory's source, when these are not real GPUs.
     pub stand_in: bool,
     pub lease: Lease,
@@ -158,12 +161,14 @@ impl HostGpus {
                     .iter()
                     .map(|&p| (inv.gpus[p].index, inv.gpus[p].uuid.clone()))
                     .collect();
+                let described: Vec<Gpu> = positions.iter().map(|&p| inv.gpus[p].clone()).collect();
                 let uuids: Vec<String> = devices.iter().map(|(_, u)| u.clone()).collect();
                 let lease = self.leases.try_lease(&uuids, holder).map_err(unusable)?;
                 // Taken by another runner between looking and leasing: wait like any other.
                 Ok(lease.map_or(Leased::Wait, |lease| {
                     Leased::Now(JobGpus {
                         devices,
+                        described,
                         stand_in: inv.is_stand_in(),
                         lease,
                     })

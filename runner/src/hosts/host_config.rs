@@ -1,4 +1,5 @@
-//! `gpuflow.toml`: finding it, and reading its `[hosts.NAME]` tables strictly.
+//! `gpuflow.toml`: finding it, and reading its `[hosts.NAME]` tables and its `[vars]`
+//! strictly.
 //!
 //! The file is walked as spanned TOML rather than deserialised through serde: every problem
 //! (an unknown key, a bad endpoint, a label that is also a host's name) becomes a diagnostic
@@ -8,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use indexmap::IndexMap;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -19,7 +21,7 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_
 pub const CONFIG_FILE: &str = "gpuflow.toml";
 
 /// `actions` (remote action sources, docs/actions.md) is read by `crate::actions`.
-const TOP_KEYS: [&str; 2] = ["hosts", "actions"];
+const TOP_KEYS: [&str; 3] = ["hosts", "vars", "actions"];
 const HOST_KEYS: [&str; 5] = [
     "endpoint",
     "labels",
@@ -33,6 +35,8 @@ const HOST_KEYS: [&str; 5] = [
 pub struct HostConfig {
     file: Option<Arc<SourceFile>>,
     hosts: Vec<Host>,
+    /// `[vars]`: the workspace's configuration variables, in file order.
+    vars: IndexMap<String, String>,
 }
 
 impl Default for HostConfig {
@@ -47,6 +51,7 @@ impl HostConfig {
         Self {
             file: None,
             hosts: vec![Host::local()],
+            vars: IndexMap::new(),
         }
     }
 
@@ -101,9 +106,12 @@ impl HostConfig {
             declared: Vec::new(),
         };
         let mut hosts = Vec::new();
+        let mut vars = IndexMap::new();
         for (key, value) in &root {
             if key.get_ref().as_ref() == "hosts" {
                 hosts = reader.hosts(value);
+            } else if key.get_ref().as_ref() == "vars" {
+                vars = reader.vars(value);
             } else if key.get_ref().as_ref() == "actions" {
                 // Checked where remote actions are resolved.
             } else {
@@ -120,7 +128,35 @@ impl HostConfig {
         Ok(Self {
             file: Some(file.clone()),
             hosts,
+            vars,
         })
+    }
+
+    /// Only the `[vars]` of a host file's text, checked as [`Self::parse`] checks them: for a
+    /// file that is not on disk (a commit's), whose other keys (a `gpu-inventory` path
+    /// relative to it) cannot be checked from here.
+    pub fn parse_vars(file: &Arc<SourceFile>) -> Result<IndexMap<String, String>, Diagnostics> {
+        let root = DeTable::parse(&file.text).map_err(|e| {
+            Diagnostics::from(Diagnostic::error(
+                file,
+                e.span().map(Span::from).unwrap_or_default(),
+                format!("invalid TOML: {}", e.message().trim().trim_end_matches('.')),
+            ))
+        })?;
+        let mut reader = Reader {
+            file: file.clone(),
+            diagnostics: Diagnostics::new(),
+            declared: Vec::new(),
+        };
+        let vars = root
+            .get_ref()
+            .get("vars")
+            .map(|value| reader.vars(value))
+            .unwrap_or_default();
+        if reader.diagnostics.has_errors() {
+            return Err(reader.diagnostics.sorted());
+        }
+        Ok(vars)
     }
 
     /// The host file read, if any.
@@ -135,6 +171,11 @@ impl HostConfig {
 
     pub fn get(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)
+    }
+
+    /// `[vars]`: what every run of the workspace reads as `vars.NAME` (`--var` overrides).
+    pub fn vars(&self) -> &IndexMap<String, String> {
+        &self.vars
     }
 
     /// Host names, for lists and suggestions.
@@ -210,6 +251,101 @@ impl Reader {
 
     fn push(&mut self, d: Diagnostic) {
         self.diagnostics.push(d);
+    }
+
+    /// `[vars]`: strings only, as GitHub's configuration variables are, so `vars.N` is the
+    /// same text whether it came from here or from `--var N=…` (a workflow wanting a number
+    /// reads `fromJSON(vars.N)`).
+    fn vars(&mut self, value: &Spanned<DeValue<'_>>) -> IndexMap<String, String> {
+        let DeValue::Table(table) = value.get_ref() else {
+            self.push(
+                Diagnostic::error(
+                    &self.file,
+                    Span::from(value.span()),
+                    "`vars` must be a table of `NAME = \"value\"`",
+                )
+                .hint("write `[vars]` followed by one line per variable: `MODEL = \"llama-3-8b\"`"),
+            );
+            return IndexMap::new();
+        };
+        let mut vars: IndexMap<String, String> = IndexMap::new();
+        let mut spans: Vec<Span> = Vec::new();
+        for (key, entry) in table {
+            let name = key.get_ref().as_ref();
+            let key_span = Span::from(key.span());
+            if let Some(problem) = invalid_var_name(name) {
+                self.push(
+                    Diagnostic::error(
+                        &self.file,
+                        key_span,
+                        format!("invalid variable name `{name}`"),
+                    )
+                    .label(problem)
+                    .hint("use letters, digits and `_`, starting with a letter or `_`, so that `vars.NAME` reads it"),
+                );
+                continue;
+            }
+            // Context property names are case-insensitive: `vars.model` would read either.
+            if let Some(i) = vars.keys().position(|k| k.eq_ignore_ascii_case(name)) {
+                let first = vars
+                    .get_index(i)
+                    .map(|(k, _)| k.clone())
+                    .unwrap_or_default();
+                self.push(
+                    Diagnostic::error(
+                        &self.file,
+                        key_span,
+                        format!("variable `{name}` is given twice"),
+                    )
+                    .label(format!("the same as `{first}`: names are case-insensitive"))
+                    .hint("remove one of them, or rename it")
+                    .related(&self.file, spans[i], "given here first"),
+                );
+                continue;
+            }
+            let text = match entry.get_ref() {
+                DeValue::String(text) => text.to_string(),
+                other => {
+                    let span = Span::from(entry.span());
+                    let written = self
+                        .file
+                        .text
+                        .get(span.start..span.end)
+                        .unwrap_or("")
+                        .trim();
+                    let kind = match other {
+                        DeValue::Table(_) => "a table",
+                        DeValue::Array(_) => "a list",
+                        DeValue::Boolean(_) => "a boolean",
+                        DeValue::Datetime(_) => "a date",
+                        _ => "a number",
+                    };
+                    let hint = if matches!(other, DeValue::Table(_) | DeValue::Array(_)) {
+                        format!(
+                            "write it as JSON text, `{name} = '[\"a\", \"b\"]'`, and read it with `fromJSON(vars.{name})`"
+                        )
+                    } else {
+                        format!(
+                            "quote it: `{name} = \"{written}\"` (a workflow that needs a number or boolean reads `fromJSON(vars.{name})`)"
+                        )
+                    };
+                    self.push(
+                        Diagnostic::error(
+                            &self.file,
+                            span,
+                            format!("`vars.{name}` must be a string"),
+                        )
+                        .label(format!("{kind}, not a string"))
+                        .hint(hint)
+                        .note("configuration variables are strings, as on GitHub"),
+                    );
+                    continue;
+                }
+            };
+            vars.insert(name.to_string(), text);
+            spans.push(key_span);
+        }
+        vars
     }
 
     fn host(&mut self, name: &Key<'_>, entry: &Spanned<DeValue<'_>>) -> Option<Host> {
@@ -511,6 +647,22 @@ impl Reader {
     }
 }
 
+/// Why `name` cannot be a configuration variable's name, if it cannot: GitHub's rule
+/// (letters, digits, `_`, not starting with a digit), which also makes `vars.NAME` read it.
+fn invalid_var_name(name: &str) -> Option<&'static str> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => Some("it is empty"),
+        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => {
+            Some("must start with a letter or `_`")
+        }
+        _ if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+            Some("only letters, digits and `_` are allowed")
+        }
+        _ => None,
+    }
+}
+
 /// Why `name` cannot be a host name or label, if it cannot.
 fn invalid_name(name: &str) -> Option<&'static str> {
     let mut chars = name.chars();
@@ -600,6 +752,59 @@ endpoint = 5
             "{out}"
         );
         assert!(out.contains("gpuflow.toml:1:8"), "{out}");
+    }
+
+    #[test]
+    fn vars_are_strings_in_file_order() {
+        let config = parse("[vars]\nMODEL = \"llama-3-8b\"\n_tp = '2'\n").unwrap();
+        let vars: Vec<(&str, &str)> = config
+            .vars()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(vars, [("MODEL", "llama-3-8b"), ("_tp", "2")]);
+        assert!(HostConfig::implicit().vars().is_empty());
+    }
+
+    #[test]
+    fn a_var_that_is_not_a_string_is_refused_at_its_value_with_the_quoted_form() {
+        let out = rendered("[vars]\nGPUS = 8\nFAST = true\nLIST = [1]\n");
+        assert!(out.contains("error: `vars.GPUS` must be a string"), "{out}");
+        assert!(out.contains("gpuflow.toml:2:8"), "{out}");
+        assert!(out.contains("quote it: `GPUS = \"8\"`"), "{out}");
+        assert!(out.contains("fromJSON(vars.GPUS)"), "{out}");
+        assert!(out.contains("gpuflow.toml:3:8"), "{out}");
+        assert!(out.contains("quote it: `FAST = \"true\"`"), "{out}");
+        assert!(out.contains("gpuflow.toml:4:8"), "{out}");
+        assert!(out.contains("a list, not a string"), "{out}");
+    }
+
+    #[test]
+    fn parse_vars_reads_vars_without_the_hosts_files() {
+        let file = SourceFile::new(
+            "gpuflow.toml",
+            "[hosts.ci]\nendpoint = \"ssh://ci\"\ngpu-inventory = \"not-here.toml\"\n[vars]\nPOOL = \"a\"\n",
+        );
+        assert!(
+            HostConfig::parse(&file).is_err(),
+            "the inventory is missing"
+        );
+        let vars = HostConfig::parse_vars(&file).unwrap();
+        assert_eq!(vars.get("POOL").map(String::as_str), Some("a"));
+        let bad = SourceFile::new("gpuflow.toml", "[vars]\nN = 1\n");
+        assert!(HostConfig::parse_vars(&bad).is_err());
+    }
+
+    #[test]
+    fn var_names_are_checked_and_case_insensitively_unique() {
+        let out = rendered("[vars]\n\"my-var\" = \"x\"\nModel = \"a\"\nMODEL = \"b\"\n");
+        assert!(out.contains("invalid variable name `my-var`"), "{out}");
+        assert!(out.contains("gpuflow.toml:2:1"), "{out}");
+        assert!(out.contains("variable `MODEL` is given twice"), "{out}");
+        assert!(out.contains("gpuflow.toml:4:1"), "{out}");
+        assert!(out.contains("the same as `Model`"), "{out}");
+        let out = rendered("vars = \"x\"\n");
+        assert!(out.contains("`vars` must be a table"), "{out}");
     }
 
     #[test]

@@ -81,6 +81,7 @@ pub fn enqueue_push(
     let found = workflows::find(repo, &commit).map_err(git)?;
     let (git_dir, home, repository) = repo_paths(repo);
     let context = push.context(&repository, actor);
+    let vars = workflows::vars(repo, &commit);
     let mut outcomes = Vec::new();
     for f in found {
         let result = match &f.workflow {
@@ -93,7 +94,7 @@ pub fn enqueue_push(
                         Decision::Skipped(why) => OutcomeKind::Skipped(why),
                         Decision::Runs => {
                             let name = workflows::display_name(wf, &f.path);
-                            match workflows::concurrency(wf, &name, &context) {
+                            match workflows::concurrency(wf, &name, &context, &vars) {
                                 Err(message) => OutcomeKind::Invalid(Diagnostics::from(
                                     crate::diag::Diagnostic::unlocated(format!(
                                         "{}: {message}",

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use git2::{ObjectType, Repository};
+use indexmap::IndexMap;
 
 use crate::diag::{Diagnostics, SourceFile};
 use crate::engine::options::EventContext;
@@ -77,12 +78,31 @@ pub fn display_name(wf: &Workflow, path: &str) -> String {
     )
 }
 
-/// `concurrency:` evaluated for a run of `event`: the group (with `${{ github.* }}` filled
-/// in) and whether it cancels the running member.
+/// `[vars]` of the commit's `gpuflow.toml`: what its run, started in a checkout of that
+/// commit, reads as `vars`. None when there is no such file, or it is invalid: the run itself
+/// then refuses it, each problem at its place.
+pub fn vars(repo: &Repository, commit: &git2::Commit<'_>) -> IndexMap<String, String> {
+    let Some(text) = commit
+        .tree()
+        .ok()
+        .and_then(|tree| tree.get_path(Path::new(crate::hosts::CONFIG_FILE)).ok())
+        .and_then(|entry| entry.to_object(repo).ok())
+        .and_then(|object| object.peel_to_blob().ok())
+        .map(|blob| String::from_utf8_lossy(blob.content()).into_owned())
+    else {
+        return IndexMap::new();
+    };
+    let file = SourceFile::new(crate::hosts::CONFIG_FILE, text);
+    crate::hosts::HostConfig::parse_vars(&file).unwrap_or_default()
+}
+
+/// `concurrency:` evaluated for a run of `event`: the group (with `${{ github.* }}` and
+/// `${{ vars.* }}` filled in) and whether it cancels the running member.
 pub fn concurrency(
     wf: &Workflow,
     workflow_name: &str,
     event: &EventContext,
+    vars: &IndexMap<String, String>,
 ) -> Result<Option<(String, bool)>, String> {
     let Some(c) = &wf.concurrency else {
         return Ok(None);
@@ -102,7 +122,14 @@ pub fn concurrency(
     ctx.insert("github", github.clone());
     ctx.insert("gpuflow", github);
     ctx.insert("inputs", Value::Object(Default::default()));
-    ctx.insert("vars", Value::Object(Default::default()));
+    ctx.insert(
+        "vars",
+        Value::Object(
+            vars.iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect(),
+        ),
+    );
     let eval = |s: &str| {
         parse_template(s)
             .and_then(|t| t.evaluate(&ctx))
