@@ -17,14 +17,19 @@ fn page() -> String {
     std::fs::read_to_string(root().join("docs/workflow-syntax.md")).unwrap()
 }
 
-/// The fenced blocks of `lang` in a Markdown text, without their fences.
+/// The fenced blocks of `lang` in a Markdown text, without their fences (whatever marks the
+/// docs tests' info string adds: ```` ```yaml jobs ````).
 fn blocks(markdown: &str, lang: &str) -> Vec<String> {
     let open = format!("```{lang}");
+    let is_open = |line: &str| {
+        let line = line.trim_end();
+        line == open || line.starts_with(&format!("{open} "))
+    };
     let mut out = Vec::new();
     let mut current: Option<Vec<&str>> = None;
     for line in markdown.lines() {
         match &mut current {
-            None if line.trim_end() == open => current = Some(Vec::new()),
+            None if is_open(line) => current = Some(Vec::new()),
             None => {}
             Some(lines) if line.trim_end() == "```" => {
                 out.push(lines.join("\n"));
