@@ -4,7 +4,7 @@ use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
 pub const SPEC: BuiltinSpec = BuiltinSpec {
     name: "report",
-    summary: "Render a Markdown or HTML report of the run (verdicts, metric tables, charts, environment) and optionally commit it to a results branch.",
+    summary: "Render a Markdown or HTML report of the run (the verdicts its `compare-to-baseline` steps gave, metric tables, charts, environment), say in its log where it is, and optionally commit it to a results branch.",
     inputs: &[
         InputSpec {
             name: "template",
