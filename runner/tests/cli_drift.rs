@@ -82,6 +82,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The pauses keep the order of the stdout and stderr lines one: lines of the two pipes that
+/// arrive at the same instant have no order of their own, in the live view or the replay.
 const HOST_STEPS: &str = "name: hello
 on: [workflow_dispatch, push]
 jobs:
@@ -90,7 +92,9 @@ jobs:
       - name: say
         run: |
           echo one
+          sleep 0.2
           echo two >&2
+          sleep 0.2
           echo three
       - name: fail softly
         continue-on-error: true
