@@ -17,10 +17,10 @@
 //!   in the page's workspace (`sh -c`, stderr with stdout, the built `gpuflow` and
 //!   `gpuflow-sim` first on PATH), must exit 0 (the last one: `status=N`), and its output
 //!   must match (`command &`: started in the background for the page's later commands, and
-//!   ended with the page). In the shown output, a line `…` (or `...`) stands for any number of
-//!   lines and `…` (or `[..]`) within a line for any text; run ids, commit hashes, timestamps, durations and decimal
-//!   numbers match any other of their kind, so a page can show real values; the workspace's
-//!   path is shown as `/home/you/gpuflow`. `skip="why"`:
+//!   ended with the page). In the shown output, a line `…` (or `...`) stands for any number
+//!   of lines and `…` (or `[..]`) within a line for any text; run ids, commit hashes,
+//!   timestamps, durations and decimal numbers match any other of their kind, so a page can
+//!   show real values; the workspace's path is shown as `/home/you/gpuflow`. `skip="why"`:
 //!   cannot run here (a GPU, a remote node), and says why.
 //! - ```` ```sh ```` — commands without their output: each `gpuflow …` command line must be
 //!   accepted by the command-line parser and each `make TARGET` must name a Makefile target.
