@@ -371,3 +371,45 @@ fn validate_judges_scripts_by_the_shell_they_run_with() {
     );
     assert!(err.contains("--> actions/p/action.yml:5:23"), "{err}");
 }
+
+/// `validate` says what `run` would refuse here: a `runs-on` no host of the workspace's
+/// `gpuflow.toml` matches is a warning at its place (exit 0: `--host` may still choose one).
+/// Without a host file there is nothing to hold `runs-on` against, and nothing is said.
+#[test]
+fn validate_warns_of_a_runs_on_no_host_of_gpuflow_toml_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        "jobs:\n  a:\n    runs-on: [hopper, 8gpu]\n    steps: [{ run: \"true\" }]\n  \
+         b:\n    runs-on: blackwell\n    steps: [{ run: \"true\" }]\n  \
+         c:\n    runs-on: ${{ matrix.node }}\n    strategy: { matrix: { node: [x] } }\n    \
+         steps: [{ run: \"true\" }]\n",
+    )
+    .unwrap();
+    let validate = || {
+        gpuflow()
+            .args(["validate", "w.yml"])
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .assert()
+            .code(0)
+    };
+    let quiet = stdout_of(&validate()) + &stderr_of(&validate());
+    assert!(!quiet.contains("warning"), "{quiet}");
+
+    std::fs::write(
+        dir.path().join("gpuflow.toml"),
+        "[hosts.b200]\nendpoint = \"ssh://me@b200-node\"\nlabels = [\"blackwell\", \"8gpu\"]\n",
+    )
+    .unwrap();
+    let out = validate();
+    let text = stdout_of(&out) + &stderr_of(&out);
+    assert!(
+        text.contains("warning: no host matches `runs-on: [hopper, 8gpu]`: `gpuflow run` will refuse this job here"),
+        "{text}"
+    );
+    assert!(text.contains("--> w.yml:3:15"), "{text}");
+    assert!(text.contains("`b200` (blackwell, 8gpu)"), "{text}");
+    assert!(text.contains("1 warning"), "{text}");
+}

@@ -42,11 +42,14 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             .entry(workspace.clone())
             .or_insert_with(|| ActionResolver::new(&workspace));
         match load_and_check_with(file, resolver) {
-            Ok((_, diags)) => {
+            Ok((loaded, diags)) => {
                 if diags.has_errors() {
                     files_with_errors += 1;
                 }
                 all.extend(diags);
+                if let crate::workflow::Loaded::Workflow(Some(wf)) = &loaded {
+                    all.extend(unmatched_runs_on(wf, &workspace));
+                }
             }
             Err(d) => unreadable.push(*d),
         }
@@ -254,6 +257,49 @@ impl From<&Diagnostic> for JsonDiagnostic {
             notes: d.notes.clone(),
         }
     }
+}
+
+/// A warning at each `runs-on` that no host of the workspace's `gpuflow.toml` matches:
+/// `gpuflow run` refuses such a job there (exit 3) unless `--host` names one. Only with a
+/// host file: without one, `runs-on` names hosts the file is expected to add (and GitHub's
+/// `ubuntu-latest` in copied workflows), so there is nothing to hold it against yet. A
+/// `runs-on` with `${{ }}` depends on the matrix cell and is checked by `run`.
+fn unmatched_runs_on(wf: &crate::workflow::Workflow, workspace: &std::path::Path) -> Diagnostics {
+    use crate::hosts::{CONFIG_FILE, HostConfig};
+    let mut out = Diagnostics::new();
+    if !workspace.join(CONFIG_FILE).is_file() {
+        return out;
+    }
+    // A host file with errors is reported by the commands that use it (`hosts`, `run`).
+    let Ok(hosts) = HostConfig::find(None, workspace) else {
+        return out;
+    };
+    for job in wf.jobs.values() {
+        let (Some(first), Some(last)) = (job.runs_on.first(), job.runs_on.last()) else {
+            continue;
+        };
+        if job.runs_on.iter().any(|r| r.value.contains("${{")) {
+            continue;
+        }
+        let wanted: Vec<String> = job.runs_on.iter().map(|r| r.value.clone()).collect();
+        if let Err(e) = hosts.select(&wanted, None) {
+            let span = crate::diag::Span::new(first.span.start, last.span.end);
+            let located = e.located(&wf.file, span);
+            let mut warning = crate::diag::Diagnostic::warning(
+                &wf.file,
+                span,
+                format!(
+                    "{located_message}: `gpuflow run` will refuse this job here",
+                    located_message = located.message
+                ),
+            )
+            .label("no host has all of these");
+            warning.notes = located.notes;
+            warning.hints = located.hints;
+            out.push(warning);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
