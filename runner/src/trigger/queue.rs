@@ -181,6 +181,15 @@ pub fn now() -> f64 {
         .as_secs_f64()
 }
 
+/// A SQLite error as the queue's, naming its file; usable while a transaction borrows the
+/// connection (when `Queue::wrap`, which borrows the whole queue, cannot be called).
+fn sqlite_error(path: &Path) -> impl Fn(rusqlite::Error) -> QueueError + Copy + '_ {
+    move |source| QueueError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 impl Queue {
     /// Opens the queue at `path`, creating it (and its folder) when missing.
     pub fn open(path: &Path) -> Result<Self, QueueError> {
@@ -200,10 +209,7 @@ impl Queue {
     }
 
     fn open_once(path: &Path) -> Result<Self, QueueError> {
-        let wrap = |source| QueueError::Sqlite {
-            path: path.to_owned(),
-            source,
-        };
+        let wrap = sqlite_error(path);
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
@@ -243,22 +249,17 @@ impl Queue {
     }
 
     fn wrap(&self, source: rusqlite::Error) -> QueueError {
-        QueueError::Sqlite {
-            path: self.path.clone(),
-            source,
-        }
+        sqlite_error(&self.path)(source)
     }
 
     /// Adds a run; returns the ids of the runs of its concurrency group it superseded
     /// (queued ones cancelled, and with `cancel-in-progress` the running one asked to stop).
     pub fn enqueue(&mut self, run: &NewRun) -> Result<Vec<String>, QueueError> {
+        let wrap = sqlite_error(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| QueueError::Sqlite {
-                path: self.path.clone(),
-                source: e,
-            })?;
+            .map_err(wrap)?;
         let mut superseded = Vec::new();
         let repo = run.repo.to_string_lossy().into_owned();
         let result = (|| -> rusqlite::Result<()> {
@@ -311,23 +312,18 @@ impl Queue {
             )?;
             Ok(())
         })();
-        result.map_err(|e| QueueError::Sqlite {
-            path: self.path.clone(),
-            source: e,
-        })?;
+        result.map_err(wrap)?;
         tx.commit().map_err(|e| self.wrap(e))?;
         Ok(superseded)
     }
 
     /// Marks the oldest queued run as running for `worker` and returns it.
     pub fn claim_next(&mut self, worker: ProcessId) -> Result<Option<QueuedRun>, QueueError> {
+        let wrap = sqlite_error(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| QueueError::Sqlite {
-                path: self.path.clone(),
-                source: e,
-            })?;
+            .map_err(wrap)?;
         let id: Option<String> = tx
             .query_row(
                 "SELECT id FROM runs WHERE state = 'queued' ORDER BY seq LIMIT 1",
@@ -335,10 +331,7 @@ impl Queue {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| QueueError::Sqlite {
-                path: self.path.clone(),
-                source: e,
-            })?;
+            .map_err(wrap)?;
         let Some(id) = id else {
             return Ok(None);
         };
@@ -347,10 +340,7 @@ impl Queue {
              worker_started = ?4 WHERE id = ?1",
             params![id, now(), worker.pid, worker.started.map(|s| s as i64)],
         )
-        .map_err(|e| QueueError::Sqlite {
-            path: self.path.clone(),
-            source: e,
-        })?;
+        .map_err(wrap)?;
         tx.commit().map_err(|e| self.wrap(e))?;
         self.get(&id)
     }
@@ -389,13 +379,11 @@ impl Queue {
     /// at that instant either comes first (the run is running: it is asked to stop) or after
     /// (it never sees the run queued), never in between.
     pub fn cancel(&mut self, id: &str) -> Result<Option<CancelOutcome>, QueueError> {
+        let wrap = sqlite_error(&self.path);
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| QueueError::Sqlite {
-                path: self.path.clone(),
-                source: e,
-            })?;
+            .map_err(wrap)?;
         let result = (|| -> rusqlite::Result<Option<CancelOutcome>> {
             let state: Option<String> = tx
                 .query_row("SELECT state FROM runs WHERE id = ?1", [id], |r| r.get(0))
@@ -425,10 +413,6 @@ impl Queue {
                 done => CancelOutcome::AlreadyFinished(done),
             }))
         })();
-        let wrap = |source| QueueError::Sqlite {
-            path: self.path.clone(),
-            source,
-        };
         let outcome = result.map_err(wrap)?;
         tx.commit().map_err(wrap)?;
         Ok(outcome)
