@@ -16,6 +16,18 @@ struct Repo {
 }
 
 impl Repo {
+    /// Runs [`HOST_STEPS`] with `--plain`; what it printed.
+    fn run_host_steps(&self) -> String {
+        self.write("w.yml", HOST_STEPS);
+        let out = self
+            .gpuflow()
+            .args(["run", "--plain", "w.yml"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    }
+
     fn new() -> Self {
         let repo = Self {
             dir: tempfile::tempdir().unwrap(),
@@ -110,14 +122,7 @@ jobs:
 #[test]
 fn the_first_line_of_every_view_names_the_log_folder() {
     let repo = Repo::new();
-    repo.write("w.yml", HOST_STEPS);
-    let out = repo
-        .gpuflow()
-        .args(["run", "--plain", "w.yml"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    let stdout = repo.run_host_steps();
     let first = stdout.lines().next().unwrap();
     let dir = first
         .split_once("(logs: ")
@@ -144,14 +149,7 @@ fn the_first_line_of_every_view_names_the_log_folder() {
 #[test]
 fn logs_replays_a_run_started_by_hand_as_it_was_printed() {
     let repo = Repo::new();
-    repo.write("w.yml", HOST_STEPS);
-    let out = repo
-        .gpuflow()
-        .args(["run", "--plain", "w.yml"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
+    let printed = repo.run_host_steps();
     let run_id = printed
         .split_whitespace()
         .nth(1)
