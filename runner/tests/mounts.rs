@@ -8,14 +8,13 @@
 //! sweeps orphans at start, so they are in nextest's `docker-sweep` group.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use gpuflow::backend::{BackendError, ExecSpec, LogLine, VolumeMount};
-use gpuflow::engine::{CollectSink, Event, EventKind, JobResult, RunOptions, RunReport};
-use tokio_util::sync::CancellationToken;
+use gpuflow::engine::{EventKind, JobResult};
 
-use super::docker::{BASE_IMAGE, base_spec, connect_or_skip, raw_docker, with_docker};
+use super::docker::{BASE_IMAGE, base_spec, raw_docker, with_docker};
+use super::docker_engine::{Ran, run_with};
 
 fn volume(source: &Path, target: &str) -> VolumeMount {
     VolumeMount {
@@ -113,69 +112,38 @@ async fn a_missing_host_folder_is_refused_and_not_created() {
     .await;
 }
 
-struct Ran {
-    report: RunReport,
-    events: Vec<Event>,
+/// Every line the run said (the steps' messages and preflight's included).
+fn said(ran: &Ran) -> String {
+    ran.events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::LogLine { text, .. } => Some(text.clone()),
+            EventKind::PreflightCheck {
+                message: Some(m), ..
+            } => Some(m.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
-impl Ran {
-    /// Every line the run said (the steps' messages included).
-    fn text(&self) -> String {
-        self.events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::LogLine { text, .. } => Some(text.clone()),
-                EventKind::PreflightCheck {
-                    message: Some(m), ..
-                } => Some(m.clone()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn started(&self, name: &str) -> bool {
-        self.events
-            .iter()
-            .any(|e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name))
-    }
+fn started(ran: &Ran, name: &str) -> bool {
+    ran.events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name))
 }
 
 /// Runs `yaml` (with the shipped `sglang-server` action beside it) on the local engine.
 async fn run(yaml: &str) -> Option<Ran> {
-    let docker = connect_or_skip().await?;
-    assert!(
-        docker.has_image(BASE_IMAGE).await.unwrap(),
-        "the test image `{BASE_IMAGE}` is missing: run `make test-images`"
-    );
     let action = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../actions/sglang-server/action.yml"),
     )
     .unwrap();
-    let (dir, wf, plan) = super::docker_engine::prepare(
+    run_with(
         yaml,
         &[("actions/sglang-server/action.yml", action.as_str())],
-    );
-    let run_id = format!("test-mounts-{}", gpuflow::engine::new_run_id());
-    let mut opts = RunOptions::new(&run_id, dir.path());
-    opts.grace = Duration::from_secs(1);
-    let collect = CollectSink::new();
-    let result = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        Arc::new(collect.clone()),
-        Some(docker.clone()),
-        CancellationToken::new(),
     )
-    .await;
-    let left = docker.run_containers(&run_id).await.unwrap();
-    docker.remove_run(&run_id).await.unwrap();
-    assert_eq!(left, Vec::<String>::new(), "containers of the run survived");
-    Some(Ran {
-        report: result.unwrap(),
-        events: collect.events(),
-    })
+    .await
 }
 
 /// The server action's job with `with` lines (indented under it).
@@ -212,8 +180,8 @@ async fn a_missing_models_folder_fails_preflight_naming_the_input() {
     };
     assert_eq!(ran.report.result, JobResult::Failure);
     assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
-    assert!(!ran.started("server"), "the server was started");
-    let text = ran.text();
+    assert!(!started(&ran, "server"), "the server was started");
+    let text = said(&ran);
     for expected in [
         format!(
             "the host path `{}` to mount at `/models` does not exist on the Docker engine's host",
@@ -248,8 +216,8 @@ async fn a_missing_host_folder_fails_the_step_naming_the_input() {
         return;
     };
     assert_eq!(ran.report.result, JobResult::Failure);
-    assert!(!ran.started("server"), "the server was started");
-    let text = ran.text();
+    assert!(!started(&ran, "server"), "the server was started");
+    let text = said(&ran);
     for expected in [
         // Where the workflow uses the action, then what the action's step says.
         format!(
@@ -272,7 +240,7 @@ async fn a_missing_host_folder_fails_the_step_naming_the_input() {
         return;
     };
     assert_eq!(ran.report.result, JobResult::Failure);
-    let text = ran.text();
+    let text = said(&ran);
     for expected in [
         format!(
             "could not start container `box`: the host path `{}` to mount at `/data` does not exist on the Docker engine's host",
