@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::actions::ActionResolver;
 use crate::check::load_and_check_with;
 use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, Severity, render};
+use crate::hosts::{CONFIG_FILE, HostConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -36,6 +37,9 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     // One resolver per workspace: a remote action many files use is fetched once.
     let mut resolvers: std::collections::HashMap<PathBuf, ActionResolver> =
         std::collections::HashMap::new();
+    // And one read of its host file.
+    let mut host_files: std::collections::HashMap<PathBuf, Option<HostConfig>> =
+        std::collections::HashMap::new();
     for file in &files {
         let workspace = crate::workflow::workspace_of(file);
         let resolver = resolvers
@@ -48,7 +52,12 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
                 }
                 all.extend(diags);
                 if let crate::workflow::Loaded::Workflow(Some(wf)) = &loaded {
-                    all.extend(unmatched_runs_on(wf, &workspace));
+                    let hosts = host_files
+                        .entry(workspace.clone())
+                        .or_insert_with(|| workspace_hosts(&workspace));
+                    if let Some(hosts) = hosts {
+                        all.extend(unmatched_runs_on(wf, hosts));
+                    }
                 }
             }
             Err(d) => unreadable.push(*d),
@@ -259,21 +268,23 @@ impl From<&Diagnostic> for JsonDiagnostic {
     }
 }
 
+/// The workspace's `gpuflow.toml`, when it has one that reads without errors (a host file
+/// with errors is reported by the commands that use it: `hosts`, `run`).
+fn workspace_hosts(workspace: &Path) -> Option<HostConfig> {
+    let path = workspace.join(CONFIG_FILE);
+    if !path.is_file() {
+        return None;
+    }
+    HostConfig::load(&path).ok()
+}
+
 /// A warning at each `runs-on` that no host of the workspace's `gpuflow.toml` matches:
 /// `gpuflow run` refuses such a job there (exit 3) unless `--host` names one. Only with a
 /// host file: without one, `runs-on` names hosts the file is expected to add (and GitHub's
 /// `ubuntu-latest` in copied workflows), so there is nothing to hold it against yet. A
 /// `runs-on` with `${{ }}` depends on the matrix cell and is checked by `run`.
-fn unmatched_runs_on(wf: &crate::workflow::Workflow, workspace: &std::path::Path) -> Diagnostics {
-    use crate::hosts::{CONFIG_FILE, HostConfig};
+fn unmatched_runs_on(wf: &crate::workflow::Workflow, hosts: &HostConfig) -> Diagnostics {
     let mut out = Diagnostics::new();
-    if !workspace.join(CONFIG_FILE).is_file() {
-        return out;
-    }
-    // A host file with errors is reported by the commands that use it (`hosts`, `run`).
-    let Ok(hosts) = HostConfig::find(None, workspace) else {
-        return out;
-    };
     for job in wf.jobs.values() {
         let (Some(first), Some(last)) = (job.runs_on.first(), job.runs_on.last()) else {
             continue;
@@ -284,18 +295,12 @@ fn unmatched_runs_on(wf: &crate::workflow::Workflow, workspace: &std::path::Path
         let wanted: Vec<String> = job.runs_on.iter().map(|r| r.value.clone()).collect();
         if let Err(e) = hosts.select(&wanted, None) {
             let span = crate::diag::Span::new(first.span.start, last.span.end);
-            let located = e.located(&wf.file, span);
-            let mut warning = crate::diag::Diagnostic::warning(
-                &wf.file,
-                span,
-                format!(
-                    "{located_message}: `gpuflow run` will refuse this job here",
-                    located_message = located.message
-                ),
-            )
-            .label("no host has all of these");
-            warning.notes = located.notes;
-            warning.hints = located.hints;
+            // `run`'s error, as a warning: `--host` may still choose a host.
+            let mut warning = e.located(&wf.file, span);
+            warning.severity = Severity::Warning;
+            warning
+                .message
+                .push_str(": `gpuflow run` will refuse this job here");
             out.push(warning);
         }
     }
