@@ -20,7 +20,8 @@ fn completions_are_generated_for_bash() {
 }
 
 /// The repository root: `workflows/`, `actions/` and `schemas/` live there.
-fn repo_root() -> std::path::PathBuf {
+/// The repository root: tests run in `runner/`, the shipped files live above it.
+pub(crate) fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()

@@ -35,7 +35,7 @@
 //! longer matches with what the program printed, and passes.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ use clap::Parser as _;
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
+use super::cli::repo_root;
 use super::docker::connect_or_skip;
 
 macro_rules! pages {
@@ -173,13 +174,6 @@ fn every_event_type_is_documented() {
         missing.is_empty(),
         "docs/running.md does not list the events {missing:?}"
     );
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
 }
 
 /// One fenced code block of a page.

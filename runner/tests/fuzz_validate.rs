@@ -26,6 +26,7 @@
 //! case at the end of this file: a `#[test]` calling `validate_text` or `check_expression`,
 //! commented out with `// FOUND:` and what failed until the bug is fixed, then enabled.
 
+use super::cli::repo_root;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
@@ -60,14 +61,6 @@ fn config() -> Config {
         max_shrink_iters: 2048,
         ..Config::default()
     }
-}
-
-/// The repository root (tests run in `runner/`).
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("runner/ has a parent")
-        .to_path_buf()
 }
 
 /// One real file to mutate: its text, the name it is loaded under, and the workspace its

@@ -2,6 +2,7 @@
 //! tests fail when they are stale (run `make schema docs`), and check that the schemas accept
 //! exactly the shapes the loader accepts on the project's own files.
 
+use super::cli::repo_root;
 use std::path::{Path, PathBuf};
 
 use gpuflow::schema::{
@@ -9,14 +10,6 @@ use gpuflow::schema::{
 };
 use gpuflow::steps::{builtins, docs};
 use serde_json::Value;
-
-/// Tests run in `runner/`; the generated files live at the repository root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 fn assert_fresh(path: &Path, generated: &str) {
     let committed = std::fs::read_to_string(path)
@@ -30,7 +23,7 @@ fn assert_fresh(path: &Path, generated: &str) {
 
 #[test]
 fn committed_schemas_are_up_to_date() {
-    let dir = root().join("schemas");
+    let dir = repo_root().join("schemas");
     assert_fresh(
         &dir.join(WORKFLOW_SCHEMA_FILE),
         &to_file_text(&workflow_schema()),
@@ -43,7 +36,7 @@ fn committed_schemas_are_up_to_date() {
 
 #[test]
 fn committed_step_docs_are_up_to_date() {
-    let dir = root().join("docs/steps");
+    let dir = repo_root().join("docs/steps");
     for b in builtins() {
         assert_fresh(&dir.join(format!("{}.md", b.name)), &docs::page(b));
     }
@@ -85,7 +78,7 @@ fn is_action(p: &Path) -> bool {
 fn shipped_and_valid_files_satisfy_the_schemas() {
     let workflow = jsonschema::validator_for(&workflow_schema()).unwrap();
     let action = jsonschema::validator_for(&action_schema()).unwrap();
-    let root = root();
+    let root = repo_root();
     let valid = root.join("runner/tests/fixtures/valid");
     let mut checked = 0;
     for path in files(&root.join("workflows"), is_yaml)

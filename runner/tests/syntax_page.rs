@@ -3,18 +3,11 @@
 //! workflow or action), a block that is a whole workflow is a whole fixture, and every
 //! `$ gpuflow …` console block prints what the command prints today.
 
-use std::path::{Path, PathBuf};
-
-/// Tests run in `runner/`; the page and the shipped files live at the repository root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use super::cli::repo_root;
+use std::path::PathBuf;
 
 fn page() -> String {
-    std::fs::read_to_string(root().join("docs/workflow-syntax.md")).unwrap()
+    std::fs::read_to_string(repo_root().join("docs/workflow-syntax.md")).unwrap()
 }
 
 /// The fenced blocks of `lang` in a Markdown text, without their fences (whatever marks the
@@ -44,7 +37,7 @@ fn blocks(markdown: &str, lang: &str) -> Vec<String> {
 
 /// The docs fixtures and the shipped workflows and actions, with their text.
 fn sources() -> Vec<(PathBuf, String)> {
-    let root = root();
+    let root = repo_root();
     let mut paths = Vec::new();
     for (dir, keep) in [
         ("runner/tests/fixtures/valid", "docs-"),
@@ -157,7 +150,7 @@ fn every_console_example_prints_what_gpuflow_prints() {
             .unwrap_or_else(|| panic!("not a `$ gpuflow` command: {command}"));
         let out = assert_cmd::Command::cargo_bin("gpuflow")
             .unwrap()
-            .current_dir(root())
+            .current_dir(repo_root())
             .env("NO_COLOR", "1")
             .args(args.split_whitespace())
             .output()
