@@ -538,7 +538,7 @@ async fn connect_and_send<'c>(
             Ok(Err(err)) => {
                 let kind = match err {
                     ClientError::Connect { .. } | ClientError::Request { .. } => ErrorKind::Connect,
-                    ClientError::Http(_) => ErrorKind::Truncated,
+                    ClientError::Http(_) | ClientError::Closed => ErrorKind::Truncated,
                 };
                 return Err((kind, Some(err.to_string()), reconnects));
             }
