@@ -49,14 +49,14 @@ fn finish(schema: &mut Value, id: &str) {
         .pointer_mut("/$defs/Step")
         .and_then(Value::as_object_mut)
     {
-        let rules: Vec<Value> = steps::builtins().iter().map(builtin_rule).collect();
+        let rules: Vec<Value> = steps::builtins().map(builtin_rule).collect();
         step.insert("allOf".into(), Value::Array(rules));
     }
     if let Some(uses) = schema
         .pointer_mut("/$defs/Uses")
         .and_then(Value::as_object_mut)
     {
-        let names: Vec<&str> = steps::builtins().iter().map(|b| b.name).collect();
+        let names: Vec<&str> = steps::builtins().map(|b| b.name).collect();
         uses.insert("examples".into(), json!(names));
     }
 }
@@ -167,7 +167,7 @@ mod tests {
             .pointer("/$defs/Step/allOf")
             .and_then(Value::as_array)
             .unwrap();
-        assert_eq!(rules.len(), steps::builtins().len());
+        assert_eq!(rules.len(), steps::builtins().count());
         let start = rules
             .iter()
             .find(|r| r.pointer("/if/properties/uses/const") == Some(&json!("start-container")))

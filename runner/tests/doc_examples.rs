@@ -61,6 +61,7 @@ macro_rules! pages {
 pages! {
     readme => "README.md",
     security => "SECURITY.md",
+    architecture => "ARCHITECTURE.md",
     images_readme => "images/README.md",
     actions => "docs/actions.md",
     benchmark => "docs/benchmark.md",
@@ -89,11 +90,16 @@ pages! {
 #[test]
 fn every_page_has_a_test() {
     let root = repo_root();
-    let mut on_disk: Vec<String> = ["README.md", "SECURITY.md", "images/README.md"]
-        .into_iter()
-        .filter(|p| root.join(p).is_file())
-        .map(String::from)
-        .collect();
+    let mut on_disk: Vec<String> = [
+        "README.md",
+        "SECURITY.md",
+        "ARCHITECTURE.md",
+        "images/README.md",
+    ]
+    .into_iter()
+    .filter(|p| root.join(p).is_file())
+    .map(String::from)
+    .collect();
     for dir in ["docs", "docs/steps", "examples"] {
         let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
             continue;

@@ -1,5 +1,5 @@
 //! What a benchmark is asked to do, read from the `benchmark` built-in's inputs
-//! (`steps/benchmark.rs` declares their names, types and defaults; this file reads the same
+//! (`steps/benchmark/spec.rs` declares their names, types and defaults; this file reads the same
 //! names and applies the same defaults).
 //!
 //! Values arrive as text, as a step's evaluated `with:` gives them. Lists (`concurrency`) may

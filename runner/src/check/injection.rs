@@ -4,7 +4,7 @@
 //! two places stay unsafe, and `validate` refuses them (zizmor's `template-injection` audit,
 //! GitHub's security-hardening guide):
 //!
-//! - a built-in's shell input ([`crate::steps::SHELL_INPUTS`]): even as a variable the value
+//! - a built-in's shell input ([`crate::steps::BuiltinSpec::shell_inputs`]): even as a variable the value
 //!   is split into words and globbed where it is not quoted, so it can add arguments to the
 //!   command; and the input reads like shell text, so the safe form should be written out;
 //! - a `run:` script that hands the value to a second shell (`sh -c '… ${{ x }} …'`,

@@ -32,7 +32,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::Success)
             }
             None => {
-                let names: Vec<&str> = builtins().iter().map(|b| b.name).collect();
+                let names: Vec<&str> = builtins().map(|b| b.name).collect();
                 eprintln!("error: there is no built-in step `{name}`");
                 if let Some(hint) = did_you_mean(name, &names) {
                     eprintln!("  = help: {hint}");
@@ -42,7 +42,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             }
         },
         None => {
-            let width = builtins().iter().map(|b| b.name.len()).max().unwrap_or(0);
+            let width = builtins().map(|b| b.name.len()).max().unwrap_or(0);
             for b in builtins() {
                 println!("{:width$}  {}", b.name, b.summary);
             }

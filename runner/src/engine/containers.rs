@@ -19,10 +19,10 @@ use tokio::task::JoinHandle;
 
 use super::container_runner::SharedShell;
 use super::event::{EventKind, JobRef, Stream};
-use super::executor::Shared;
 use crate::backend::{
     BackendError, ContainerSpec, DockerBackend, LogLine, OutputStream, RunLabels,
 };
+use crate::steps::StepHost;
 
 /// Why a job's container could not be started or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ impl JobContainers {
     /// names another network, its output forwarded as log events.
     pub async fn start(
         &mut self,
-        shared: &Arc<Shared>,
+        host: &Arc<dyn StepHost>,
         job: &JobRef,
         name: &str,
         mut spec: ContainerSpec,
@@ -145,7 +145,7 @@ impl JobContainers {
             .start_container_attached(&self.labels, &spec)
             .await?;
         let forward = {
-            let shared = shared.clone();
+            let host = host.clone();
             let job = job.clone();
             let name = name.to_string();
             tokio::spawn(async move {
@@ -157,11 +157,11 @@ impl JobContainers {
                         OutputStream::Stdout => (Stream::Stdout, &mut held[0]),
                         OutputStream::Stderr => (Stream::Stderr, &mut held[1]),
                     };
-                    let Some(text) = shared.masker.mask_piece(held, &line.text, line.continues)
+                    let Some(text) = host.masker().mask_piece(held, &line.text, line.continues)
                     else {
                         return;
                     };
-                    shared.emit(EventKind::LogLine {
+                    host.emit(EventKind::LogLine {
                         job: job.clone(),
                         step: None,
                         container: Some(name.clone()),
@@ -172,12 +172,12 @@ impl JobContainers {
                 let _ = output.forward(sink).await;
             })
         };
-        shared.emit(EventKind::ContainerStarted {
+        host.emit(EventKind::ContainerStarted {
             job: job.clone(),
             name: name.to_string(),
             id: container.id.clone(),
             image: spec.image.clone(),
-            host: shared.engines.host_of(job).unwrap_or_default().to_string(),
+            host: host.host_of(job).unwrap_or_default().to_string(),
             endpoint: self.docker.endpoint().to_string(),
         });
         self.started.insert(
@@ -196,7 +196,7 @@ impl JobContainers {
     /// Stops a container early (`stop-container`); returns its exit code.
     pub async fn stop(
         &mut self,
-        shared: &Arc<Shared>,
+        host: &Arc<dyn StepHost>,
         job: &JobRef,
         name: &str,
         grace: Duration,
@@ -211,14 +211,14 @@ impl JobContainers {
         self.docker.stop_container(&id, grace).await?;
         let code = self.docker.wait_exit(&id).await?;
         if remove {
-            self.remove_one(shared, job, name).await?;
+            self.remove_one(host, job, name).await?;
         }
         Ok(code)
     }
 
     async fn remove_one(
         &mut self,
-        shared: &Arc<Shared>,
+        host: &Arc<dyn StepHost>,
         job: &JobRef,
         name: &str,
     ) -> Result<(), BackendError> {
@@ -230,7 +230,7 @@ impl JobContainers {
             // The output closes with the container; don't wait on a stuck stream for long.
             let _ = tokio::time::timeout(Duration::from_secs(5), forward).await;
         }
-        shared.emit(EventKind::ContainerRemoved {
+        host.emit(EventKind::ContainerRemoved {
             job: job.clone(),
             name: name.to_string(),
         });
@@ -239,11 +239,11 @@ impl JobContainers {
 
     /// Removes every container of the job, then its network; every removal is tried and
     /// awaited. Returns what could not be removed.
-    pub async fn remove_all(&mut self, shared: &Arc<Shared>, job: &JobRef) -> Vec<String> {
+    pub async fn remove_all(&mut self, host: &Arc<dyn StepHost>, job: &JobRef) -> Vec<String> {
         let mut problems = Vec::new();
         let names: Vec<String> = self.started.keys().rev().cloned().collect();
         for name in names {
-            if let Err(e) = self.remove_one(shared, job, &name).await {
+            if let Err(e) = self.remove_one(host, job, &name).await {
                 problems.push(format!("container `{name}`: {e}"));
             }
         }

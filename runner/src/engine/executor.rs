@@ -25,12 +25,13 @@ use super::host::HostRunner;
 use super::mask::Masker;
 use super::options::RunOptions;
 use super::script_runner::{LineFn, ScriptRun, ScriptRunner, Shell};
-use super::{builtin, output_file, script};
+use super::{output_file, script, step_inputs};
 use crate::backend::GpuRequest;
 use crate::diag::{SourceFile, Spanned};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
 use crate::gpu::JobGpus;
 use crate::plan::PlannedJob;
+use crate::steps::{self, EngineUse, StepCall, StepContext, StepGpus, StepHost};
 use crate::workflow::model::{BoolOrExpr, Container, GpuDevices, Job, Step, Uses, Workflow};
 
 /// GitHub's default job timeout.
@@ -109,7 +110,7 @@ pub(super) struct JobRun {
     job_container: Option<ContainerRunner>,
     temp: PathBuf,
     /// Benchmark results this job run recorded, for `compare-to-baseline`.
-    recorded: Vec<builtin::Recorded>,
+    recorded: Vec<steps::Recorded>,
     /// The GPUs leased to this job run, held until it has cleaned up.
     gpus: Option<JobGpus>,
 }
@@ -395,9 +396,10 @@ impl JobRun {
         for (name, service) in &job.services {
             let spec = self.container_spec(service, &file)?;
             let jref = self.jref.clone();
+            let host = self.step_host();
             let containers = self.containers().await?;
             let started = containers
-                .start(&shared, &jref, name, spec)
+                .start(&host, &jref, name, spec)
                 .await
                 .map_err(|e| format!("could not start service `{name}`: {e}"))?;
             services.insert(
@@ -425,9 +427,10 @@ impl JobRun {
             }
             let jref = self.jref.clone();
             let grace = shared.opts.grace;
+            let host = self.step_host();
             let containers = self.containers().await?;
             let started = containers
-                .start(&shared, &jref, "job-container", spec)
+                .start(&host, &jref, "job-container", spec)
                 .await
                 .map_err(|e| format!("could not start the job's container: {e}"))?;
             let (id, shell) = (started.id.clone(), started.shell.clone());
@@ -499,7 +502,7 @@ impl JobRun {
         }
         if let Some(mut containers) = self.containers.take() {
             let shared = self.shared.clone();
-            for problem in containers.remove_all(&shared, &self.jref).await {
+            for problem in containers.remove_all(&self.step_host(), &self.jref).await {
                 shared.emit(EventKind::Warning {
                     job: Some(self.jref.clone()),
                     message: format!("could not remove {problem}"),
@@ -769,10 +772,13 @@ impl JobRun {
         };
         match &uses.value {
             Uses::Builtin(name) => {
+                // Validation refuses an unknown name before the run.
+                let builtin = steps::registered(name)
+                    .ok_or_else(|| format!("`{name}` is not a built-in step"))?;
                 let ctx = self.ctx(scope, Some(&env));
-                let inputs = builtin::inputs(name, step, &ctx, &scope.file)?;
-                let shell = builtin::shell_inputs(name, step, &ctx, &scope.file)?;
-                let shared = self.shared.clone();
+                let inputs = step_inputs::inputs(name, step, &ctx, &scope.file)?;
+                let shell = step_inputs::shell_inputs(name, step, &ctx, &scope.file)?;
+                let host = self.step_host();
                 let jref = self.jref.clone();
                 let job_gpus = self.job_gpus();
                 let step_id = step.id.as_ref().map(|i| i.value.clone());
@@ -780,11 +786,11 @@ impl JobRun {
                 let matrix = self.matrix_text();
                 let job_id = self.job_id.clone();
                 let mut recorded = std::mem::take(&mut self.recorded);
-                // Only a benchmark reads the GPUs (checks, telemetry, the fingerprint); asking
-                // for the inventory may probe a remote host, so no other step does.
+                // Asking for the inventory may probe a remote host, so only the steps that
+                // read the GPUs (checks, telemetry, the fingerprint) are told.
                 let step_gpus = match self.shared.engines.gpus_for(&self.jref) {
-                    Some(host) if name == "benchmark" => Some(builtin::StepGpus {
-                        inventory: host.inventory().await,
+                    Some(gpus) if builtin.reads_gpus() => Some(StepGpus {
+                        inventory: gpus.inventory().await,
                         leased: self
                             .gpus
                             .as_ref()
@@ -793,12 +799,11 @@ impl JobRun {
                     }),
                     _ => None,
                 };
-                // Judging results and writing reports need no engine: a GPU machine without
-                // Docker still runs them, and no connection is tried for them.
-                let containers = if builtin::needs_engine(name) {
-                    Some(self.containers().await?)
-                } else {
-                    self.containers.as_mut()
+                // Only a step that needs the engine connects to it: a GPU machine without
+                // Docker still runs the others.
+                let containers = match builtin.engine() {
+                    EngineUse::Required => Some(self.containers().await?),
+                    EngineUse::IfReached => self.containers.as_mut(),
                 };
                 // Inside a composite action: its inputs, so a message can name the one the
                 // workflow gave a value as.
@@ -809,7 +814,7 @@ impl JobRun {
                         .collect(),
                     _ => IndexMap::new(),
                 };
-                let mut context = builtin::StepContext {
+                let mut context = StepContext {
                     key,
                     step_id: step_id.as_deref(),
                     label: &label,
@@ -823,16 +828,17 @@ impl JobRun {
                     action_inputs,
                     outputs_on_failure: IndexMap::new(),
                 };
-                let outputs = builtin::run(
-                    name,
-                    &inputs,
-                    containers,
-                    &shared,
-                    &jref,
-                    job_gpus,
-                    &mut context,
-                )
-                .await;
+                let outputs = builtin
+                    .run(StepCall {
+                        name: builtin.spec().name,
+                        inputs: &inputs,
+                        containers,
+                        host: &host,
+                        job: &jref,
+                        job_gpus,
+                        step: &mut context,
+                    })
+                    .await;
                 let outputs_on_failure = std::mem::take(&mut context.outputs_on_failure);
                 drop(context);
                 self.recorded = recorded;
@@ -887,6 +893,11 @@ impl JobRun {
     /// What the job's containers get: the leased GPUs by UUID (UUIDs, unlike indexes, do not
     /// depend on `CUDA_DEVICE_ORDER`), or, when the host's GPUs are not known to the run, the
     /// job's `gpus:` as written.
+    /// The run as a built-in step sees it.
+    fn step_host(&self) -> Arc<dyn StepHost> {
+        self.shared.clone()
+    }
+
     fn job_gpus(&self) -> Option<GpuRequest> {
         if let Some(leased) = &self.gpus {
             return Some(GpuRequest::Devices(leased.uuids()));

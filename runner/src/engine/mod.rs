@@ -12,7 +12,6 @@
 //! the engine does the first time a job there needs Docker; the engine chooses neither hosts
 //! nor how to render anything.
 
-pub mod builtin;
 mod composite;
 pub mod container_inputs;
 pub mod container_runner;
@@ -36,6 +35,8 @@ pub mod preflight;
 pub mod preflight_checks;
 pub mod script;
 pub mod script_runner;
+pub mod step_host;
+pub mod step_inputs;
 pub mod step_shell;
 
 pub use dispatcher::{RunReport, run};

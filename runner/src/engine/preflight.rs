@@ -1,23 +1,11 @@
-//! Refusals before anything starts: steps gpuflow cannot run yet are errors at their `uses:`,
+//! Refusals before anything starts: steps gpuflow cannot run are errors at their `uses:`,
 //! never silent skips found halfway through a run. `gpuflow validate` reports the same
 //! problems (through [`check_steps`]), so a file that validates is not refused here.
 
 use indexmap::IndexMap;
 
-use crate::diag::{Diagnostic, Diagnostics, join_quoted};
+use crate::diag::{Diagnostic, Diagnostics};
 use crate::workflow::model::{Action, Step, Uses, Workflow};
-
-/// The built-in steps the engine executes today.
-pub const AVAILABLE_BUILTINS: &[&str] = &[
-    "start-container",
-    "stop-container",
-    "wait-for-health",
-    "assert-file",
-    "check-cli-interface",
-    "benchmark",
-    "compare-to-baseline",
-    "report",
-];
 
 /// Every step of the workflow (and of the local actions it uses) the engine cannot run.
 pub fn check(wf: &Workflow) -> Diagnostics {
@@ -48,18 +36,6 @@ pub fn check_steps(
     for step in steps {
         let Some(uses) = &step.uses else { continue };
         let d = match &uses.value {
-            Uses::Builtin(name) if !AVAILABLE_BUILTINS.contains(&name.as_str()) => {
-                Diagnostic::error(
-                    file,
-                    uses.span,
-                    format!("the built-in step `{name}` is not available yet"),
-                )
-                .label("`gpuflow run` cannot run this step yet")
-                .hint(format!(
-                    "the built-ins that run today are {}",
-                    join_quoted(AVAILABLE_BUILTINS, "and")
-                ))
-            }
             // Loaded remote actions run; the others (GitHub's JavaScript actions) cannot.
             remote @ Uses::Remote { .. }
                 if actions.is_some_and(|a| !a.contains_key(&remote.to_string())) =>

@@ -11,7 +11,7 @@
 //! and no earlier step writes where it looks (a `run:` in its container or, for host checks, a
 //! `run:` or action at all, or a job it `needs`). The others run at their place.
 //!
-//! The checks run through the engine's built-in dispatch ([`builtin::run`]), exactly as the
+//! The checks run through the built-ins' own [`steps::Builtin::run`], exactly as the
 //! steps would; this module decides what runs early and where, not how a check works.
 
 use std::collections::{HashMap, HashSet};
@@ -21,20 +21,28 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
-use super::builtin;
 use super::container_inputs::start_container_spec;
 use super::containers::JobContainers;
 use super::evaluate::{eval_string, eval_value};
 use super::event::{EventKind, JobRef, StepOutcome};
 use super::executor::Shared;
+use super::step_inputs;
 use crate::backend::{ContainerSpec, GpuRequest};
 use crate::diag::SourceFile;
 use crate::expr::{MapContext, Value, parse_template};
 use crate::plan::PlannedJob;
+use crate::steps::{self, Effect, StepCall, StepContext, StepHost};
 use crate::workflow::model::{Action, Job, Step, Uses, Value as ModelValue, Workflow};
 
-/// The built-ins preflight may run early: they only read.
-pub const PREFLIGHT_BUILTINS: &[&str] = &["check-cli-interface", "assert-file"];
+/// Whether the built-in `name` is one preflight may run early ([`steps::Builtin::runs_in_preflight`]).
+fn runs_early(name: &str) -> bool {
+    steps::registered(name).is_some_and(|b| b.runs_in_preflight())
+}
+
+/// Whether the built-in `name` does `effect`.
+fn does(name: &str, effect: Effect) -> bool {
+    steps::effect(name) == Some(effect)
+}
 
 /// Contexts whose values are known before the first step. `env` is too, until a step could
 /// have changed it through `$GITHUB_ENV`; `steps`, `needs`, `job` and `runner` are not.
@@ -119,7 +127,7 @@ pub fn candidates(wf: &Workflow, job: &Job) -> Vec<Candidate> {
     for (i, step) in job.steps.iter().enumerate() {
         match step.uses.as_ref().map(|u| &u.value) {
             None => walk.script(step.container.as_ref().map(|c| literal(&c.value))),
-            Some(Uses::Builtin(name)) if name == "start-container" => {
+            Some(Uses::Builtin(name)) if does(name, Effect::StartsContainer) => {
                 let container = with_literal(step, "name")
                     .or_else(|| step.id.as_ref().map(|i| i.value.clone()));
                 if let Some(c) = container {
@@ -136,7 +144,7 @@ pub fn candidates(wf: &Workflow, job: &Job) -> Vec<Candidate> {
                     }
                 }
             }
-            Some(Uses::Builtin(name)) if name == "stop-container" => {
+            Some(Uses::Builtin(name)) if does(name, Effect::StopsContainer) => {
                 match with_literal(step, "container") {
                     Some(c) => {
                         walk.started.remove(&c);
@@ -144,7 +152,7 @@ pub fn candidates(wf: &Workflow, job: &Job) -> Vec<Candidate> {
                     None => walk.started.clear(),
                 }
             }
-            Some(Uses::Builtin(name)) if PREFLIGHT_BUILTINS.contains(&name.as_str()) => {
+            Some(Uses::Builtin(name)) if runs_early(name) => {
                 let eligible = step.condition.is_none()
                     && step.continue_on_error.is_none()
                     && static_inputs(step, walk.env_known);
@@ -192,7 +200,7 @@ fn follow_action(call: &Step, i: usize, action: &Action, walk: &mut Walk) {
     for (j, inner) in action.runs.steps.iter().enumerate() {
         match inner.uses.as_ref().map(|u| &u.value) {
             None => walk.script(inner.container.as_ref().map(|c| resolve(&c.value))),
-            Some(Uses::Builtin(name)) if name == "start-container" => {
+            Some(Uses::Builtin(name)) if does(name, Effect::StartsContainer) => {
                 let container = match inner.with.get("name").map(|v| &v.value) {
                     Some(ModelValue::String(s)) => resolve(s.as_str()),
                     Some(_) => None,
@@ -212,7 +220,7 @@ fn follow_action(call: &Step, i: usize, action: &Action, walk: &mut Walk) {
                     }
                 }
             }
-            Some(Uses::Builtin(name)) if name == "stop-container" => {
+            Some(Uses::Builtin(name)) if does(name, Effect::StopsContainer) => {
                 match inner.with.get("container").map(|v| &v.value) {
                     Some(ModelValue::String(s)) if resolve(s).is_some() => {
                         walk.started.remove(&resolve(s).unwrap_or_default());
@@ -239,7 +247,7 @@ pub fn path_checks(wf: &Workflow, job: &Job) -> Vec<StartAt> {
     // Whether a step may have written somewhere a later container mounts; `false` ends the walk.
     let step_keeps = |step: &Step, at: StartAt, out: &mut Vec<StartAt>| -> bool {
         match step.uses.as_ref().map(|u| &u.value) {
-            Some(Uses::Builtin(name)) if name == "start-container" => {
+            Some(Uses::Builtin(name)) if does(name, Effect::StartsContainer) => {
                 if step.condition.is_none()
                     && static_inputs(step, true)
                     && step.with.contains_key("required-paths")
@@ -248,7 +256,7 @@ pub fn path_checks(wf: &Workflow, job: &Job) -> Vec<StartAt> {
                 }
                 !writable_volumes(step)
             }
-            Some(Uses::Builtin(name)) => name != "benchmark",
+            Some(Uses::Builtin(name)) => !does(name, Effect::MayWrite),
             _ => false,
         }
     };
@@ -581,10 +589,13 @@ fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String
         return None;
     };
     // `env` may have changed by then: an image read from it is checked at its place.
-    if name != "start-container" || step.condition.is_some() || !static_inputs(step, false) {
+    if !does(name, Effect::StartsContainer)
+        || step.condition.is_some()
+        || !static_inputs(step, false)
+    {
         return None;
     }
-    let inputs = builtin::inputs(name, step, ctx, &shared.wf.file).ok()?;
+    let inputs = step_inputs::inputs(name, step, ctx, &shared.wf.file).ok()?;
     if inputs
         .get("pull")
         .is_some_and(|p| p.to_expr_string() == "always")
@@ -612,7 +623,7 @@ fn prepare(
     };
     // An input that does not evaluate fails the step at its place, with its location.
     let step_ctx = ctx_for(ctx, env, step, &wf.file)?;
-    let inputs = builtin::inputs(name, step, &step_ctx, &wf.file).ok()?;
+    let inputs = step_inputs::inputs(name, step, &step_ctx, &wf.file).ok()?;
     let container = match c.start {
         None => None,
         Some(at) => {
@@ -636,6 +647,14 @@ fn prepare(
     })
 }
 
+/// The built-in a step uses (`None` for a script or an action).
+fn builtin_name(step: &Step) -> Option<&str> {
+    match step.uses.as_ref().map(|u| &u.value) {
+        Some(Uses::Builtin(name)) => Some(name),
+        _ => None,
+    }
+}
+
 /// The evaluated inputs of the `start-container` step at `at`, and the name its container gets
 /// (`name`, else the step's `id`).
 fn start_inputs(
@@ -649,7 +668,7 @@ fn start_inputs(
     let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
     let (inputs, id) = match at.inner {
         None => (
-            builtin::inputs("start-container", call, &call_ctx, &wf.file).ok()?,
+            step_inputs::inputs(builtin_name(call)?, call, &call_ctx, &wf.file).ok()?,
             call.id.as_ref(),
         ),
         Some(j) => {
@@ -660,7 +679,7 @@ fn start_inputs(
             let inner = &action.runs.steps[j];
             let inner_ctx = ctx_for(&action_ctx, env, inner, &action.file)?;
             (
-                builtin::inputs("start-container", inner, &inner_ctx, &action.file).ok()?,
+                step_inputs::inputs(builtin_name(inner)?, inner, &inner_ctx, &action.file).ok()?,
                 inner.id.as_ref(),
             )
         }
@@ -682,7 +701,7 @@ fn prepare_paths(
     jref: &JobRef,
 ) -> Option<(usize, Ready)> {
     let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
-    let paths = builtin::required_paths::paths(&inputs);
+    let paths = steps::required_paths::paths(&inputs);
     if paths.is_empty() {
         return None;
     }
@@ -723,7 +742,7 @@ fn prepare_paths(
         .iter()
         .filter(|v| v.is_bind())
         .map(|v| {
-            let (input, given) = match builtin::required_paths::input_giving(&given, &v.source) {
+            let (input, given) = match steps::required_paths::input_giving(&given, &v.source) {
                 Some(input) => (input, format!("the input `{input}` of the step gives it")),
                 None => (
                     "volumes",
@@ -800,6 +819,7 @@ async fn run_job_checks(
     cancel: &CancellationToken,
 ) {
     let Some(first) = ready.first() else { return };
+    let host: Arc<dyn StepHost> = shared.clone();
     let pref = JobRef {
         job: format!("preflight-{}", first.jref.job),
         cell: first.jref.cell,
@@ -835,14 +855,14 @@ async fn run_job_checks(
                         .find(|s| std::path::Path::new(&s.path) == std::path::Path::new(path))
                 };
                 containers
-                    .start(shared, &pref, &temp, spec.clone())
+                    .start(&host, &pref, &temp, spec.clone())
                     .await
                     .map_err(|e| {
                         let origin = |path: &str| source(path).map(|s| s.given.clone());
                         let mut m = format!(
                             "could not start a throw-away container of `{}`: {}",
                             spec.image,
-                            builtin::required_paths::start_error(&e, spec, &origin)
+                            steps::required_paths::start_error(&e, spec, &origin)
                         );
                         if let crate::engine::containers::ContainerError::Backend(
                             crate::backend::BackendError::BindSourceMissing { path, .. },
@@ -862,7 +882,7 @@ async fn run_job_checks(
             // Preflight checks record nothing and read no earlier results: a bare context.
             let env = IndexMap::new();
             let mut recorded = Vec::new();
-            let mut step = builtin::StepContext {
+            let mut step = StepContext {
                 key: &check.step_key,
                 step_id: None,
                 label: &check.label,
@@ -878,17 +898,22 @@ async fn run_job_checks(
                 outputs_on_failure: IndexMap::new(),
             };
             match &check.check {
-                Check::Builtin(name) => builtin::run(
-                    name,
-                    &check.inputs,
-                    Some(containers),
-                    shared,
-                    &check.jref,
-                    None,
-                    &mut step,
-                )
-                .await
-                .map(|_| ()),
+                Check::Builtin(name) => {
+                    let builtin = steps::registered(name)
+                        .ok_or_else(|| format!("`{name}` is not a built-in step"))?;
+                    builtin
+                        .run(StepCall {
+                            name: builtin.spec().name,
+                            inputs: &check.inputs,
+                            containers: Some(containers),
+                            host: &host,
+                            job: &check.jref,
+                            job_gpus: None,
+                            step: &mut step,
+                        })
+                        .await
+                        .map(|_| ())
+                }
                 Check::Paths {
                     paths, volumes, at, ..
                 } => {
@@ -898,12 +923,12 @@ async fn run_job_checks(
                     let Some(started) = containers.started.get(name) else {
                         return Err(format!("the throw-away container `{name}` was not started"));
                     };
-                    let place = builtin::assert_file::InContainer {
+                    let place = steps::FileInContainer {
                         docker: containers.docker.clone(),
                         id: started.id.clone(),
                         name: name.clone(),
                     };
-                    builtin::required_paths::check(&place, &spec.image, volumes, paths)
+                    steps::required_paths::check(&place, &spec.image, volumes, paths)
                         .await
                         .map_err(|m| format!("{m}\n  --> {at}"))
                 }
@@ -932,7 +957,7 @@ async fn run_job_checks(
                 containers.started.insert(temp, s);
             }
         }
-        for problem in containers.remove_all(shared, &pref).await {
+        for problem in containers.remove_all(&host, &pref).await {
             shared.emit(EventKind::Warning {
                 job: Some(pref.clone()),
                 message: format!("could not remove {problem}"),

@@ -1,52 +1,70 @@
-//! Built-in steps (`uses: wait-for-health`): one file per step, each declaring its inputs and
-//! outputs in one [`BuiltinSpec`] that validation, the JSON Schema and the docs all read.
-//! Execution arrives with the engine; this module must not know YAML or the loader.
+//! Built-in steps (`uses: wait-for-health`): one folder per step, holding its declaration
+//! (`spec.rs`: inputs, outputs and docs, which validation, the JSON Schema and the docs read),
+//! its execution (`run.rs`) and its helpers, and one [`Builtin`] implementation tying them
+//! together. [`REGISTRY`] below is the only list of them: adding a built-in is a folder and a
+//! line there (ARCHITECTURE.md shows one).
 
 mod assert_file;
 mod benchmark;
+mod builtin;
 mod check_cli_interface;
 mod compare_to_baseline;
+mod context;
 pub mod docs;
+#[cfg(test)]
+mod example_step;
+mod host;
 mod report;
 mod spec;
 mod start_container;
 mod stop_container;
 mod wait_for_health;
 
+pub use assert_file::{InContainer as FileInContainer, Place as FilePlace};
+pub use builtin::{Builtin, Effect, EngineUse, Outputs, StepCall, StepFuture};
+pub use context::{Recorded, StepContext, StepGpus};
+pub use host::StepHost;
 pub use spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
-
-static BUILTINS: [BuiltinSpec; 8] = [
-    start_container::SPEC,
-    stop_container::SPEC,
-    wait_for_health::SPEC,
-    assert_file::SPEC,
-    check_cli_interface::SPEC,
-    benchmark::SPEC,
-    compare_to_baseline::SPEC,
-    report::SPEC,
-];
+pub use start_container::required_paths;
+pub use wait_for_health::causes;
 
 /// Every built-in step, in the order the docs list them.
-pub fn builtins() -> &'static [BuiltinSpec] {
-    &BUILTINS
+static REGISTRY: [&dyn Builtin; 8] = [
+    &start_container::StartContainer,
+    &stop_container::StopContainer,
+    &wait_for_health::WaitForHealth,
+    &assert_file::AssertFile,
+    &check_cli_interface::CheckCliInterface,
+    &benchmark::Benchmark,
+    &compare_to_baseline::CompareToBaseline,
+    &report::Report,
+];
+
+/// Every built-in step's declaration, in the order the docs list them.
+pub fn builtins() -> impl Iterator<Item = &'static BuiltinSpec> {
+    REGISTRY.iter().map(|b| b.spec())
 }
 
-/// Inputs of built-ins that reach `sh -c` as shell text, as `(step, input)`. Their `${{ }}`
-/// values are handed to that shell as environment variables (as a `run:` script's are), and
-/// `validate` refuses untrusted contexts in them: a value there must never become code.
-/// `start-container`'s `command` and `check-cli-interface`'s `command`/`args` are split into
-/// words by gpuflow and run without a shell, so they are not here.
-pub const SHELL_INPUTS: &[(&str, &str)] =
-    &[("benchmark", "command"), ("wait-for-health", "command")];
-
-/// Whether `input` of the built-in `step` is shell text (see [`SHELL_INPUTS`]).
-pub fn is_shell_input(step: &str, input: &str) -> bool {
-    SHELL_INPUTS.iter().any(|&(s, i)| s == step && i == input)
-}
-
-/// The built-in called `name`, if there is one.
+/// The declaration of the built-in called `name`, if there is one.
 pub fn builtin(name: &str) -> Option<&'static BuiltinSpec> {
-    BUILTINS.iter().find(|b| b.name == name)
+    registered(name).map(|b| b.spec())
+}
+
+/// The built-in called `name`, to run it.
+pub fn registered(name: &str) -> Option<&'static dyn Builtin> {
+    REGISTRY.iter().copied().find(|b| b.spec().name == name)
+}
+
+/// What the built-in called `name` does ([`Effect`]); `None` for an unknown name.
+pub fn effect(name: &str) -> Option<Effect> {
+    registered(name).map(|b| b.effect())
+}
+
+/// Whether `input` of the built-in `step` is shell text ([`BuiltinSpec::shell_inputs`]): its
+/// `${{ }}` values are handed to that shell as environment variables (as a `run:` script's
+/// are), and `validate` refuses untrusted contexts in it.
+pub fn is_shell_input(step: &str, input: &str) -> bool {
+    builtin(step).is_some_and(|b| b.shell_inputs.contains(&input))
 }
 
 #[cfg(test)]
@@ -55,10 +73,10 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_inputs_are_unique_per_step() {
-        let mut names: Vec<_> = builtins().iter().map(|b| b.name).collect();
+        let mut names: Vec<_> = builtins().map(|b| b.name).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), builtins().len());
+        assert_eq!(names.len(), builtins().count());
         for b in builtins() {
             let mut inputs: Vec<_> = b.input_names().collect();
             inputs.sort_unstable();

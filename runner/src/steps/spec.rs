@@ -11,6 +11,11 @@ pub struct BuiltinSpec {
     pub summary: &'static str,
     pub inputs: &'static [InputSpec],
     pub outputs: &'static [OutputSpec],
+    /// Inputs that reach `sh -c` as shell text. Their `${{ }}` values are handed to that shell
+    /// as environment variables, and `validate` refuses untrusted contexts in them: a value
+    /// there must never become code. Inputs gpuflow splits into words and runs without a shell
+    /// (`start-container`'s `command`) are not shell text.
+    pub shell_inputs: &'static [&'static str],
     /// A complete step, as YAML under `steps:` (a test loads it).
     pub example: &'static str,
 }

@@ -211,7 +211,7 @@ impl Reader {
                 return None;
             }
             let Some(_) = steps::builtin(text) else {
-                let names: Vec<&str> = steps::builtins().iter().map(|b| b.name).collect();
+                let names: Vec<&str> = steps::builtins().map(|b| b.name).collect();
                 let d = self
                     .err(s.span, format!("unknown built-in step `{text}`"))
                     .label("not a built-in step")

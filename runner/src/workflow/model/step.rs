@@ -142,7 +142,7 @@ impl JsonSchema for Uses {
         "Uses".into()
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        let builtins: Vec<&str> = crate::steps::builtins().iter().map(|b| b.name).collect();
+        let builtins: Vec<&str> = crate::steps::builtins().map(|b| b.name).collect();
         json_schema!({
             "description": "A built-in step, `./local/action`, `owner/repo[/path]@ref` or `docker://image`.",
             "anyOf": [

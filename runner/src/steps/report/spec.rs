@@ -1,8 +1,8 @@
 //! `report`: renders a report of the run and optionally commits it to a results branch.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "report",
     summary: "Render a Markdown or HTML report of the run (the verdicts its `compare-to-baseline` steps gave, metric tables, charts, environment), say in its log where it is, and optionally commit it to a results branch.",
     inputs: &[
@@ -52,6 +52,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             doc: "The commit holding the report, when `commit` is set.",
         },
     ],
+    shell_inputs: &[],
     example: r"- uses: report
   with:
     template: reports/eagle3.md.tera

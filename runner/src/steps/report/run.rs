@@ -8,15 +8,15 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use super::super::executor::Shared;
 use crate::compare::StepInputs;
-use crate::engine::event::{EventKind, JobRef, Stream};
+use crate::engine::event::{EventKind, ReportFile, Stream};
 use crate::engine::mask::Masker;
 use crate::expr::Value;
 use crate::report::{
     BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,
     commit_report, report_files, write_files,
 };
+use crate::steps::{Outputs, StepCall};
 use crate::store::{ResultStore, now_ms};
 
 /// The step's inputs, checked.
@@ -33,20 +33,23 @@ struct ReportInputs {
 
 /// Runs the step; says in its log where the report went (and the commit), and returns its
 /// outputs.
-pub async fn run(
-    inputs: &IndexMap<String, Value>,
-    shared: &Arc<Shared>,
-    job: &JobRef,
-    step: &str,
-) -> Result<IndexMap<String, String>, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let StepCall {
+        inputs,
+        host,
+        job,
+        step,
+        ..
+    } = call;
+    let step = step.key;
     let mut parsed = parse(inputs)?;
-    parsed.masker = shared.masker.clone();
-    let workspace = shared.opts.workspace.clone();
-    let run_id = shared.opts.run_id.clone();
-    let log_dir = shared.opts.log_dir.clone();
+    parsed.masker = host.masker().clone();
+    let workspace = host.workspace().to_path_buf();
+    let run_id = host.run_id().to_owned();
+    let log_dir = host.log_dir().to_path_buf();
     // The store the run's benchmark steps write to (`--store`, as the worker runs triggered
     // runs), not the workspace's default one: that may not exist, or hold other runs.
-    let store_path = shared.opts.store.clone();
+    let store_path = host.store().to_path_buf();
     let (outputs, said) = tokio::task::spawn_blocking(move || {
         report(&parsed, &workspace, &store_path, &run_id, &log_dir)
     })
@@ -54,13 +57,21 @@ pub async fn run(
     .map_err(|e| format!("the report step stopped unexpectedly: {e}"))??;
     // A step that says only "success" leaves the reader to guess where the report is.
     for text in said {
-        shared.emit(EventKind::LogLine {
+        host.emit(EventKind::LogLine {
             job: job.clone(),
             step: Some(step.to_string()),
             container: None,
             stream: Stream::Runner,
             text,
         });
+    }
+    if let Some(path) = outputs.get("path") {
+        host.emit(EventKind::ReportWritten(ReportFile {
+            job: job.clone(),
+            step: step.to_string(),
+            path: path.clone(),
+            commit: outputs.get("commit").cloned(),
+        }));
     }
     Ok(outputs)
 }

@@ -1,8 +1,8 @@
 //! `assert-file`: checks a file exists (in a container or on the host) and what it holds.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "assert-file",
     summary: "Check that a file or folder exists, in a container or on the host, and optionally its size, hash, content or mode.",
     inputs: &[
@@ -66,6 +66,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             doc: "The file's SHA-256, in hex, when the `sha256` input asked for it (hashing a large model file takes time).",
         },
     ],
+    shell_inputs: &[],
     example: r"- uses: assert-file
   with:
     container: server

@@ -14,16 +14,17 @@ use indexmap::IndexMap;
 use super::gpu_timing;
 use super::recording::{Measured, ServerFacts, record};
 use super::script_metrics::{self, MetricSpec, OutputTail};
-use super::step_context::StepContext;
 use crate::backend::{ExecSpec, LogLine, OutputStream};
 use crate::bench::stats::AcrossRuns;
 use crate::bench::{BenchConfig, BenchError, BenchResult, Mode, Progress};
 use crate::engine::containers::JobContainers;
 use crate::engine::event::{BenchmarkFigure, EventKind, JobRef, Stream};
-use crate::engine::executor::Shared;
 use crate::engine::log_store::slug;
 use crate::expr::Value;
 use crate::gpu::telemetry::Telemetry;
+use crate::steps::StepContext;
+use crate::steps::StepHost;
+use crate::steps::{Outputs, StepCall};
 use crate::store::{Direction, NewMetric, RunStatus};
 
 /// How often the live progress line is repeated while a run goes on.
@@ -33,13 +34,15 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// when it then fails the step (too many errors), so the failure can be looked at later.
 /// `containers` is `None` when the job has not reached a Docker engine (a GPU machine without
 /// Docker, a server started on the host): the generator and a script on the host need none.
-pub async fn run(
-    inputs: &IndexMap<String, Value>,
-    containers: Option<&mut JobContainers>,
-    shared: &Arc<Shared>,
-    job: &JobRef,
-    step: &mut StepContext<'_>,
-) -> Result<IndexMap<String, String>, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let StepCall {
+        inputs,
+        containers,
+        host,
+        job,
+        step,
+        ..
+    } = call;
     let all_texts = as_text(inputs);
     let (gpu_texts, texts): (IndexMap<String, String>, IndexMap<String, String>) = all_texts
         .into_iter()
@@ -68,11 +71,11 @@ pub async fn run(
         }
     }
     let say = Sayer {
-        shared,
+        host,
         job,
         key: step.key,
     };
-    let result_path = result_path(shared, job, step);
+    let result_path = result_path(host.as_ref(), job, step);
     if let Some(checks) = &checks {
         gpu_timing::before_timing(step.gpus.as_ref(), checks, &step.cancel, &|m| say.line(m))
             .await?;
@@ -126,7 +129,7 @@ pub async fn run(
         meanings,
     } = measured?;
     let id = record(
-        shared,
+        host,
         step,
         &server,
         Measured {
@@ -144,10 +147,10 @@ pub async fn run(
     )?;
     say.line(&format!(
         "recorded as result {id} in `{}`",
-        shared.opts.store.display()
+        host.store().display()
     ));
     if let Some(key) = key {
-        shared.emit(EventKind::BenchmarkResult(BenchmarkFigure {
+        host.emit(EventKind::BenchmarkResult(BenchmarkFigure {
             job: job.clone(),
             step: step.key.to_string(),
             name: step.label.to_string(),
@@ -237,12 +240,12 @@ async fn container_address(target: &str, containers: &JobContainers) -> Option<(
 }
 
 /// `<log dir>/<job>/<step>-<name>.result.json`, beside the step's log.
-fn result_path(shared: &Shared, job: &JobRef, step: &StepContext<'_>) -> PathBuf {
+fn result_path(host: &dyn StepHost, job: &JobRef, step: &StepContext<'_>) -> PathBuf {
     // Masked here, not by the sink: a file name is no event. The names are masked before they
     // are made file-name safe, as the log store's are (from masked events), so the file stays
     // beside the step's log and a secret in a step's `name:` or a matrix value is not in it.
-    let masked = |name: &str| slug(&shared.masker.mask(name));
-    shared.opts.log_dir.join(masked(&job.display)).join(format!(
+    let masked = |name: &str| slug(&host.masker().mask(name));
+    host.log_dir().join(masked(&job.display)).join(format!(
         "{}-{}.result.json",
         step.key.replace('.', "-"),
         masked(step.label)
@@ -251,7 +254,7 @@ fn result_path(shared: &Shared, job: &JobRef, step: &StepContext<'_>) -> PathBuf
 
 /// Says lines about the step, as gpuflow (not as the step's own output).
 struct Sayer<'a> {
-    shared: &'a Arc<Shared>,
+    host: &'a Arc<dyn StepHost>,
     job: &'a JobRef,
     key: &'a str,
 }
@@ -262,7 +265,7 @@ impl Sayer<'_> {
     }
 
     fn emit(&self, stream: Stream, text: &str) {
-        self.shared.emit(EventKind::LogLine {
+        self.host.emit(EventKind::LogLine {
             job: self.job.clone(),
             step: Some(self.key.to_string()),
             container: None,
@@ -292,7 +295,7 @@ async fn generator(
             return;
         }
         *last = Some(Instant::now());
-        say.shared.emit(progress_event(say, &p));
+        say.host.emit(progress_event(say, &p));
     };
     let outcome = tokio::select! {
         r = crate::bench::run(&config, &progress) => r,
@@ -389,7 +392,7 @@ async fn stopped_containers(containers: &JobContainers) -> Vec<String> {
         );
         // A stopped container's log is read at once; a restarted one is followed, so bound it.
         let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
-        if let Some(cause) = super::causes::recognise(&lines) {
+        if let Some(cause) = crate::steps::causes::recognise(&lines) {
             out.push(format!(
                 "cause: {}: `{}`\nhelp: {}",
                 cause.kind.summary(),
@@ -647,7 +650,7 @@ async fn scripted(
 /// also the step's log.
 ///
 /// What `sh -c` reads is the command with its `${{ }}` values replaced by references to
-/// environment variables ([`super::shell_inputs`]), never the evaluated text: a value from a
+/// environment variables ([`crate::engine::step_inputs::shell_inputs`]), never the evaluated text: a value from a
 /// push (a branch name, a commit message) must not become shell code.
 async fn run_once(
     container: Option<&str>,
@@ -693,7 +696,7 @@ async fn run_once(
                 .arg("-c")
                 .arg(command)
                 .envs(&env)
-                .current_dir(&say.shared.opts.workspace)
+                .current_dir(say.host.workspace())
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())

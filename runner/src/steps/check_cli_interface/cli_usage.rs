@@ -119,6 +119,7 @@ impl Usage {
     }
 
     /// Every name of every flag, in the help's order.
+    #[cfg(test)]
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.flags
             .iter()

@@ -49,7 +49,7 @@ pub struct StepContext<'a> {
     /// told what the host has.
     pub gpus: Option<StepGpus>,
     /// The shell-text inputs as the shell reads them, with the variables holding their
-    /// `${{ }}` values ([`super::shell_inputs`]); empty where the step has none.
+    /// `${{ }}` values ([`crate::engine::step_inputs::shell_inputs`]); empty where the step has none.
     pub shell: indexmap::IndexMap<String, crate::engine::script::RenderedScript>,
     /// The inputs of the composite action the step is in, as text (empty at the job's level),
     /// so a message about a value can name the input the workflow gave it as (`models`).

@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::step_context::{Recorded, StepContext, StepGpus};
 use crate::engine::containers::JobContainers;
-use crate::engine::executor::Shared;
 use crate::expr::Value;
 use crate::gpu::telemetry::Telemetry;
+use crate::steps::StepHost;
+use crate::steps::{Recorded, StepContext, StepGpus};
 use crate::store::{
     Fingerprint, GitInfo, Identity, Info, NewMetric, NewResult, ResultStore, RunStatus,
 };
@@ -36,13 +36,13 @@ pub struct Measured {
 /// Records `measured` in one transaction; returns the store's id of the result and remembers
 /// it for `compare-to-baseline`.
 pub fn record(
-    shared: &Arc<Shared>,
+    host: &Arc<dyn StepHost>,
     step: &mut StepContext<'_>,
     server: &ServerFacts,
     measured: Measured,
     telemetry: &Telemetry,
 ) -> Result<i64, String> {
-    let github = shared.base.get("github");
+    let github = host.github();
     let field = |name: &str| {
         github
             .and_then(|g| g.get_property(name))
@@ -52,7 +52,7 @@ pub fn record(
     let git = GitInfo {
         commit: field("sha"),
         ref_name: field("ref_name"),
-        dirty: is_dirty(&shared.opts.workspace),
+        dirty: is_dirty(host.workspace()),
     };
     let gpus = GpuFacts::of(step.gpus.as_ref(), telemetry);
     let fingerprint = Fingerprint {
@@ -77,7 +77,7 @@ pub fn record(
         },
     };
     let result = NewResult {
-        run_id: shared.opts.run_id.clone(),
+        run_id: host.run_id().to_owned(),
         workflow: field("workflow").unwrap_or_default(),
         job: step.job_id.to_string(),
         matrix: step.matrix.clone(),
@@ -92,8 +92,8 @@ pub fn record(
     // The store outlives the run and is read by reports and `gpuflow history`: a secret in a
     // server's argv, an input or a name is masked before it is written (and before the series
     // key is made of it, so a rotated secret keeps the series).
-    let result = shared.masker.mask_serde(&result);
-    let path = &shared.opts.store;
+    let result = host.masker().mask_serde(&result);
+    let path = host.store();
     let mut store = ResultStore::open(path)
         .map_err(|e| format!("could not open the results store `{}`: {e}", path.display()))?;
     let id = store

@@ -1,8 +1,8 @@
 //! `stop-container`: ends a container started by `start-container` before the job ends.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "stop-container",
     summary: "Stop (and by default remove) a container started earlier in the job.",
     inputs: &[
@@ -32,6 +32,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         name: "exit-code",
         doc: "The container's exit code.",
     }],
+    shell_inputs: &[],
     example: r"- uses: stop-container
   with:
     container: server

@@ -4,24 +4,24 @@
 //! step fails as `fail-on` says.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use super::step_context::StepContext;
 use crate::compare::{Comparison, FailOn, StepInputs, compare_result, format_value, metric_title};
-use crate::engine::event::{ComparisonFigure, EventKind, JobRef, Stream};
-use crate::engine::executor::Shared;
+use crate::engine::event::{ComparisonFigure, EventKind, Stream};
 use crate::expr::Value;
+use crate::steps::{Outputs, StepCall};
 use crate::store::{Direction, ResultStore};
 
 /// Runs the step; returns its outputs, or the failure `fail-on` asks for.
-pub fn run(
-    inputs: &IndexMap<String, Value>,
-    shared: &Arc<Shared>,
-    job: &JobRef,
-    step: &mut StepContext<'_>,
-) -> Result<IndexMap<String, String>, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let StepCall {
+        inputs,
+        host,
+        job,
+        step,
+        ..
+    } = call;
     let text = |k: &str| {
         inputs
             .get(k)
@@ -51,7 +51,7 @@ pub fn run(
             "no `benchmark` step before this one recorded a result in this job (help: put a `benchmark` step before `compare-to-baseline`, or name one with `from:`)",
         )?,
     };
-    let path = &shared.opts.store;
+    let path = host.store();
     let mut store = ResultStore::open(path)
         .map_err(|e| format!("could not open the results store `{}`: {e}", path.display()))?;
     let current = store
@@ -70,7 +70,7 @@ pub fn run(
         None => e.to_string(),
     })?;
     let say = |text: &str| {
-        shared.emit(EventKind::LogLine {
+        host.emit(EventKind::LogLine {
             job: job.clone(),
             step: Some(step.key.to_string()),
             container: None,
@@ -92,7 +92,7 @@ pub fn run(
         .filter_map(|c| {
             let mut json = serde_json::to_value(c).ok()?;
             // The store outlives the run, and may be committed with a report.
-            shared.masker.mask_json(&mut json);
+            host.masker().mask_json(&mut json);
             Some((
                 c.metric.clone(),
                 c.verdict.as_str().to_string(),
@@ -122,13 +122,13 @@ pub fn run(
             outputs.extend(numbers(c, &format!("{}-", c.metric)));
         }
     }
-    shared.emit(EventKind::StepSummary {
+    host.emit(EventKind::StepSummary {
         job: job.clone(),
         step: step.key.to_string(),
         markdown: summary_table(&report.comparisons, &meanings),
     });
     for c in &report.comparisons {
-        shared.emit(EventKind::ComparisonResult(ComparisonFigure {
+        host.emit(EventKind::ComparisonResult(ComparisonFigure {
             job: job.clone(),
             step: step.key.to_string(),
             name: step.label.to_string(),

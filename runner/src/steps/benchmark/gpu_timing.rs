@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use super::step_context::StepGpus;
 use crate::gpu::checks::{Checks, OnFail, Verdict};
 use crate::gpu::telemetry::{Sampler, Telemetry};
 use crate::gpu::{GpuState, Source};
+use crate::steps::StepGpus;
 
 /// How often failed checks are looked at again under `gpu-check-fails: wait`.
 const RECHECK: Duration = Duration::from_secs(5);

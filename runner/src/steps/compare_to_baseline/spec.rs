@@ -1,9 +1,9 @@
 //! `compare-to-baseline`: judges this run's metrics against a baseline with an effect-size
 //! threshold and a statistical test.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "compare-to-baseline",
     summary: "Compare the metrics an earlier `benchmark` step of the job recorded with a baseline from the results store (pinned, previous run, a rolling window or a fixed number) and give a verdict, explained in the log; fail on a regression.",
     inputs: &[
@@ -97,6 +97,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             doc: "What the run was compared with, in words.",
         },
     ],
+    shell_inputs: &[],
     example: r"- uses: compare-to-baseline
   with:
     metric: output_tok_s

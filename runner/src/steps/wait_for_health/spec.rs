@@ -1,9 +1,9 @@
 //! `wait-for-health`: waits until a server is ready, and fails at once when the container it
 //! watches dies.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "wait-for-health",
     summary: "Wait until a server is ready (HTTP, TCP, a log line, Docker's healthcheck or a command); fail at once if its container exits.",
     inputs: &[
@@ -110,6 +110,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         name: "ready-after",
         doc: "Seconds from the step's start until the server was ready (`12.345`).",
     }],
+    shell_inputs: &["command"],
     example: r"- id: ready
   uses: wait-for-health
   with:

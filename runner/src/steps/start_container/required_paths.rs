@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use super::assert_file::{InContainer, Place};
 use crate::backend::{BackendError, ContainerSpec, VolumeMount};
 use crate::engine::containers::{ContainerError, JobContainers};
 use crate::engine::event::JobRef;
-use crate::engine::executor::Shared;
 use crate::expr::Value;
+use crate::steps::StepHost;
+use crate::steps::{FileInContainer as InContainer, FilePlace as Place};
 
 /// The paths of the `required-paths` input: one per item or line, blanks left out (a
 /// composite action's input that is empty gives none).
@@ -258,7 +258,7 @@ async fn missing(
 #[allow(clippy::too_many_arguments)]
 pub async fn check_at_start(
     containers: &mut JobContainers,
-    shared: &Arc<Shared>,
+    host: &Arc<dyn StepHost>,
     job: &JobRef,
     name: &str,
     spec: &ContainerSpec,
@@ -268,7 +268,7 @@ pub async fn check_at_start(
     let temp = format!("{name}-paths");
     let id = containers
         .start(
-            shared,
+            host,
             job,
             &temp,
             crate::engine::preflight_checks::throwaway(spec.clone()),
@@ -295,7 +295,7 @@ pub async fn check_at_start(
     };
     let result = check(&place, &spec.image, &spec.volumes, paths).await;
     let removed = containers
-        .stop(shared, job, &temp, Duration::from_secs(0), true)
+        .stop(host, job, &temp, Duration::from_secs(0), true)
         .await;
     result?;
     removed

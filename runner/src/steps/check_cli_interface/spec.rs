@@ -1,10 +1,10 @@
 //! `check-cli-interface`: checks that a command accepts the flags a later step passes it,
-//! from its `--help`, before anything expensive starts. Declaration only; the executor is
-//! `engine::builtin::check_cli_interface`, and preflight usually runs it before any job.
+//! from its `--help`, before anything expensive starts. Declaration only; `run.rs` beside it
+//! runs it, and preflight usually runs it before any job.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "check-cli-interface",
     summary: "Check a command's real flags (from its help: Python argparse or click, Rust clap, GNU getopt-style) against the arguments a later step will pass; on a mismatch, fail with the real usage and the closest real flag for each unknown one. Runs in preflight, before any server starts, when nothing earlier can change the answer (docs/running.md).",
     inputs: &[
@@ -62,6 +62,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
         name: "flags",
         doc: "The flags found in the usage (the long name of each), space-separated.",
     }],
+    shell_inputs: &[],
     example: r"- uses: check-cli-interface
   with:
     container: server

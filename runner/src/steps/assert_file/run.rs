@@ -7,14 +7,14 @@
 //! nearest names in its folder, or which folder up the path is the first that exists.
 
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use indexmap::IndexMap;
 use regex::Regex;
 
 use crate::backend::{DockerBackend, ExecSpec, LogLine, OutputStream};
-use crate::engine::containers::JobContainers;
 use crate::expr::Value;
+use crate::steps::{Outputs, StepCall};
 
 /// What a path must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,11 +374,12 @@ echo "$k $s $x""#;
 }
 
 /// Runs the step; returns `size` and, when `sha256` was asked, `sha256`.
-pub async fn run(
-    inputs: &IndexMap<String, Value>,
-    containers: Option<&JobContainers>,
-    workspace: &Path,
-) -> Result<IndexMap<String, String>, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let (inputs, containers, workspace) = (
+        call.inputs,
+        call.containers.as_deref(),
+        call.host.workspace(),
+    );
     let spec = FileSpec::from_inputs(inputs)?;
     match &spec.container {
         None => {

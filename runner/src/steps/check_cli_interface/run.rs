@@ -16,7 +16,9 @@ use super::flag_check::{Problem, check_args, closest_flag};
 use crate::backend::{DockerBackend, ExecSpec, LogLine};
 use crate::engine::container_inputs::split_words;
 use crate::engine::containers::JobContainers;
+use crate::engine::event::EventKind;
 use crate::expr::Value;
+use crate::steps::{Outputs, StepCall};
 
 /// A help that has not printed after this long is waiting for something (a GPU, stdin).
 const HELP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -49,12 +51,17 @@ struct Captured {
 }
 
 /// Runs the check; returns the step's outputs (`flags`) or why it failed.
-pub async fn run(
-    inputs: &IndexMap<String, Value>,
-    containers: &JobContainers,
-    workspace: &Path,
-    warn: &(dyn Fn(String) + Send + Sync),
-) -> Result<IndexMap<String, String>, String> {
+pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let (host, job) = (call.host, call.job);
+    let warn = |message: String| {
+        host.emit(EventKind::Warning {
+            job: Some(job.clone()),
+            message,
+        });
+    };
+    let workspace = host.workspace();
+    let inputs = call.inputs;
+    let containers: &JobContainers = call.engine()?;
     let text = |k: &str| {
         inputs
             .get(k)

@@ -1,9 +1,9 @@
 //! `start-container`: a long-lived container (typically an inference server) that later
 //! steps name with `container:`.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "start-container",
     summary: "Start a container that lives until the job ends (or a `stop-container` step); later steps refer to it by name.",
     inputs: &[
@@ -151,6 +151,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             doc: "The Docker container id.",
         },
     ],
+    shell_inputs: &[],
     example: r"- id: server
   uses: start-container
   with:

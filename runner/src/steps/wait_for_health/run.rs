@@ -27,8 +27,9 @@ use super::causes;
 use crate::backend::{DockerBackend, ExecSpec, LogLine, LogStart};
 use crate::engine::containers::JobContainers;
 use crate::engine::event::{EventKind, JobRef, Stream};
-use crate::engine::executor::Shared;
 use crate::expr::Value;
+use crate::steps::StepHost;
+use crate::steps::{Outputs, StepCall};
 
 /// One attempt may take this long before it counts as failed (a server that accepts
 /// connections but never answers).
@@ -53,7 +54,7 @@ pub enum Probe {
     Docker,
     /// `command` is the evaluated text (for messages); `script` is what `sh -c` reads, its
     /// `${{ }}` values replaced by references to the variables in `env`
-    /// ([`super::shell_inputs`]), so a pushed value cannot become shell code.
+    /// ([`crate::engine::step_inputs::shell_inputs`]), so a pushed value cannot become shell code.
     Command {
         command: String,
         script: String,
@@ -261,7 +262,7 @@ pub struct Call<'a> {
     /// `None` when no earlier step of the job reached a Docker engine: nothing to watch, and
     /// no engine is asked for (a server on the host of a machine without Docker).
     pub containers: Option<&'a JobContainers>,
-    pub shared: &'a Arc<Shared>,
+    pub host: &'a Arc<dyn StepHost>,
     pub job: &'a JobRef,
     pub step: &'a str,
     pub cancel: &'a CancellationToken,
@@ -272,10 +273,17 @@ pub struct Call<'a> {
 }
 
 /// Runs the step; returns `ready-after`.
-pub async fn run(
-    inputs: &IndexMap<String, Value>,
-    call: Call<'_>,
-) -> Result<IndexMap<String, String>, String> {
+pub async fn run(step: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let inputs = step.inputs;
+    let call = Call {
+        containers: step.containers.as_deref(),
+        host: step.host,
+        job: step.job,
+        step: step.step.key,
+        cancel: &step.step.cancel,
+        env: step.step.env,
+        shell: step.step.shell.get("command"),
+    };
     let started = Instant::now();
     let mut spec = HealthSpec::from_inputs(inputs)?;
     if let Probe::Command { script, env, .. } = &mut spec.probe {
@@ -366,7 +374,7 @@ pub async fn run(
                 if let Some(line) = tail.back() {
                     message.push_str(&format!(" | {line}"));
                 }
-                call.shared.emit(EventKind::StepProgress {
+                call.host.emit(EventKind::StepProgress {
                     job: call.job.clone(),
                     step: call.step.to_string(),
                     waited,
@@ -384,7 +392,7 @@ pub async fn run(
     }
     outcome?;
     let ready_after = started.elapsed().as_secs_f64();
-    call.shared.emit(EventKind::LogLine {
+    call.host.emit(EventKind::LogLine {
         job: call.job.clone(),
         step: Some(call.step.to_string()),
         container: None,

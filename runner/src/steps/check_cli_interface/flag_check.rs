@@ -53,15 +53,6 @@ impl Problem {
             ),
         }
     }
-
-    /// The flag the problem is about, as given.
-    pub fn given(&self) -> &str {
-        match self {
-            Self::Unknown { flag, .. } | Self::Ambiguous { flag, .. } => flag,
-            Self::MissingValue { given, .. } => given,
-            Self::UnexpectedValue { value, .. } | Self::UnexpectedArgument { value } => value,
-        }
-    }
 }
 
 /// What a checked argument list used.

@@ -1,7 +1,7 @@
 //! `benchmark`: the built-in load generator for OpenAI-compatible servers, or a user's
 //! benchmark script whose metrics are read from its output.
 
-use super::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
+use crate::steps::spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 
 const fn input(
     name: &'static str,
@@ -18,7 +18,7 @@ const fn input(
     }
 }
 
-pub const SPEC: BuiltinSpec = BuiltinSpec {
+pub static SPEC: BuiltinSpec = BuiltinSpec {
     name: "benchmark",
     summary: "Measure an OpenAI-compatible server with the built-in load generator (single-stream, closed or open loop), or run a benchmark script and read its metrics. The result is recorded in the results store (`.gpuflow/results.db`) with the environment fingerprint, for `compare-to-baseline` and `gpuflow history`. Metric definitions and the result format: docs/benchmark.md.",
     inputs: &[
@@ -275,6 +275,7 @@ pub const SPEC: BuiltinSpec = BuiltinSpec {
             doc: "Path of the JSON result beside the step's log (`.gpuflow/runs/<run>/<job>/<step>.result.json`; keys as `vllm bench serve --save-result`), with the per-request lines in `….result.requests.jsonl`.",
         },
     ],
+    shell_inputs: &["command"],
     example: r"- id: bench
   uses: benchmark
   with:

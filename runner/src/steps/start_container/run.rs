@@ -1,0 +1,67 @@
+//! Starting the container: the image pulled or checked as `pull:` asks, the host folders it
+//! mounts checked first (named by the input that gave them), then started on the job's
+//! network under its short name.
+
+use indexmap::IndexMap;
+
+use super::required_paths;
+use crate::engine::container_inputs::start_container_spec;
+use crate::steps::{Outputs, StepCall};
+
+/// Runs the step; returns `name` and `id`.
+pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
+    let container = call
+        .text("name")
+        .or_else(|| call.step.step_id.map(String::from))
+        .ok_or("give the container a name: `with: { name: server }`, or give the step an `id`")?;
+    let spec = start_container_spec(call.inputs, call.job_gpus.take())?;
+    let pull = call.text("pull");
+    let (inputs, host, job) = (call.inputs, call.host, call.job);
+    let action_inputs = call.step.action_inputs.clone();
+    let containers = call.engine()?;
+    match pull.as_deref() {
+        Some("always") => containers
+            .docker
+            .pull_image(&spec.image)
+            .await
+            .map_err(|e| e.to_string())?,
+        Some("never") => {
+            let has = containers
+                .docker
+                .has_image(&spec.image)
+                .await
+                .map_err(|e| e.to_string())?;
+            if !has {
+                return Err(format!(
+                    "the image `{}` is not on the engine and `pull: never` was asked",
+                    spec.image
+                ));
+            }
+        }
+        _ => {}
+    }
+    // A missing host folder is named by the action's input that gave it (`models`), else by
+    // the step's `volumes`.
+    let origin = |path: &str| {
+        required_paths::input_giving(&action_inputs, path)
+            .map(|input| format!("the action's input `{input}` gives it"))
+    };
+    let paths = required_paths::paths(inputs);
+    if !paths.is_empty() {
+        required_paths::check_at_start(containers, host, job, &container, &spec, &paths, &origin)
+            .await?;
+    }
+    let started = containers
+        .start(host, job, &container, spec.clone())
+        .await
+        .map_err(|e| {
+            format!(
+                "could not start container `{container}`: {}",
+                required_paths::start_error(&e, &spec, &origin)
+            )
+        })?;
+    Ok(IndexMap::from([
+        ("name".to_string(), container.clone()),
+        ("id".to_string(), started.id.clone()),
+    ]))
+}
