@@ -59,7 +59,7 @@ fn a_successful_run_exits_0_with_prefixed_lines_a_summary_and_stored_logs() {
     // Compressed when the step ended (docs/running.md, "Stored logs").
     assert!(run.join("greet/1-say.log.zst").is_file());
     let mut step_log = String::new();
-    gpuflow::engine::log_files::open_log(&run.join("greet/1-say.log"))
+    gpuflow::run_logs::files::open_log(&run.join("greet/1-say.log"))
         .unwrap()
         .read_to_string(&mut step_log)
         .unwrap();

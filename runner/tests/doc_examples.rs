@@ -143,7 +143,7 @@ fn the_shipped_workflows_examples_and_actions_validate() {
 #[test]
 fn every_event_type_is_documented() {
     let root = repo_root();
-    let source = std::fs::read_to_string(root.join("runner/src/engine/event.rs")).unwrap();
+    let source = std::fs::read_to_string(root.join("runner/src/events/event.rs")).unwrap();
     let start = source
         .find("#[serde(tag = \"type\", rename_all = \"snake_case\")]")
         .expect("the event enum's serde attributes");

@@ -923,7 +923,7 @@ async fn a_step_printing_a_lot_is_streamed_with_bounded_memory() {
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with(".log.zst"))
         .unwrap();
-    let stored = gpuflow::engine::log_files::stored_len(&step_log.with_extension("")).unwrap();
+    let stored = gpuflow::run_logs::files::stored_len(&step_log.with_extension("")).unwrap();
     assert!(stored > LINES * 90);
     assert!(grown < 16 * 1024, "peak memory grew by {grown} KiB");
 }

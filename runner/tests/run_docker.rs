@@ -298,7 +298,7 @@ fn assert_memory_bounded(yaml: &str) {
         .into_iter()
         .map(Result::unwrap)
         .filter(|e| e.file_type().is_file() && e.path().to_string_lossy().ends_with(".log.zst"))
-        .map(|e| gpuflow::engine::log_files::stored_len(&e.path().with_extension("")).unwrap())
+        .map(|e| gpuflow::run_logs::files::stored_len(&e.path().with_extension("")).unwrap())
         .max()
         .unwrap_or(0);
     assert!(

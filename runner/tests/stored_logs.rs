@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuflow::engine::log_files::{compressed_path, disk_size, last_lines, stored_len};
+use gpuflow::run_logs::files::{compressed_path, disk_size, last_lines, stored_len};
 
 const MIB: u64 = 1 << 20;
 

@@ -43,7 +43,7 @@ pub struct Args {
 
     /// Keep the stored logs of the newest runs within this total size (`20GiB`) and remove the
     /// older ones, instead of containers. Runs in progress are kept and counted.
-    #[arg(long, value_name = "SIZE", value_parser = crate::engine::log_files::parse_size,
+    #[arg(long, value_name = "SIZE", value_parser = crate::run_logs::files::parse_size,
           conflicts_with_all = ["all_runs", "host"])]
     pub logs_max_total: Option<u64>,
 

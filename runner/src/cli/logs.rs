@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use super::runs::{Lookup, ambiguous, lookup_run};
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
-use crate::engine::log_files::run_in_progress;
-use crate::engine::log_replay::Replay;
-use crate::engine::{EventKind, EventSink};
+use crate::events::{EventKind, EventSink};
+use crate::run_logs::files::run_in_progress;
+use crate::run_logs::replay::Replay;
 use crate::trigger::{GpuflowHome, Queue, QueuedRun};
 use crate::ui::{PlainView, headline_text};
 
@@ -137,7 +137,7 @@ fn stored_output(dir: &Path, follow: bool) -> anyhow::Result<ExitCode> {
         dir.display()
     );
     let view = PlainView::new(std::io::stdout());
-    let mut show = |event: crate::engine::Event| {
+    let mut show = |event: crate::events::Event| {
         // The plain view leaves the headline to `gpuflow run`, which prints it at the end.
         if let EventKind::RunHeadline(h) = &event.kind {
             print!("{}", headline_text(h));

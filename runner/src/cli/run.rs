@@ -69,7 +69,7 @@ pub struct Args {
         env = "GPUFLOW_LOG_CAP",
         value_name = "SIZE",
         default_value = "2GiB",
-        value_parser = crate::engine::log_files::parse_size
+        value_parser = crate::run_logs::files::parse_size
     )]
     pub log_cap: u64,
 

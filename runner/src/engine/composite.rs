@@ -6,8 +6,8 @@
 use indexmap::IndexMap;
 
 use super::evaluate::{eval_string, eval_value};
-use super::event::StepOutcome;
 use super::executor::{JobRun, Scope, StepResult};
+use crate::events::StepOutcome;
 use crate::expr::{JobStatus, Value};
 use crate::workflow::model::Step;
 

@@ -18,10 +18,10 @@ use indexmap::IndexMap;
 use tokio::task::JoinHandle;
 
 use super::container_runner::SharedShell;
-use super::event::{EventKind, JobRef, Stream};
 use crate::backend::{
     BackendError, ContainerSpec, DockerBackend, LogLine, OutputStream, RunLabels,
 };
+use crate::events::{EventKind, JobRef, Stream};
 use crate::steps::StepHost;
 
 /// Why a job's container could not be started or stopped.
@@ -75,7 +75,7 @@ pub struct JobContainers {
 
 impl JobContainers {
     pub fn new(docker: DockerBackend, run_id: &str, job: &JobRef) -> Self {
-        let job_part = super::log_store::slug(&job.job).to_ascii_lowercase();
+        let job_part = crate::run_logs::slug(&job.job).to_ascii_lowercase();
         Self {
             docker,
             labels: RunLabels::new(run_id, job.job.clone()),
@@ -137,7 +137,7 @@ impl JobContainers {
         let docker_name = format!(
             "{}-{}",
             self.prefix,
-            super::log_store::slug(name).to_ascii_lowercase()
+            crate::run_logs::slug(name).to_ascii_lowercase()
         );
         spec.name = Some(docker_name.clone());
         let (container, output) = self

@@ -18,25 +18,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::engines::Engines;
 use super::evaluate::object;
-use super::event::{EventKind, EventSink, JobRef, JobResult};
 use super::executor::{JobOutcome, Shared, run_job};
-use super::mask::Masker;
 use super::options::RunOptions;
 use crate::diag::{Diagnostics, ExitCode};
+use crate::events::Masker;
+use crate::events::{EventKind, EventSink, JobRef, JobResult, JobSummary};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
 use crate::gpu::{JobGpus, Leased};
 use crate::plan::Plan;
 use crate::workflow::model::{BoolOrExpr, Job, Workflow};
-
-/// How one job run ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobSummary {
-    pub job: JobRef,
-    pub result: JobResult,
-    pub duration: Duration,
-    /// It failed, and `continue-on-error` kept that from failing the run.
-    pub failure_allowed: bool,
-}
 
 /// How a run ended.
 #[derive(Clone, Debug)]
@@ -103,10 +93,10 @@ pub async fn run(
     }
     let inputs = super::inputs::resolve(&wf, &opts.inputs).map_err(RunError::Input)?;
     let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
-    let headline = Arc::new(super::headline::HeadlineSink::new(sink));
+    let headline = Arc::new(crate::events::HeadlineSink::new(sink));
     // Every event is masked before any sink (the headline's included) sees it: the one place
     // secrets are taken out of what the run shows and stores (docs/running.md#secrets).
-    let masked: Arc<dyn EventSink> = Arc::new(super::mask::MaskingSink::new(
+    let masked: Arc<dyn EventSink> = Arc::new(crate::events::MaskingSink::new(
         headline.clone(),
         masker.clone(),
     ));
@@ -495,7 +485,7 @@ fn masked_report(masker: &Masker, mut report: RunReport) -> RunReport {
 /// The run's last event: its headline, from what the steps said on the way.
 fn end_with_headline(
     shared: &Shared,
-    sink: &super::headline::HeadlineSink,
+    sink: &crate::events::HeadlineSink,
     result: JobResult,
 ) -> super::Headline {
     let headline = sink.headline(

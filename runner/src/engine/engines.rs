@@ -12,8 +12,8 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 
-use super::event::JobRef;
 use crate::backend::{BackendError, DockerBackend};
+use crate::events::JobRef;
 use crate::gpu::HostGpus;
 
 /// How to reach one host's engine; called at most once per run.

@@ -20,14 +20,14 @@ use super::container_runner::ContainerRunner;
 use super::containers::JobContainers;
 use super::engines::Engines;
 use super::evaluate::{eval_string, expr_message, number, object};
-use super::event::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
 use super::host::HostRunner;
-use super::mask::Masker;
 use super::options::RunOptions;
 use super::script_runner::{LineFn, ScriptRun, ScriptRunner, Shell};
 use super::{output_file, script, step_inputs};
 use crate::backend::GpuRequest;
 use crate::diag::{SourceFile, Spanned};
+use crate::events::Masker;
+use crate::events::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
 use crate::gpu::JobGpus;
 use crate::plan::PlannedJob;
@@ -41,7 +41,7 @@ const DEFAULT_JOB_MINUTES: f64 = 360.0;
 pub struct Shared {
     pub wf: Arc<Workflow>,
     pub opts: RunOptions,
-    /// Masks every event's texts ([`super::mask::MaskingSink`]) before any view or file sees
+    /// Masks every event's texts ([`crate::events::MaskingSink`]) before any view or file sees
     /// them: what is emitted needs no masking of its own. `masker` is for what is not an event
     /// (the results store, reports) and for the pieces of a cut line.
     pub sink: Arc<dyn EventSink>,
@@ -134,7 +134,7 @@ pub async fn run_job(
         &format!(
             "gpuflow-{}-{}-{}",
             shared.opts.run_id,
-            super::log_store::slug(&jref.job),
+            crate::run_logs::slug(&jref.job),
             jref.cell + 1
         ),
     ) {

@@ -17,11 +17,11 @@ use rustix::process::Signal;
 use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
-use super::event::Stream;
 use super::script_runner::{
     LineFn, MAX_FILE_BYTES, RunnerError, ScriptExit, ScriptRun, ScriptRunner,
 };
 use crate::backend::{LineSplitter, OutputStream};
+use crate::events::Stream;
 
 /// How long output may still arrive after the shell exited (from a background process that
 /// holds the pipe) before the step is considered done.

@@ -3,8 +3,9 @@
 //! Owns job scheduling ([`dispatcher`]: a real DAG, `max-parallel`, fail-fast, job `if:`),
 //! running one job ([`executor`]: contexts, steps, outputs, timeouts, clean-up), where `run:`
 //! scripts execute (behind [`ScriptRunner`]: [`host`] processes or [`container_runner`]
-//! execs), the built-in steps it runs ([`builtin`]), secret masking ([`mask`]) and the stored
-//! logs ([`log_store`]).
+//! execs), and which built-in steps run where (the steps themselves are [`crate::steps`]'s,
+//! asked through their registry). Events, masking and the run's log files are
+//! [`crate::events`]' and [`crate::run_logs`]'.
 //!
 //! It talks to the rest only through [`Event`]s given to an [`EventSink`]; it never prints.
 //! Cancellation comes in as a `CancellationToken` (the signal module drives it), and the
@@ -19,16 +20,10 @@ pub mod containers;
 pub mod dispatcher;
 pub mod engines;
 pub mod evaluate;
-pub mod event;
 pub mod executor;
-pub mod headline;
 pub mod host;
 pub mod inputs;
 pub mod job_gpus;
-pub mod log_files;
-pub mod log_replay;
-pub mod log_store;
-pub mod mask;
 pub mod options;
 pub mod output_file;
 pub mod preflight;
@@ -41,11 +36,13 @@ pub mod step_shell;
 
 pub use dispatcher::{RunReport, run};
 pub use engines::{Connect, Engines};
-pub use event::{
+// The events a run emits and its log files live beside the engine (`events`, `run_logs`);
+// named here too, as what `engine::run` speaks.
+pub use crate::events::{
     BenchmarkFigure, CollectSink, ComparisonFigure, Event, EventKind, EventSink, Headline, JobRef,
     JobResult, ReportFile, StepOutcome, Stream, Tee,
 };
-pub use log_store::LogStore;
+pub use crate::run_logs::LogStore;
 pub use options::{RunOptions, new_run_id};
 pub use preflight_checks::PreflightReport;
 pub use script_runner::ScriptRunner;

@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
-use super::event::Stream;
+use crate::events::Stream;
 
 /// Receives each output line of a step as it is printed; the `bool` says the line goes on in
 /// the next call (a piece of an over-long line, [`crate::backend::LogLine::continues`]), so a

@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::event::{EventKind, JobRef};
 use super::executor::Shared;
-use super::mask::Masker;
+use crate::events::Masker;
+use crate::events::{EventKind, JobRef};
 use crate::expr::Value;
 use crate::steps::StepHost;
 

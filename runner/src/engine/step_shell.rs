@@ -25,11 +25,11 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::event::Stream;
 use super::script_runner::{LineFn, MAX_FILE_BYTES};
 use crate::backend::{
     BackendError, DockerBackend, ExecOutput, ExecSpec, LineSplitter, OutputStream,
 };
+use crate::events::Stream;
 
 /// The shell every step block goes through: read a count, that many lines, run them.
 /// `read -r` with an empty `IFS` keeps each line as sent (backslashes, leading blanks).

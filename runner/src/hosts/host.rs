@@ -4,7 +4,7 @@ use crate::backend::{BackendError, Endpoint};
 use crate::diag::Span;
 
 /// The name of the host that is always there: the local engine (`DOCKER_HOST` honoured).
-pub const LOCAL: &str = "local";
+pub const LOCAL: &str = crate::events::LOCAL_HOST;
 
 /// Where a host's engine listens.
 #[derive(Clone, Debug, PartialEq, Eq)]

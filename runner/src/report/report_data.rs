@@ -318,7 +318,7 @@ fn cell(
         inputs.metrics = result.metrics.iter().map(|m| m.name.clone()).collect();
     }
     let label = cell_label(result);
-    let slug = crate::engine::log_store::slug(&format!("{label}-{}", result.step));
+    let slug = crate::run_logs::slug(&format!("{label}-{}", result.step));
     let judged = step_verdicts(source.store, result)?;
     // The metrics no step judged are compared as `compare-to-baseline` does with its defaults.
     inputs.metrics.retain(|m| !judged.contains_key(m));
@@ -482,7 +482,7 @@ fn metric_row(
 ) -> Result<MetricRow, ReportError> {
     let (history, changes) = cell_history(source, result, &c.metric, cache)?;
     let dash = || "—".to_string();
-    let metric_slug = crate::engine::log_store::slug(&c.metric);
+    let metric_slug = crate::run_logs::slug(&c.metric);
     Ok(MetricRow {
         name: c.metric.clone(),
         unit: c.unit.clone(),

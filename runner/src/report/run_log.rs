@@ -1,5 +1,5 @@
 //! Reading a run's log folder (`.gpuflow/runs/<id>/events.jsonl`, written by
-//! [`crate::engine::LogStore`]) for what a report shows when the run failed: the failing job's
+//! [`crate::run_logs::LogStore`]) for what a report shows when the run failed: the failing job's
 //! server (container) log, last lines first to go. The lines themselves are read from the log
 //! file a `log_line` record points at (`file`), plain or compressed (`.log.zst`); records of an
 //! older gpuflow, which held each line's `text`, are read as they are.
@@ -113,10 +113,8 @@ pub fn failure_excerpt(run_dir: &Path) -> Option<FailureExcerpt> {
     }
     // The file holds only that container's (or step's) lines: its last ones are the excerpt,
     // a truncation marker included. Unreadable: no lines, the rest of the report stands.
-    let lines = match log_file.and_then(|f| crate::engine::log_files::log_path(run_dir, &f)) {
-        Some(path) => {
-            crate::engine::log_files::last_lines(&path, EXCERPT_LINES).unwrap_or_default()
-        }
+    let lines = match log_file.and_then(|f| crate::run_logs::files::log_path(run_dir, &f)) {
+        Some(path) => crate::run_logs::files::last_lines(&path, EXCERPT_LINES).unwrap_or_default(),
         None => lines.into(),
     };
     Some(FailureExcerpt {
@@ -180,7 +178,7 @@ mod tests {
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         let text: String = (0..1000).map(|i| format!("out {i}\n")).collect();
         std::fs::write(&log, text + "gpuflow: the step failed\n").unwrap();
-        crate::engine::log_files::compress(&log).unwrap();
+        crate::run_logs::files::compress(&log).unwrap();
         assert!(!log.exists());
         std::fs::write(
             dir.path().join("events.jsonl"),

@@ -13,7 +13,7 @@ use super::host::StepHost;
 use super::spec::BuiltinSpec;
 use crate::backend::GpuRequest;
 use crate::engine::containers::JobContainers;
-use crate::engine::event::JobRef;
+use crate::events::JobRef;
 use crate::expr::Value;
 
 /// A step's outputs (`steps.<id>.outputs.<name>`).

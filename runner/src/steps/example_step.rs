@@ -9,7 +9,7 @@ use super::{
     Builtin, BuiltinSpec, EngineUse, InputSpec, InputType, OutputSpec, Outputs, StepCall,
     StepFuture,
 };
-use crate::engine::event::{EventKind, Stream};
+use crate::events::{EventKind, Stream};
 
 /// `spec.rs`: what validation, the JSON Schema and `gpuflow docs` read.
 static SPEC: BuiltinSpec = BuiltinSpec {
@@ -69,8 +69,8 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::engine::event::JobRef;
-    use crate::engine::mask::Masker;
+    use crate::events::JobRef;
+    use crate::events::Masker;
     use crate::expr::Value;
     use crate::steps::{StepContext, StepHost};
 

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::engine::event::{EventKind, JobRef};
-use crate::engine::mask::Masker;
+use crate::events::Masker;
+use crate::events::{EventKind, JobRef};
 use crate::expr::Value;
 
 /// The run, as a built-in step sees it.

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use crate::compare::{format_value, metric_title};
-use crate::engine::{BenchmarkFigure, ComparisonFigure, Headline};
+use crate::events::{BenchmarkFigure, ComparisonFigure, Headline};
 
 /// ```text
 /// headline: run 20261130-091940-4e4fa1c07e3b success
@@ -88,7 +88,7 @@ pub fn comparison_line(c: &ComparisonFigure) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{JobRef, JobResult, ReportFile};
+    use crate::events::{JobRef, JobResult, ReportFile};
 
     fn job() -> JobRef {
         JobRef {

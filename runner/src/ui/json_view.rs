@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use crate::engine::{Event, EventSink};
+use crate::events::{Event, EventSink};
 
 /// Writes each event as a JSON line to `out`.
 pub struct JsonView<W: Write + Send> {

@@ -18,7 +18,7 @@ use indexmap::IndexMap;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::plain_view::duration_text;
-use crate::engine::{
+use crate::events::{
     Event, EventKind, EventSink, Headline, JobRef, JobResult, StepOutcome, Stream,
 };
 
@@ -394,7 +394,7 @@ impl EventSink for LiveView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Stream;
+    use crate::events::Stream;
 
     fn job(name: &str) -> JobRef {
         JobRef {
@@ -612,11 +612,11 @@ mod tests {
                 result: JobResult::Success,
             },
         ));
-        let headline = crate::engine::Headline {
+        let headline = crate::events::Headline {
             run_id: "20261130-090000-ab12".into(),
             result: JobResult::Success,
             log_dir: ".gpuflow/runs/20261130-090000-ab12".into(),
-            benchmarks: vec![crate::engine::BenchmarkFigure {
+            benchmarks: vec![crate::events::BenchmarkFigure {
                 job: job("bench"),
                 step: "2".into(),
                 name: "run the client".into(),
@@ -627,7 +627,7 @@ mod tests {
                 ci95_high: 90.5,
                 runs: 3,
             }],
-            comparisons: vec![crate::engine::ComparisonFigure {
+            comparisons: vec![crate::events::ComparisonFigure {
                 job: job("bench"),
                 step: "3".into(),
                 name: "compare".into(),
@@ -641,7 +641,7 @@ mod tests {
                 change_pct: Some(-57.54),
                 baseline: "the pinned baseline `nccl`".into(),
             }],
-            reports: vec![crate::engine::ReportFile {
+            reports: vec![crate::events::ReportFile {
                 job: job("report"),
                 step: "1".into(),
                 path: ".gpuflow/runs/20261130-090000-ab12/report/report.md".into(),

@@ -2,7 +2,7 @@
 //! a terminal ([`LiveView`]), plain prefixed lines ([`PlainView`]) or one JSON object per
 //! event ([`JsonView`]), and the summary and the run's headline ([`headline_text`]) at the end. It knows nothing of backends, stored logs or exit codes.
 //!
-//! [`Event`]: crate::engine::Event
+//! [`Event`]: crate::events::Event
 
 mod headline;
 mod json_view;

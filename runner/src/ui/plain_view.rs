@@ -7,8 +7,8 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::engine::dispatcher::JobSummary;
-use crate::engine::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
+use crate::events::JobSummary;
+use crate::events::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
 
 /// Step names by (job, cell, step key), so a log line can say which step printed it.
 type StepNames = HashMap<(String, usize, String), String>;
@@ -151,7 +151,7 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             ..
         } => {
             // The local engine is the usual case; only another host is worth a word.
-            if host.is_empty() || host == crate::hosts::LOCAL {
+            if host.is_empty() || host == crate::events::LOCAL_HOST {
                 format!("{} container {name} started ({image})", p(job))
             } else {
                 format!("{} container {name} started ({image}) on {host}", p(job))

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::diag::ExitCode;
-use crate::engine::log_files::{disk_size, format_size, run_in_progress};
+use crate::run_logs::files::{disk_size, format_size, run_in_progress};
 
 /// An unfinished run's folder without the lock is kept while written to this recently.
 const STARTING: Duration = Duration::from_secs(600);

@@ -16,7 +16,7 @@ use super::flag_check::{Problem, check_args, closest_flag};
 use crate::backend::{DockerBackend, ExecSpec, LogLine};
 use crate::engine::container_inputs::split_words;
 use crate::engine::containers::JobContainers;
-use crate::engine::event::EventKind;
+use crate::events::EventKind;
 use crate::expr::Value;
 use crate::steps::{Outputs, StepCall};
 

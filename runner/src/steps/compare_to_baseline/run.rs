@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use indexmap::IndexMap;
 
 use crate::compare::{Comparison, FailOn, StepInputs, compare_result, format_value, metric_title};
-use crate::engine::event::{ComparisonFigure, EventKind, Stream};
+use crate::events::{ComparisonFigure, EventKind, Stream};
 use crate::expr::Value;
 use crate::steps::{Outputs, StepCall};
 use crate::store::{Direction, ResultStore};

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use crate::compare::StepInputs;
-use crate::engine::event::{EventKind, ReportFile, Stream};
-use crate::engine::mask::Masker;
+use crate::events::Masker;
+use crate::events::{EventKind, ReportFile, Stream};
 use crate::expr::Value;
 use crate::report::{
     BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,

@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 
 use crate::backend::{BackendError, ContainerSpec, VolumeMount};
 use crate::engine::containers::{ContainerError, JobContainers};
-use crate::engine::event::JobRef;
+use crate::events::JobRef;
 use crate::expr::Value;
 use crate::steps::StepHost;
 use crate::steps::{FileInContainer as InContainer, FilePlace as Place};

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::causes;
 use crate::backend::{DockerBackend, ExecSpec, LogLine, LogStart};
 use crate::engine::containers::JobContainers;
-use crate::engine::event::{EventKind, JobRef, Stream};
+use crate::events::{EventKind, JobRef, Stream};
 use crate::expr::Value;
 use crate::steps::StepHost;
 use crate::steps::{Outputs, StepCall};

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::event::{Event, EventKind, JobRef, Stream};
+use crate::events::{Event, EventKind, JobRef, Stream};
 
 /// The default cap on a run's stored log text (`--log-cap`, `GPUFLOW_LOG_CAP`): a server
 /// logging for hours at a few hundred bytes a line stays under it, and a step that prints

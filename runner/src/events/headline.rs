@@ -60,7 +60,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::event::{CollectSink, JobRef, ReportFile};
+    use crate::events::{CollectSink, JobRef, ReportFile};
 
     #[test]
     fn the_figures_pass_through_and_are_kept() {

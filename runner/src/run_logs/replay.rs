@@ -1,6 +1,6 @@
 //! A stored run read back as the events it was made of: `events.jsonl` (written by
 //! [`super::LogStore`]), each `log_line` record's lines read from the file it points at (plain
-//! or `.zst`, [`super::log_files::open_log`]). `gpuflow logs` shows a run started by hand this
+//! or `.zst`, [`super::files::open_log`]). `gpuflow logs` shows a run started by hand this
 //! way, through the same plain view `gpuflow run --plain` printed it with, so the two cannot
 //! drift apart.
 //!
@@ -14,8 +14,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-use super::event::Event;
-use super::log_files::{log_path, open_log};
+use super::files::{log_path, open_log};
+use crate::events::Event;
 
 /// The reading position in a run's `events.jsonl` and its log files.
 pub struct Replay {
@@ -180,7 +180,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
-    use crate::engine::event::{EventKind, Stream};
+    use crate::events::{EventKind, Stream};
 
     fn collect(replay: &mut Replay, last: bool) -> Vec<Event> {
         let mut out = Vec::new();

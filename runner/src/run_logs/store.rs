@@ -13,8 +13,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::event::{Event, EventKind, EventSink, JobRef, Stream};
-use super::log_files::{Compressor, LineRanges, LogCap};
+use super::files::{Compressor, LineRanges, LogCap};
+use crate::events::{Event, EventKind, EventSink, JobRef, Stream};
 
 /// Writes a run's logs as events arrive.
 #[derive(Debug)]
@@ -45,7 +45,7 @@ impl LogStore {
         let events = File::create(dir.join("events.jsonl"))?;
         // Held for the run's life: `gpuflow gc` keeps a run whose lock is held. A file system
         // without `flock` still stores logs; gc then goes by the folder's age alone.
-        let _ = super::log_files::lock_running(&events);
+        let _ = super::files::lock_running(&events);
         let events = BufWriter::new(events);
         Ok(Self {
             dir,

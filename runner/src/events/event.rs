@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The name of the machine gpuflow runs on, where a job's host has no other (`runs-on` matching
+/// no `gpuflow.toml` host).
+pub const LOCAL_HOST: &str = "local";
+
 /// Something that happened during a run, `elapsed` since the run started. In JSON it is one
 /// object: `{"elapsed": 1.234, "type": "step_finished", …the kind's fields}`.
 #[derive(Clone, Debug, PartialEq)]
