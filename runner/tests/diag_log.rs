@@ -295,11 +295,12 @@ fn the_worker_and_its_runs_write_json_lines_beside_worker_log() {
             && span_names(l) == ["worker", "queued_run"]),
         "{lines:#?}"
     );
-    // The run's, from its own process: its run, job and step spans.
+    // The run's, from its own process: its run, job and step spans (the step's inside the
+    // job's).
     assert!(
-        lines
-            .iter()
-            .any(|l| span_names(l) == ["job", "step"] && l["span"]["step"] == "1"),
+        lines.iter().any(|l| l["span"]["name"] == "step"
+            && l["span"]["step"] == "1"
+            && span_names(l).contains(&"job".to_string())),
         "{lines:#?}"
     );
     assert!(
