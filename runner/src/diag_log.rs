@@ -182,6 +182,13 @@ fn secret_forms(value: &str) -> Vec<String> {
     ];
     // A one-character slug would mask every `-`.
     if docker.len() >= 4 {
+        // gpuflow cuts a name's part of a Docker name at 60 characters, so a long secret may
+        // be there only in part: its beginnings are masked too, down to 8 characters (fewer
+        // would mask unrelated text).
+        let chars: Vec<char> = docker.chars().collect();
+        for end in (8..chars.len()).rev() {
+            forms.push(chars[..end].iter().collect());
+        }
         forms.push(docker);
     }
     forms
@@ -355,6 +362,12 @@ mod tests {
         );
         // A blank secret masks nothing.
         assert_eq!(mask("a b"), "a b");
+        // The part of a long secret a Docker name cut at 60 characters keeps.
+        hide(["0123456789abcdefghij"]);
+        assert_eq!(
+            mask("gpuflow-01-job-1-srv-0123456789a"),
+            "gpuflow-01-job-1-srv-***"
+        );
     }
 
     #[test]
