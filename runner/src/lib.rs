@@ -4,7 +4,8 @@
 //! loader.
 //! Data flows one way: file → [`workflow`] (model, strict loading) → [`plan`] (matrix, job
 //! graph) → engine → results. [`expr`] is the `${{ }}` language, [`diag`] renders every
-//! user-facing problem, [`steps`] declares the built-in steps, [`check`] runs the static checks
+//! user-facing problem ([`diag_log`] is gpuflow's own diagnostics, `-v`/`GPUFLOW_LOG`, apart
+//! from it), [`steps`] declares the built-in steps, [`check`] runs the static checks
 //! `validate` reports, [`schema`] generates the editors' JSON Schemas, [`backend`] runs
 //! containers on a Docker engine, [`hosts`] says which engine (`gpuflow.toml`,
 //! `runs-on`), [`local_dirs`] makes the folders gpuflow keeps on this machine (private job
@@ -21,6 +22,7 @@ pub mod check;
 pub mod cli;
 pub mod compare;
 pub mod diag;
+pub mod diag_log;
 pub mod engine;
 pub mod events;
 pub mod expr;

@@ -6,6 +6,7 @@ mod bench_steps;
 mod cli;
 mod cli_drift;
 mod cli_run;
+mod diag_log;
 mod diagnostics;
 mod doc_examples;
 mod docker;

@@ -93,6 +93,12 @@ impl GitCache {
 
     /// Fetches every branch and tag of `url` (tags that moved upstream move here too; the
     /// commits they pointed at stay in the repository). The error is the reason, in a line.
+    #[tracing::instrument(
+        level = "debug",
+        name = "git_fetch",
+        skip_all,
+        fields(url = %crate::diag_log::without_credentials(url))
+    )]
     pub fn fetch(&self, url: &str) -> Result<(), String> {
         // Checked here too, whatever the caller checked: nothing reaches git unchecked.
         if let Some(problem) = url_problem(url) {
@@ -121,6 +127,11 @@ impl GitCache {
         } else {
             fetch_with_git(&dir, url, fetch_timeout())
         };
+        match &result {
+            Ok(()) => tracing::debug!(local = is_local(url), created, "fetched"),
+            // The reason may quote the URL (git's messages do), credentials and all.
+            Err(_) => tracing::debug!(local = is_local(url), created, "fetch failed"),
+        }
         // A source that does not have the repository leaves no empty one behind.
         if result.is_err() && created {
             drop(repo);

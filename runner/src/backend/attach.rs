@@ -73,7 +73,7 @@ impl DockerBackend {
             .logs(false)
             .build();
         let attached = match self
-            .client()
+            .api("attach_container", container.display_name())
             .attach_container(&container.id, Some(options))
             .await
         {

@@ -167,7 +167,7 @@ impl DockerBackend {
             .filters(&label_filter(pairs))
             .build();
         let listed = self
-            .client()
+            .api("list_containers", &label_text(pairs))
             .list_containers(Some(options))
             .await
             .map_err(|e| self.engine_error("list containers", &e))?;
@@ -197,7 +197,7 @@ impl DockerBackend {
             .filters(&label_filter(pairs))
             .build();
         let listed = self
-            .client()
+            .api("list_networks", &label_text(pairs))
             .list_networks(Some(options))
             .await
             .map_err(|e| self.engine_error("list networks", &e))?;
@@ -214,4 +214,10 @@ impl DockerBackend {
             })
             .collect())
     }
+}
+
+/// The labels a listing filters on, as its diagnostic names them (`label gpuflow.run=…`).
+fn label_text(pairs: &[(&str, &str)]) -> String {
+    let pairs: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("label {}", pairs.join(","))
 }

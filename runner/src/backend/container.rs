@@ -90,10 +90,16 @@ impl DockerBackend {
             }
             Some(builder.build())
         };
+        // The container's name (or "unnamed") and image, for the diagnostic of each try.
+        let create_target = format!(
+            "{} ({})",
+            spec.name.as_deref().unwrap_or("unnamed"),
+            spec.image
+        );
         let mut pulled = false;
         loop {
             match self
-                .client()
+                .api("create_container", &create_target)
                 .create_container(options(), body.clone())
                 .await
             {
@@ -109,6 +115,7 @@ impl DockerBackend {
                         && describe(&e).contains("No such image")
                         && !pulled =>
                 {
+                    tracing::debug!(image = %spec.image, "image missing: pulling it, then creating again");
                     self.pull_image(&spec.image).await?;
                     pulled = true;
                 }
@@ -131,7 +138,11 @@ impl DockerBackend {
 
     /// Starts a created container; when that fails, removes it and says why.
     pub async fn start(&self, container: &Container) -> Result<(), BackendError> {
-        let Err(e) = self.client().start_container(&container.id, None).await else {
+        let Err(e) = self
+            .api("start_container", container.display_name())
+            .start_container(&container.id, None)
+            .await
+        else {
             return Ok(());
         };
         let reason = describe(&e);
@@ -154,7 +165,7 @@ impl DockerBackend {
     /// The container's current state.
     pub async fn inspect_state(&self, container: &str) -> Result<ContainerState, BackendError> {
         let inspected = self
-            .client()
+            .api("inspect_container", container)
             .inspect_container(container, None)
             .await
             .map_err(|e| self.not_found_or(container, "inspect a container", &e))?;
@@ -182,7 +193,7 @@ impl DockerBackend {
     /// host network, or when it is not running).
     pub async fn container_ip(&self, container: &str) -> Result<Option<String>, BackendError> {
         let inspected = self
-            .client()
+            .api("inspect_container", container)
             .inspect_container(container, None)
             .await
             .map_err(|e| self.not_found_or(container, "inspect a container", &e))?;
@@ -200,7 +211,9 @@ impl DockerBackend {
     /// Waits until the container exits; returns its exit code. A non-zero exit is a result,
     /// not an error (bollard reports it as `DockerContainerWaitError`).
     pub async fn wait_exit(&self, container: &str) -> Result<i64, BackendError> {
-        let mut stream = self.client().wait_container(container, None);
+        let mut stream = self
+            .api("wait_container", container)
+            .wait_container(container, None);
         match stream.next().await {
             Some(Ok(response)) => Ok(response.status_code),
             Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
@@ -222,7 +235,11 @@ impl DockerBackend {
     ) -> Result<(), BackendError> {
         let seconds = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
         let options = StopContainerOptionsBuilder::new().t(seconds).build();
-        match self.client().stop_container(container, Some(options)).await {
+        match self
+            .api("stop_container", container)
+            .stop_container(container, Some(options))
+            .await
+        {
             // 304: already stopped.
             Err(e) if status_code(&e) == Some(304) => Ok(()),
             Err(e) => Err(self.not_found_or(container, "stop a container", &e)),
@@ -238,7 +255,7 @@ impl DockerBackend {
             .v(true)
             .build();
         match self
-            .client()
+            .api("remove_container", container)
             .remove_container(container, Some(options))
             .await
         {

@@ -35,6 +35,7 @@ impl DockerBackend {
     }
 
     /// Connects to `endpoint` and negotiates the API version.
+    #[tracing::instrument(level = "debug", name = "docker_connect", skip_all, fields(endpoint = %endpoint))]
     pub async fn connect(endpoint: Endpoint) -> Result<Self, BackendError> {
         let unreachable = |reason: String| BackendError::Unreachable {
             endpoint: endpoint.to_string(),
@@ -63,6 +64,11 @@ impl DockerBackend {
         }
         .map_err(|e| unreachable(describe(&e)))?;
 
+        tracing::debug!(
+            target: "gpuflow::backend::docker_api",
+            operation = "version",
+            "docker API call (negotiating the API version)"
+        );
         let docker = match tokio::time::timeout(CONNECT_TIMEOUT, client.negotiate_version()).await {
             Ok(Ok(docker)) => docker,
             Ok(Err(e)) => return Err(unreachable(describe(&e))),
@@ -74,6 +80,10 @@ impl DockerBackend {
             }
         };
         let version = docker.client_version();
+        tracing::debug!(
+            api_version = %format_args!("{}.{}", version.major_version, version.minor_version),
+            "connected"
+        );
         Ok(Self {
             api_version: format!("{}.{}", version.major_version, version.minor_version),
             docker,
@@ -103,6 +113,23 @@ impl DockerBackend {
         &self.owner
     }
 
+    /// The client, for one Docker API call: `operation` (bollard's name for it) and the
+    /// container, image, network or exec it is about are logged at debug level first, so
+    /// `-vv` shows every call gpuflow makes and on which engine. Only names: a call's body
+    /// (a command, an environment) may hold secrets.
+    pub(crate) fn api(&self, operation: &'static str, target: &str) -> &Docker {
+        tracing::debug!(
+            target: "gpuflow::backend::docker_api",
+            operation,
+            object = target,
+            endpoint = %self.endpoint,
+            "docker API call"
+        );
+        &self.docker
+    }
+
+    /// The client without a log line, for the engine's few calls of its own (a benchmark's
+    /// `inspect_container`); the backend's go through [`Self::api`].
     pub(crate) fn client(&self) -> &Docker {
         &self.docker
     }

@@ -124,12 +124,12 @@ impl DockerBackend {
             ..Default::default()
         };
         let created = self
-            .client()
+            .api("create_exec", container)
             .create_exec(container, options)
             .await
             .map_err(|e| self.exec_error(container, &e))?;
         let started = self
-            .client()
+            .api("start_exec", container)
             .start_exec(&created.id, None)
             .await
             .map_err(|e| self.exec_error(container, &e))?;
@@ -141,7 +141,7 @@ impl DockerBackend {
         let deadline = tokio::time::Instant::now() + EXIT_CODE_WAIT;
         loop {
             let inspected = self
-                .client()
+                .api("inspect_exec", exec_id)
                 .inspect_exec(exec_id)
                 .await
                 .map_err(|e| self.engine_error("read a command's exit code", &e))?;

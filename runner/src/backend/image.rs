@@ -12,7 +12,7 @@ use super::{BackendError, DockerBackend};
 impl DockerBackend {
     /// Whether the engine has `image` locally.
     pub async fn has_image(&self, image: &str) -> Result<bool, BackendError> {
-        match self.client().inspect_image(image).await {
+        match self.api("inspect_image", image).inspect_image(image).await {
             Ok(_) => Ok(true),
             Err(e) if super::error::status_code(&e) == Some(404) => Ok(false),
             Err(e) => Err(self.engine_error("inspect an image", &e)),
@@ -26,7 +26,9 @@ impl DockerBackend {
             .from_image(repository)
             .tag(tag)
             .build();
-        let mut progress = self.client().create_image(Some(options), None, None);
+        let mut progress = self
+            .api("create_image", image)
+            .create_image(Some(options), None, None);
         while let Some(item) = progress.next().await {
             let failure = match item {
                 Ok(info) => info

@@ -42,7 +42,7 @@ impl DockerBackend {
             .stderr(true)
             .tail(&tail)
             .build();
-        let mut stream = self.client().logs(container, Some(options));
+        let mut stream = self.api("logs", container).logs(container, Some(options));
         let mut lines = FrameLines::new();
         while let Some(frame) = stream.next().await {
             let frame =

@@ -19,7 +19,7 @@ impl DockerBackend {
             ..Default::default()
         };
         let created = self
-            .client()
+            .api("create_network", name)
             .create_network(request)
             .await
             .map_err(|e| self.engine_error("create a network", &e))?;
@@ -40,7 +40,7 @@ impl DockerBackend {
                 ..Default::default()
             }),
         };
-        self.client()
+        self.api("connect_network", container)
             .connect_network(network, request)
             .await
             .map_err(|e| self.not_found_or(container, "connect a container to a network", &e))
@@ -48,7 +48,11 @@ impl DockerBackend {
 
     /// Removes a network; one that is already gone is fine.
     pub async fn remove_network(&self, network: &str) -> Result<(), BackendError> {
-        match self.client().remove_network(network).await {
+        match self
+            .api("remove_network", network)
+            .remove_network(network)
+            .await
+        {
             Err(e) if super::error::status_code(&e) == Some(404) => Ok(()),
             Err(e) => Err(self.engine_error("remove a network", &e)),
             Ok(()) => Ok(()),

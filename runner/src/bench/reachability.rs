@@ -92,11 +92,20 @@ impl Reachability {
                 failures: state.failures,
             });
             self.gone.cancel();
+            tracing::info!(failures = state.failures, "benchmark: the server is gone");
         }
         let doublings = u32::try_from(state.failures.saturating_sub(1) / self.width)
             .unwrap_or(u32::MAX)
             .min(5);
-        (FIRST_BACKOFF * 2u32.pow(doublings)).min(MAX_BACKOFF)
+        let backoff = (FIRST_BACKOFF * 2u32.pow(doublings)).min(MAX_BACKOFF);
+        // The failure count and wait only: the message names the target, whose URL may carry
+        // a key in its query.
+        tracing::debug!(
+            failures = state.failures,
+            backoff_ms = backoff.as_millis() as u64,
+            "benchmark: the server could not be reached; backing off"
+        );
+        backoff
     }
 
     /// Set once the server is judged gone; the benchmark then stops sending.

@@ -558,6 +558,9 @@ async fn connect_and_send<'c>(
         match sent {
             Ok(Ok(response)) => return Ok((lease, response, reconnects)),
             Ok(Err(_)) if lease.reused() && reconnects == 0 => {
+                tracing::debug!(
+                    "benchmark: a kept-alive connection closed; resending on a new one"
+                );
                 reconnects += 1;
                 drop(lease);
                 leased = tokio::time::timeout_at(deadline, client.open()).await;

@@ -43,6 +43,12 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 
+    /// Print gpuflow's own diagnostics on stderr: -v info (runs, jobs, steps), -vv debug
+    /// (Docker API calls, retries, host connections), -vvv trace. GPUFLOW_LOG (env-filter
+    /// syntax, e.g. `gpuflow::backend=debug`) replaces the level.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -117,6 +123,17 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         unicode: false,
     };
+    let destination = match &cli.command {
+        Command::Worker(_) => crate::diag_log::Destination::Worker {
+            json_file: crate::trigger::GpuflowHome::from_env().worker_diag_log(),
+            ansi: render.color,
+        },
+        _ => crate::diag_log::Destination::Stderr { ansi: render.color },
+    };
+    if let Err(e) = crate::diag_log::init(cli.verbose, destination) {
+        eprintln!("error: {e}");
+        return e.exit_code();
+    }
     let result = match cli.command {
         Command::Validate(args) => validate::run(&args, render),
         Command::Plan(args) => plan::run(&args, render),

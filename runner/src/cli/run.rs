@@ -158,6 +158,8 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(message) => return Ok(usage(&message, render)),
     };
+    // gpuflow's own diagnostics (`-v`) do not go through the run's masker: they mask these.
+    crate::diag_log::hide(secrets.values().map(String::as_str));
 
     let stem = args
         .file

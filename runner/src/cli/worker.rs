@@ -19,6 +19,9 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    // The worker's loop is one blocking thread, so the span stays entered for its whole life;
+    // its runs' own lines carry the run span of their process.
+    let _span = tracing::info_span!("worker", pid = std::process::id()).entered();
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
     let opts = WorkerOptions {
@@ -79,6 +82,7 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
                 _ = term.recv() => {}
                 _ = int.recv() => {}
             }
+            tracing::info!("SIGTERM or SIGINT: stopping");
             eprintln!("worker: stopping: cancelling the running run");
             stop.store(true, Ordering::SeqCst);
         });

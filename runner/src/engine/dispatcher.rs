@@ -79,6 +79,7 @@ enum State {
 /// Runs `plan` (of `wf`) to its end. Nothing starts when the workflow uses a step the engine
 /// cannot run or the inputs do not fit. `cancel` stops the run: running steps are stopped,
 /// `always()` steps run, containers go, and the result is `cancelled`.
+#[tracing::instrument(name = "run", skip_all, fields(run = %opts.run_id))]
 pub async fn run(
     wf: Arc<Workflow>,
     plan: Plan,

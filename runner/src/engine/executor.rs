@@ -117,6 +117,7 @@ pub(super) struct JobRun {
 
 /// Runs one job run to its end; never fails (a problem is a failed step or job, said through
 /// events).
+#[tracing::instrument(name = "job", skip_all, fields(run = %shared.opts.run_id, job = %jref.job, cell = jref.cell))]
 pub async fn run_job(
     shared: Arc<Shared>,
     planned: PlannedJob,
@@ -526,6 +527,7 @@ impl JobRun {
         })
     }
 
+    #[tracing::instrument(name = "step", skip_all, fields(step = key, id = step.id.as_ref().map(|i| i.value.as_str())))]
     async fn run_step(&mut self, step: &Step, key: &str, scope: &mut Scope) {
         if self.cancel.is_cancelled() {
             self.status = JobStatus::Cancelled;

@@ -153,9 +153,19 @@ impl HostGpus {
             .map(|g| self.leases.is_free(&g.uuid))
             .collect::<Result<_, _>>()
             .map_err(unusable)?;
+        let free_now = free.iter().filter(|f| **f).count();
         match choose(&inv, &free, request) {
             Fit::Never(why) => Ok(Leased::Never(why)),
-            Fit::Wait => Ok(Leased::Wait),
+            Fit::Wait => {
+                // Called again on every poll of a waiting job: each try is a line at debug.
+                tracing::debug!(
+                    wanted = %request.describe(),
+                    free = free_now,
+                    total = inv.gpus.len(),
+                    "GPU lease: not enough free, waiting"
+                );
+                Ok(Leased::Wait)
+            }
             Fit::Now(positions) => {
                 let devices: Vec<(u32, String)> = positions
                     .iter()
@@ -165,6 +175,13 @@ impl HostGpus {
                 let uuids: Vec<String> = devices.iter().map(|(_, u)| u.clone()).collect();
                 let lease = self.leases.try_lease(&uuids, holder).map_err(unusable)?;
                 // Taken by another runner between looking and leasing: wait like any other.
+                match &lease {
+                    Some(_) => tracing::debug!(gpus = ?uuids, "GPU lease: leased"),
+                    None => tracing::debug!(
+                        gpus = ?uuids,
+                        "GPU lease: taken by another runner meanwhile, waiting"
+                    ),
+                }
                 Ok(lease.map_or(Leased::Wait, |lease| {
                     Leased::Now(JobGpus {
                         devices,

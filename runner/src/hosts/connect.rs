@@ -8,6 +8,7 @@ use crate::backend::{BackendError, DockerBackend, Endpoint};
 impl Host {
     /// A backend connected to this host's engine, or an error naming the endpoint and saying
     /// what is missing.
+    #[tracing::instrument(level = "debug", name = "connect", skip_all, fields(host = %self.name))]
     pub async fn connect(&self) -> Result<DockerBackend, BackendError> {
         let endpoint = self.endpoint()?;
         if let Endpoint::Ssh { destination } = &endpoint {

@@ -20,6 +20,7 @@ const VERSION_FORMAT: &str = "{{.Server.APIVersion}}";
 
 /// Runs `docker version` on `destination` (`user@node`) over ssh; the engine's API version, or
 /// an error saying what is missing there.
+#[tracing::instrument(level = "debug", skip_all, fields(destination))]
 pub async fn check_ssh_node(destination: &str) -> Result<String, BackendError> {
     let endpoint = format!("ssh://{destination}");
     if destination.starts_with('-') {
@@ -78,12 +79,19 @@ pub async fn check_ssh_node(destination: &str) -> Result<String, BackendError> {
             ));
         }
     };
-    classify_node_check(
+    let checked = classify_node_check(
         destination,
         output.status.code(),
         &String::from_utf8_lossy(&output.stdout),
         &String::from_utf8_lossy(&output.stderr),
-    )
+    );
+    match &checked {
+        Ok(version) => tracing::debug!(api_version = %version, "the node's engine answers"),
+        Err(e) => {
+            tracing::debug!(exit_code = output.status.code(), error = %e, "node check failed")
+        }
+    }
+    checked
 }
 
 /// What `ssh DESTINATION docker version …` ending with `code` (`None`: killed by a signal) and

@@ -175,7 +175,16 @@ impl ResultsBranch {
                         pushed_to,
                     });
                 }
-                Err(e) if is_race(&e) => std::thread::sleep(jitter(attempt)),
+                Err(e) if is_race(&e) => {
+                    let wait = jitter(attempt);
+                    tracing::debug!(
+                        branch = %self.branch,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        "results branch moved meanwhile; committing again"
+                    );
+                    std::thread::sleep(wait);
+                }
                 Err(e) => return Err(e.into()),
             }
         }

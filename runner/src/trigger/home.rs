@@ -1,8 +1,9 @@
 //! Where the host's queue lives: `$GPUFLOW_HOME`, else `$XDG_STATE_HOME/gpuflow`, else
 //! `~/.local/state/gpuflow`. One folder per host (per user), whatever the repository, since
 //! one worker runs the host's runs one at a time: `queue.db`, `worker.lock` (held by the
-//! running worker), `worker.log` (what detached workers print) and `work/` (the checkouts of
-//! running runs).
+//! running worker), `worker.log` (what detached workers print), `worker.diag.jsonl` (the
+//! worker's and its runs' diagnostics as JSON lines, `crate::diag_log`) and `work/` (the
+//! checkouts of running runs).
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,11 @@ impl GpuflowHome {
 
     pub fn worker_log(&self) -> PathBuf {
         self.dir.join("worker.log")
+    }
+
+    /// gpuflow's own diagnostics of the worker and the runs it starts, as JSON lines.
+    pub fn worker_diag_log(&self) -> PathBuf {
+        self.dir.join("worker.diag.jsonl")
     }
 
     /// The folder a run works in: its checkout and its event file.

@@ -187,6 +187,7 @@ impl Worker {
             match op(&mut self.queue) {
                 Ok(v) => {
                     if failures > 0 {
+                        tracing::info!(what, failures, "queue operation worked after retries");
                         (self.say)(&format!(
                             "worker: {what}: worked after {failures} failed tr{}",
                             if failures == 1 { "y" } else { "ies" }
@@ -198,6 +199,7 @@ impl Worker {
                     failures += 1;
                     if started.elapsed() >= retry.give_up_after || self.stop.load(Ordering::SeqCst)
                     {
+                        tracing::warn!(what, failures, error = %e, "queue operation: giving up");
                         return Err(format!(
                             "{what} failed {failures} time(s) over {}, giving up: {e}",
                             humantime::format_duration(Duration::from_millis(
@@ -205,6 +207,13 @@ impl Worker {
                             ))
                         ));
                     }
+                    tracing::debug!(
+                        what,
+                        failures,
+                        wait_ms = wait.as_millis() as u64,
+                        error = %e,
+                        "queue operation failed; retrying"
+                    );
                     (self.say)(&format!(
                         "worker: {what} failed (try {failures}), retrying in {}: {e}",
                         humantime::format_duration(wait)
@@ -270,6 +279,10 @@ impl Worker {
 
     fn run_one(&mut self, run: &QueuedRun) {
         let output = run.log_dir.join("output.log");
+        // The run's id and workflow path, never its event (a commit message, a branch name:
+        // anyone who can push chooses those).
+        let span = tracing::info_span!("queued_run", run = %run.id, workflow = %run.workflow);
+        let _entered = span.enter();
         (self.say)(&format!(
             "run {}: `{}` ({}) at {} on {}",
             run.id,
@@ -296,6 +309,7 @@ impl Worker {
             self.pending.push((run.id.clone(), state, code, message));
         }
         let _ = std::fs::remove_dir_all(self.opts.home.work(&run.id));
+        tracing::info!(state = state.as_str(), exit_code = code, "run ended");
         (self.say)(&format!("run {}: {}", run.id, state.as_str()));
     }
 
@@ -337,7 +351,10 @@ impl Worker {
             .current_dir(&tree)
             .stdin(Stdio::piped())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log);
+            .stderr(log)
+            // The run's diagnostics join the worker's JSON lines, not the run's output (what
+            // `gpuflow logs` shows the user).
+            .envs(crate::diag_log::child_env());
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("GIT_") {
                 cmd.env_remove(key);
@@ -350,6 +367,7 @@ impl Worker {
             pid: child.id(),
             started: process_start_time(child.id()),
         };
+        tracing::info!(pid = child.id(), "started `gpuflow run`");
         if let Err(e) = self.queue.set_process(&run.id, process) {
             (self.say)(&format!("run {}: {e}", run.id));
         }
@@ -383,14 +401,17 @@ impl Worker {
                 .is_some_and(|r| r.cancel_requested);
             let stopping = self.stop.load(Ordering::SeqCst);
             if (cancel || stopping) && signalled.is_none() {
+                tracing::info!(cancel, stopping, "stopping the run: SIGTERM");
                 stopped_by_worker = stopping && !cancel;
                 let _ = kill_process(pid, Signal::TERM);
                 signalled = Some((Instant::now(), 1));
             } else if let Some((at, count)) = signalled {
                 if count == 1 && at.elapsed() >= CANCEL_ESCALATION {
+                    tracing::info!("the run is still there: a second SIGTERM");
                     let _ = kill_process(pid, Signal::TERM);
                     signalled = Some((at, 2));
                 } else if at.elapsed() >= 2 * CANCEL_ESCALATION {
+                    tracing::warn!("the run is still there: SIGKILL");
                     let _ = child.kill();
                 }
             }
