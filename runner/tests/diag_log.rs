@@ -143,7 +143,8 @@ fn a_bad_filter_is_an_error_naming_gpuflow_log() {
 
 /// A job container, a step in it with a secret in its env and its script, and a step on the
 /// host: at `-vvv` the run, job and step spans and the engine's calls show, and the secret
-/// never does (diagnostics do not go through the run's masker, so they must never hold it).
+/// never does (diagnostics do not go through the run's masker, so they must never hold it);
+/// nor does a value a step hid with `::add-mask::` and a later container is named after.
 #[tokio::test]
 async fn a_run_at_vvv_shows_its_spans_and_calls_and_never_a_secret() {
     if connect_or_skip().await.is_none() {
@@ -166,6 +167,12 @@ jobs:
         run: echo "token ${{ secrets.TOKEN }} $TOKEN"
       - uses: start-container
         with: { name: "srv-${{ secrets.TOKEN }}", image: gpuflow-base:test, command: sleep 30 }
+      - id: hide
+        run: |
+          echo "::add-mask::m4sk-qx7z"
+          echo "value=m4sk-qx7z" >> "$GITHUB_OUTPUT"
+      - uses: start-container
+        with: { name: "late-${{ steps.hide.outputs.value }}", image: gpuflow-base:test, command: sleep 30 }
 "#,
     )
     .unwrap();
@@ -188,6 +195,11 @@ jobs:
         "the secret is in the diagnostics:\n{stderr}"
     );
     assert!(stderr.contains("-srv-*** (gpuflow-base:test)"), "{stderr}");
+    assert!(
+        !stderr.contains("m4sk-qx7z"),
+        "an added mask is in:\n{stderr}"
+    );
+    assert!(stderr.contains("-late-*** (gpuflow-base:test)"), "{stderr}");
     for expected in [
         "run{run=",
         "job{run=",
@@ -316,4 +328,49 @@ fn the_worker_and_its_runs_write_json_lines_beside_worker_log() {
     let shown = text(&gpuflow(&["logs", id]).stdout);
     assert!(shown.contains("hello from the run"), "{shown}");
     assert!(!shown.contains("\"timestamp\""), "{shown}");
+}
+
+/// A health probe's retries show at debug, each with why it was not ready: what someone
+/// whose `wait-for-health` times out turns on first. A host-only run; no engine needed.
+#[test]
+fn health_probe_retries_show_at_debug_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    // A port nothing listens on: bound, then freed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.path().join("w.yml"),
+        format!(
+            r#"
+on: workflow_dispatch
+jobs:
+  wait:
+    steps:
+      - uses: wait-for-health
+        with: {{ probe: tcp, address: "127.0.0.1:{port}", timeout: 1s, interval: 100ms }}
+"#
+        ),
+    )
+    .unwrap();
+    let run = |verbose: &[&str]| {
+        gpuflow_in(dir.path())
+            .args(verbose)
+            .args(["run", "--plain", "w.yml"])
+            .output()
+            .unwrap()
+    };
+    let out = run(&["-vv"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let retries = stderr
+        .lines()
+        .filter(|l| l.contains("health probe: not ready, retrying") && l.contains("why="))
+        .count();
+    assert!(retries >= 2, "{stderr}");
+    let quiet = run(&[]);
+    assert!(!text(&quiet.stderr).contains("health probe"));
 }

@@ -128,12 +128,6 @@ impl DockerBackend {
         &self.docker
     }
 
-    /// The client without a log line, for the engine's few calls of its own (a benchmark's
-    /// `inspect_container`); the backend's go through [`Self::api`].
-    pub(crate) fn client(&self) -> &Docker {
-        &self.docker
-    }
-
     pub(crate) fn endpoint_text(&self) -> String {
         self.endpoint.to_string()
     }

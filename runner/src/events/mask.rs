@@ -56,6 +56,8 @@ impl Masker {
     /// by line, since log lines never hold it whole; blank values would hide everything and
     /// are ignored.
     pub fn add(&self, value: &str) {
+        // gpuflow's own diagnostics (`-v`, `GPUFLOW_LOG`) hide it too.
+        crate::diag_log::hide([value]);
         let Ok(mut state) = self.state.write() else {
             return;
         };

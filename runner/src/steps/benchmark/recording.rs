@@ -135,7 +135,12 @@ impl ServerFacts {
             .collect();
         let several = servers.len() > 1;
         for (name, id) in servers {
-            let Ok(info) = containers.docker.client().inspect_container(id, None).await else {
+            let Ok(info) = containers
+                .docker
+                .api("inspect_container", id)
+                .inspect_container(id, None)
+                .await
+            else {
                 continue;
             };
             if let Some(image) = info.image {

@@ -225,7 +225,7 @@ async fn container_address(target: &str, containers: &JobContainers) -> Option<(
     let started = containers.started.get(host)?;
     let info = containers
         .docker
-        .client()
+        .api("inspect_container", &started.id)
         .inspect_container(&started.id, None)
         .await
         .ok()?;

@@ -535,7 +535,7 @@ async fn poll(
     last: Arc<Mutex<Option<String>>>,
     ready: tokio::sync::oneshot::Sender<Result<(), String>>,
 ) {
-    loop {
+    for number in 1u64.. {
         let started = tokio::time::Instant::now();
         let attempt = tokio::time::timeout(
             ATTEMPT_TIMEOUT.max(spec.interval),
@@ -550,14 +550,19 @@ async fn poll(
         });
         match attempt {
             Ok(()) => {
+                tracing::debug!(attempt = number, "health probe: ready");
                 let _ = ready.send(Ok(()));
                 return;
             }
             Err(Attempt::Fatal(message)) => {
+                tracing::debug!(attempt = number, "health probe: waiting cannot help");
                 let _ = ready.send(Err(message));
                 return;
             }
             Err(Attempt::NotYet(why)) => {
+                // The reason is the probe's own words (a status, "connection refused"), never
+                // a value of the run's; the diagnostics mask secrets anyway.
+                tracing::debug!(attempt = number, why = %why, "health probe: not ready, retrying");
                 if let Ok(mut l) = last.lock() {
                     *l = Some(why);
                 }
