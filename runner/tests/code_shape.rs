@@ -36,8 +36,6 @@ const ALLOWED: &[&str] = &[
     "engine/log_store.rs::LogStore::record",
     "engine/preflight_checks.rs::run_job_checks",
     // Outside engine/ and steps/: being cut in this branch.
-    "hosts/host_config.rs",
-    "plan/matrix.rs",
     "actions/lock_file.rs::LockFile::read",
     "bench/config.rs::BenchConfig::from_inputs",
     "bench/report.rs::render_level",

@@ -124,7 +124,7 @@ impl LockFile {
         // one git would read as an option (`--upload-pack=…`) or a transport that runs a
         // program is refused here, before `validate` fetches anything.
         for e in &doc.actions {
-            if let Some(problem) = super::git_cache::url_problem(&e.source) {
+            if let Some(problem) = super::source_url::url_problem(&e.source) {
                 let written = toml::Value::String(e.source.clone()).to_string();
                 let span = file
                     .text

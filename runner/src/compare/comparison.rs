@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::value_text::format_value;
 use super::{Baseline, BaselineData, Verdict};
 use crate::stats::{log_spread, mann_whitney_u, one_sample_t_test, prediction_interval};
 use crate::store::{Direction, FieldDiff};
@@ -355,25 +356,6 @@ pub fn metric_title(metric: &str, meaning: Option<&str>) -> String {
     match meaning {
         Some(m) => format!("{metric} ({m})"),
         None => metric.to_string(),
-    }
-}
-
-/// A value rounded for reading (two decimals below 100, fewer above), and its unit.
-pub fn format_value(v: f64, unit: &str) -> String {
-    let digits = if v.abs() >= 1000.0 {
-        0
-    } else if v.abs() >= 100.0 {
-        1
-    } else if v.abs() >= 1.0 {
-        2
-    } else {
-        4
-    };
-    let n = format!("{v:.digits$}");
-    if unit.is_empty() {
-        n
-    } else {
-        format!("{n} {unit}")
     }
 }
 

@@ -175,8 +175,14 @@ impl Board {
                 errors,
                 output_tok_s,
             } => {
-                let line =
-                    super::benchmark_progress(level, phase, *done, *total, *errors, *output_tok_s);
+                let line = super::progress::benchmark_progress(
+                    level,
+                    phase,
+                    *done,
+                    *total,
+                    *errors,
+                    *output_tok_s,
+                );
                 if let Some(row) = self.job(job).steps.get_mut(step) {
                     row.last_line = Some(cut(&line));
                 }

@@ -114,7 +114,14 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             "{} {} | {}",
             prefix(job),
             step_name(names, job, step),
-            super::benchmark_progress(level, phase, *done, *total, *errors, *output_tok_s)
+            super::progress::benchmark_progress(
+                level,
+                phase,
+                *done,
+                *total,
+                *errors,
+                *output_tok_s
+            )
         ),
         EventKind::ContainerStarted {
             job,
