@@ -228,14 +228,7 @@ fn judge(
     out.ratio = Some(ratio);
     out.change_pct = Some(change * 100.0);
 
-    let noise = match &baseline.data {
-        BaselineData::Samples(s) => log_spread(s),
-        BaselineData::Window(runs) => log_spread(&run_centers(runs)),
-        BaselineData::Fixed(_) => None,
-    };
-    let threshold = noise.map_or(opts.tolerance, |n| {
-        opts.tolerance.max(opts.noise_factor * n)
-    });
+    let threshold = threshold(&baseline.data, opts);
     out.threshold_pct = threshold * 100.0;
 
     let (test, p) = evidence(metric.samples, cur, &baseline.data, opts);
@@ -295,6 +288,19 @@ fn judge(
             );
         }
     }
+}
+
+/// The smallest change that counts: the tolerance, or the baseline's own noise times the
+/// noise factor when that is larger (a fixed value has no noise).
+fn threshold(baseline: &BaselineData, opts: &CompareOptions) -> f64 {
+    let noise = match baseline {
+        BaselineData::Samples(s) => log_spread(s),
+        BaselineData::Window(runs) => log_spread(&run_centers(runs)),
+        BaselineData::Fixed(_) => None,
+    };
+    noise.map_or(opts.tolerance, |n| {
+        opts.tolerance.max(opts.noise_factor * n)
+    })
 }
 
 /// The test the data allows and its two-sided p-value.

@@ -26,9 +26,45 @@ impl<W: Write + Send> PlainView<W> {
     }
 }
 
-/// The line for `event`, or `None` for events shown only in JSON.
+/// The line for `event`, or `None` for events shown only in JSON. Each kind is routed to the
+/// function for its subject here, so a new kind must be placed (the match is exhaustive).
 fn line(event: &Event, names: &mut StepNames) -> Option<String> {
-    Some(match &event.kind {
+    let kind = &event.kind;
+    match kind {
+        // Progress repeats what the log lines said; a live view shows it, plain lines don't.
+        EventKind::JobQueued { .. }
+        | EventKind::StepSummary { .. }
+        | EventKind::StepProgress { .. } => None,
+        // The steps' own lines said these; the headline after the summary repeats them
+        // (`headline_text`, printed by `gpuflow run` once the run is over).
+        EventKind::BenchmarkResult(_)
+        | EventKind::ComparisonResult(_)
+        | EventKind::ReportWritten(_)
+        | EventKind::RunHeadline(_) => None,
+        EventKind::RunStarted { .. }
+        | EventKind::RunFinished { .. }
+        | EventKind::Warning { .. } => run_line(kind),
+        EventKind::JobStarted { .. }
+        | EventKind::JobSkipped { .. }
+        | EventKind::JobCannotRun { .. }
+        | EventKind::JobWaiting { .. }
+        | EventKind::GpusLeased { .. }
+        | EventKind::JobFinished { .. }
+        | EventKind::ContainerStarted { .. }
+        | EventKind::ContainerRemoved { .. } => job_line(kind),
+        EventKind::StepStarted { .. }
+        | EventKind::StepFinished { .. }
+        | EventKind::LogLine { .. }
+        | EventKind::BenchmarkProgress { .. } => step_line(kind, names),
+        EventKind::PreflightCheck { .. } | EventKind::PreflightFinished { .. } => {
+            preflight_line(kind)
+        }
+    }
+}
+
+/// The run's start and end, and warnings.
+fn run_line(kind: &EventKind) -> Option<String> {
+    Some(match kind {
         EventKind::RunStarted {
             run_id,
             workflow,
@@ -36,16 +72,17 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             ..
         } => format!("run {run_id} of `{workflow}` (logs: {log_dir})"),
         EventKind::RunFinished { result, .. } => format!("run {}", result.as_str()),
-        // Progress repeats what the log lines said; a live view shows it, plain lines don't.
-        EventKind::JobQueued { .. }
-        | EventKind::StepSummary { .. }
-        | EventKind::StepProgress { .. } => return None,
-        // The steps' own lines said these; the headline after the summary repeats them
-        // (`headline_text`, printed by `gpuflow run` once the run is over).
-        EventKind::BenchmarkResult(_)
-        | EventKind::ComparisonResult(_)
-        | EventKind::ReportWritten(_)
-        | EventKind::RunHeadline(_) => return None,
+        EventKind::Warning { job, message } => match job {
+            Some(j) => format!("{} warning: {message}", prefix(j)),
+            None => format!("warning: {message}"),
+        },
+        _ => return None, // `line` routes the other kinds elsewhere
+    })
+}
+
+/// A job run's life: start, skip, waiting, GPUs, containers, end.
+fn job_line(kind: &EventKind) -> Option<String> {
+    Some(match kind {
         EventKind::JobStarted { job } => format!("{} started", prefix(job)),
         EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", prefix(job)),
         EventKind::JobCannotRun { job, reason } => {
@@ -73,6 +110,24 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             result.as_str(),
             duration_text(*duration)
         ),
+        EventKind::ContainerStarted {
+            job,
+            name,
+            image,
+            host,
+            ..
+        } => container_started(job, name, image, host),
+        EventKind::ContainerRemoved { job, name } => {
+            format!("{} container {name} removed", prefix(job))
+        }
+        _ => return None, // `line` routes the other kinds elsewhere
+    })
+}
+
+/// A step's start and end, and what it printed; `names` learns each step's name as it
+/// starts, for the lines that only carry its key.
+fn step_line(kind: &EventKind, names: &mut StepNames) -> Option<String> {
+    Some(match kind {
         EventKind::StepStarted { job, step, name } => {
             names.insert(step_key(job, step), name.clone());
             format!("{} {name}: started", prefix(job))
@@ -123,20 +178,12 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
                 *output_tok_s
             )
         ),
-        EventKind::ContainerStarted {
-            job,
-            name,
-            image,
-            host,
-            ..
-        } => container_started(job, name, image, host),
-        EventKind::ContainerRemoved { job, name } => {
-            format!("{} container {name} removed", prefix(job))
-        }
-        EventKind::Warning { job, message } => match job {
-            Some(j) => format!("{} warning: {message}", prefix(j)),
-            None => format!("warning: {message}"),
-        },
+        _ => return None, // `line` routes the other kinds elsewhere
+    })
+}
+
+fn preflight_line(kind: &EventKind) -> Option<String> {
+    Some(match kind {
         EventKind::PreflightCheck {
             job,
             step,
@@ -157,6 +204,7 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             failed,
             duration,
         } => preflight_finished(*checks, *failed, *duration),
+        _ => return None, // `line` routes the other kinds elsewhere
     })
 }
 
