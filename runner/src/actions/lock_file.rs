@@ -217,7 +217,7 @@ fn refused_source(file: &Arc<SourceFile>, e: &LockEntry) -> Option<Box<Diagnosti
         .unwrap_or_default();
     Some(Box::new(
             Diagnostic::error(
-                &file,
+                file,
                 span,
                 format!(
                     "`{LOCK_FILE}` gives `{}` the source `{}`, which gpuflow will not fetch: {problem}",
