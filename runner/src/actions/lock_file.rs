@@ -9,6 +9,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -123,36 +124,8 @@ impl LockFile {
         // A source is handed to git, and this file comes with whatever repository is opened:
         // one git would read as an option (`--upload-pack=…`) or a transport that runs a
         // program is refused here, before `validate` fetches anything.
-        for e in &doc.actions {
-            if let Some(problem) = super::git_cache::url_problem(&e.source) {
-                let written = toml::Value::String(e.source.clone()).to_string();
-                let span = file
-                    .text
-                    .find(&written)
-                    .map(|at| Span::new(at, at + written.len()))
-                    .or_else(|| {
-                        (!e.source.is_empty())
-                            .then(|| file.text.find(&e.source))
-                            .flatten()
-                            .map(|at| Span::new(at, at + e.source.len()))
-                    })
-                    .unwrap_or_default();
-                return Err(Box::new(
-                    Diagnostic::error(
-                        &file,
-                        span,
-                        format!(
-                            "`{LOCK_FILE}` gives `{}` the source `{}`, which gpuflow will not fetch: {problem}",
-                            e.key(),
-                            e.source.escape_debug()
-                        ),
-                    )
-                    .label("not an allowed source")
-                    .hint(format!(
-                        "restore `{LOCK_FILE}` from a commit you trust, or delete the entry and run `gpuflow validate` to pin the action again from the sources of `gpuflow.toml`"
-                    )),
-                ));
-            }
+        if let Some(refused) = doc.actions.iter().find_map(|e| refused_source(&file, e)) {
+            return Err(refused);
         }
         let mut lock = Self {
             entries: doc.actions,
@@ -224,6 +197,39 @@ impl LockFile {
         }
         Ok((lock, result))
     }
+}
+
+/// The lock entry's source, refused when git would read it as an option or a transport that
+/// runs a program: this file comes with whatever repository is opened.
+fn refused_source(file: &Arc<SourceFile>, e: &LockEntry) -> Option<Box<Diagnostic>> {
+    let problem = super::source_url::url_problem(&e.source)?;
+    let written = toml::Value::String(e.source.clone()).to_string();
+    let span = file
+        .text
+        .find(&written)
+        .map(|at| Span::new(at, at + written.len()))
+        .or_else(|| {
+            (!e.source.is_empty())
+                .then(|| file.text.find(&e.source))
+                .flatten()
+                .map(|at| Span::new(at, at + e.source.len()))
+        })
+        .unwrap_or_default();
+    Some(Box::new(
+            Diagnostic::error(
+                file,
+                span,
+                format!(
+                    "`{LOCK_FILE}` gives `{}` the source `{}`, which gpuflow will not fetch: {problem}",
+                    e.key(),
+                    e.source.escape_debug()
+                ),
+            )
+            .label("not an allowed source")
+            .hint(format!(
+                "restore `{LOCK_FILE}` from a commit you trust, or delete the entry and run `gpuflow validate` to pin the action again from the sources of `gpuflow.toml`"
+            )),
+        ))
 }
 
 /// An exclusive lock for `path`, as a file under `lock_dir` named by a hash of the path;

@@ -9,6 +9,7 @@
 mod git_cache;
 mod lock_file;
 mod resolver;
+mod source_url;
 mod sources;
 
 pub use lock_file::{LOCK_FILE, LockEntry, LockFile};

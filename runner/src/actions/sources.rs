@@ -182,7 +182,7 @@ fn template_problem(text: &str) -> Option<String> {
     }
     // The filled-in URL goes to git: checked with sample names, so a template that could
     // never be fetched safely is refused at its place in the file, before any git runs.
-    super::git_cache::url_problem(&ActionsConfig::url(text, "owner", "repo"))
+    super::source_url::url_problem(&ActionsConfig::url(text, "owner", "repo"))
 }
 
 /// `$XDG_CACHE_HOME/gpuflow/actions`, else `~/.cache/gpuflow/actions`, else one under the

@@ -143,6 +143,25 @@ pub struct Ulimit {
 }
 
 impl ContainerSpec {
+    /// This spec made harmless, for a throw-away container that only looks: same image,
+    /// environment, working directory and (read-only) volumes, so files and programs are where
+    /// the real container will look for them; no GPUs, ports or network, and it idles instead
+    /// of loading a model.
+    pub fn harmless(mut self) -> Self {
+        self.entrypoint = Some(vec!["tail".into()]);
+        self.command = Some(vec!["-f".into(), "/dev/null".into()]);
+        self.ports.clear();
+        self.gpus = GpuRequest::None;
+        self.network = Some("none".into());
+        self.network_aliases.clear();
+        self.ipc = None;
+        self.ulimits.clear();
+        for v in &mut self.volumes {
+            v.read_only = true;
+        }
+        self
+    }
+
     /// A container of `image` with the defaults: no GPU, an init process, the image's command.
     pub fn new(image: impl Into<String>) -> Self {
         Self {
@@ -529,5 +548,22 @@ mod tests {
             spec.to_create_body(HashMap::new()),
             Err(BackendError::InvalidEnvName { .. })
         ));
+    }
+
+    #[test]
+    fn throwaway_containers_are_harmless() {
+        let mut spec = ContainerSpec::new("img");
+        spec.gpus = GpuRequest::All;
+        spec.ports.push(PortMapping::tcp(30000));
+        spec.volumes.push(VolumeMount {
+            source: "/models".into(),
+            target: "/models".into(),
+            read_only: false,
+        });
+        let t = spec.harmless();
+        assert_eq!(t.gpus, GpuRequest::None);
+        assert!(t.ports.is_empty());
+        assert!(t.volumes[0].read_only);
+        assert_eq!(t.network.as_deref(), Some("none"));
     }
 }

@@ -299,25 +299,99 @@ pub async fn measure(
     id: String,
     timeouts: Timeouts,
 ) -> RequestRecord {
+    let start = Instant::now();
     let mut record = RequestRecord {
         id,
+        sent_at: Some(start),
         ..RequestRecord::default()
     };
-    let start = Instant::now();
-    record.sent_at = Some(start);
-    let deadline = tokio::time::Instant::from_std(start + timeouts.total);
-    let fail = |record: &mut RequestRecord, kind: ErrorKind, message: String| {
+    let clock = RequestClock {
+        start,
+        deadline: tokio::time::Instant::from_std(start + timeouts.total),
+        timeouts,
+    };
+    if let Err((kind, message)) = send_and_read(&mut record, client, path, &body, clock).await {
         let now = Instant::now();
         record.end_ms = ms_since(start, now);
         record.ended_at = Some(now);
         record.error = Some(RequestError { kind, message });
-    };
+    }
+    record
+}
 
-    let (lease, response) = match connect_and_send(client, path, &body, &record.id, deadline).await
+/// Why a request failed, as its record says it; the failure's moment is its end.
+type Failure = (ErrorKind, String);
+
+/// When a request started and how long it may take.
+#[derive(Clone, Copy)]
+struct RequestClock {
+    start: Instant,
+    deadline: tokio::time::Instant,
+    timeouts: Timeouts,
+}
+
+/// The request from the send to `data: [DONE]`, recorded as it goes; on success the record
+/// ends at `[DONE]` and the connection goes back for reuse.
+async fn send_and_read(
+    record: &mut RequestRecord,
+    client: &Client,
+    path: &str,
+    body: &Bytes,
+    clock: RequestClock,
+) -> Result<(), Failure> {
+    let (lease, response) = send(record, client, path, body, clock).await?;
+    record.reached_server = true;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    if status != 200 {
+        // The server's own words, briefly: OpenAI-style errors say what was wrong.
+        let text = tokio::time::timeout_at(clock.deadline, body.collect())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        return Err((ErrorKind::Http(status), error_message(status, &text)));
+    }
+    let stream = read_events(record, &mut body, clock).await?;
+    if !stream.done {
+        let message = if stream.cut_mid_event {
+            "the stream ended in the middle of an event"
+        } else {
+            "the stream ended without `data: [DONE]`"
+        };
+        return Err((ErrorKind::Truncated, message.into()));
+    }
+    let end = Instant::now();
+    record.end_ms = ms_since(clock.start, end);
+    record.ended_at = Some(end);
+    // Drain what follows `[DONE]` (normally nothing) so the connection can be reused.
+    if tokio::time::timeout_at(clock.deadline, body.collect())
+        .await
+        .is_ok_and(|r| r.is_ok())
     {
+        lease.release();
+    }
+    record.chunk_tokens = stream
+        .cumulative_tokens
+        .filter(|c| !c.is_empty() && c.len() == record.chunks_ms.len())
+        .map(per_chunk);
+    Ok(())
+}
+
+/// The response head, with the connection it came on; how often the request was resent goes
+/// into the record either way.
+async fn send<'c>(
+    record: &mut RequestRecord,
+    client: &'c Client,
+    path: &str,
+    body: &Bytes,
+    clock: RequestClock,
+) -> Result<(Lease<'c>, Response<Incoming>), Failure> {
+    match connect_and_send(client, path, body, &record.id, clock.deadline).await {
         Ok((lease, response, reconnects)) => {
             record.reconnects = reconnects;
-            (lease, response)
+            Ok((lease, response))
         }
         Err((kind, message, reconnects)) => {
             record.reconnects = reconnects;
@@ -328,82 +402,54 @@ pub async fn measure(
                 ErrorKind::Timeout => message.unwrap_or_else(|| {
                     format!(
                         "no response within {}",
-                        humantime::format_duration(timeouts.total)
+                        humantime::format_duration(clock.timeouts.total)
                     )
                 }),
                 _ => message.unwrap_or_default(),
             };
-            fail(&mut record, kind, message);
-            return record;
+            Err((kind, message))
         }
-    };
-    record.reached_server = true;
-    let status = response.status().as_u16();
-    let mut body = response.into_body();
-    if status != 200 {
-        // The server's own words, briefly: OpenAI-style errors say what was wrong.
-        let text = tokio::time::timeout_at(deadline, body.collect())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
-        fail(
-            &mut record,
-            ErrorKind::Http(status),
-            error_message(status, &text),
-        );
-        return record;
     }
+}
 
+/// How an event stream that did not break ended.
+struct StreamEnd {
+    /// `data: [DONE]` came.
+    done: bool,
+    /// The body ended with part of an event unread.
+    cut_mid_event: bool,
+    /// The server's running completion-token count at each token-carrying chunk, when every
+    /// such chunk carried one.
+    cumulative_tokens: Option<Vec<u64>>,
+}
+
+/// Reads the SSE events of a 200 response into `record`, each token-carrying chunk stamped
+/// with the moment its bytes arrived, until `data: [DONE]` or the end of the body.
+async fn read_events(
+    record: &mut RequestRecord,
+    body: &mut Incoming,
+    clock: RequestClock,
+) -> Result<StreamEnd, Failure> {
     let mut parser = SseParser::new();
     let mut events = Vec::new();
-    let mut done = false;
-    let mut cumulative: Option<Vec<u64>> = Some(Vec::new());
+    let mut cumulative_tokens = Some(Vec::new());
     loop {
-        let idle_deadline = tokio::time::Instant::now() + timeouts.idle;
-        let (limit, kind) = if idle_deadline < deadline {
-            (idle_deadline, ErrorKind::IdleTimeout)
-        } else {
-            (deadline, ErrorKind::Timeout)
-        };
-        let frame = match tokio::time::timeout_at(limit, body.frame()).await {
-            Ok(Some(Ok(frame))) => frame,
-            Ok(None) => break,
-            Ok(Some(Err(err))) => {
-                fail(
-                    &mut record,
-                    ErrorKind::Truncated,
-                    format!("the stream broke: {err}"),
-                );
-                return record;
-            }
-            Err(_) => {
-                let message = if kind == ErrorKind::Timeout {
-                    format!(
-                        "not finished within {}",
-                        humantime::format_duration(timeouts.total)
-                    )
-                } else {
-                    format!("no data for {}", humantime::format_duration(timeouts.idle))
-                };
-                fail(&mut record, kind, message);
-                return record;
-            }
+        let Some(frame) = next_frame(body, clock).await? else {
+            return Ok(StreamEnd {
+                done: false,
+                cut_mid_event: parser.pending(),
+                cumulative_tokens,
+            });
         };
         // Stamped before parsing: the moment the bytes arrived.
-        let at = Instant::now();
+        let at_ms = ms_since(clock.start, Instant::now());
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
-        if let Err(too_large) = parser.push(&data, &mut events) {
-            fail(
-                &mut record,
-                ErrorKind::InvalidResponse,
-                too_large.to_string(),
-            );
-            return record;
-        }
+        parser
+            .push(&data, &mut events)
+            .map_err(|too_large| (ErrorKind::InvalidResponse, too_large.to_string()))?;
+        let mut done = false;
         for event in events.drain(..) {
             if done {
                 continue;
@@ -412,104 +458,125 @@ pub async fn measure(
                 done = true;
                 continue;
             }
-            let parsed: Event<'_> = match serde_json::from_slice(&event) {
-                Ok(parsed) => parsed,
-                Err(err) => {
-                    fail(
-                        &mut record,
-                        ErrorKind::InvalidResponse,
-                        format!("an event is not OpenAI stream JSON: {err}"),
-                    );
-                    return record;
-                }
-            };
-            if let Some(error) = parsed.error {
-                let message = error
-                    .get("message")
-                    .and_then(serde_json::Value::as_str)
-                    .map_or_else(|| error.to_string(), str::to_owned);
-                fail(
-                    &mut record,
-                    ErrorKind::InvalidResponse,
-                    format!("the server sent an error event: {message}"),
-                );
-                return record;
-            }
-            let carries_tokens = parsed.choices.first().is_some_and(|c| {
-                c.text.as_deref().is_some_and(|t| !t.is_empty())
-                    || c.delta
-                        .as_ref()
-                        .and_then(|d| d.content.as_deref())
-                        .is_some_and(|t| !t.is_empty())
-            });
-            if carries_tokens {
-                record.chunks_ms.push(ms_since(start, at));
-                // Per-chunk usage only counts when every token chunk carries it.
-                match (
-                    &mut cumulative,
-                    parsed.usage.as_ref().and_then(|u| u.completion_tokens),
-                ) {
-                    (Some(list), Some(n)) => list.push(n),
-                    (c, _) => *c = None,
-                }
-            }
-            if let Some(reason) = parsed
-                .choices
-                .first()
-                .and_then(|c| c.finish_reason.as_deref())
-            {
-                record.finish_reason = Some(reason.to_owned());
-            }
-            if parsed.timings.is_some() {
-                record.server_timings = parsed.timings;
-            }
-            if let Some(usage) = parsed.usage {
-                if let Some(cached) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
-                    record.cached_prompt_tokens = Some(cached);
-                }
-                record.prompt_tokens = usage.prompt_tokens.or(record.prompt_tokens);
-                record.completion_tokens = usage.completion_tokens.or(record.completion_tokens);
-            }
+            record_event(record, &event, at_ms, &mut cumulative_tokens)?;
         }
         if done {
-            break;
+            return Ok(StreamEnd {
+                done,
+                cut_mid_event: false,
+                cumulative_tokens,
+            });
         }
     }
-    let end = Instant::now();
-    record.end_ms = ms_since(start, end);
-    record.ended_at = Some(end);
-    if !done {
-        let message = if parser.pending() {
-            "the stream ended in the middle of an event"
-        } else {
-            "the stream ended without `data: [DONE]`"
-        };
-        record.error = Some(RequestError {
-            kind: ErrorKind::Truncated,
-            message: message.into(),
-        });
-        return record;
+}
+
+/// The body's next frame, `None` at its end; the whole request's deadline or the idle limit,
+/// whichever comes first, bounds the wait.
+async fn next_frame(
+    body: &mut Incoming,
+    clock: RequestClock,
+) -> Result<Option<hyper::body::Frame<Bytes>>, Failure> {
+    let idle_deadline = tokio::time::Instant::now() + clock.timeouts.idle;
+    let (limit, kind) = if idle_deadline < clock.deadline {
+        (idle_deadline, ErrorKind::IdleTimeout)
+    } else {
+        (clock.deadline, ErrorKind::Timeout)
+    };
+    match tokio::time::timeout_at(limit, body.frame()).await {
+        Ok(Some(Ok(frame))) => Ok(Some(frame)),
+        Ok(None) => Ok(None),
+        Ok(Some(Err(err))) => Err((ErrorKind::Truncated, format!("the stream broke: {err}"))),
+        Err(_) => {
+            let message = if kind == ErrorKind::Timeout {
+                format!(
+                    "not finished within {}",
+                    humantime::format_duration(clock.timeouts.total)
+                )
+            } else {
+                format!(
+                    "no data for {}",
+                    humantime::format_duration(clock.timeouts.idle)
+                )
+            };
+            Err((kind, message))
+        }
     }
-    // Drain what follows `[DONE]` (normally nothing) so the connection can be reused.
-    if tokio::time::timeout_at(deadline, body.collect())
-        .await
-        .is_ok_and(|r| r.is_ok())
+}
+
+/// One SSE event of the stream (not `[DONE]`) into the record: a token-carrying chunk's
+/// arrival, the finish reason, the server's timings and usage; an error event fails the
+/// request.
+fn record_event(
+    record: &mut RequestRecord,
+    event: &[u8],
+    at_ms: f64,
+    cumulative_tokens: &mut Option<Vec<u64>>,
+) -> Result<(), Failure> {
+    let parsed: Event<'_> = serde_json::from_slice(event).map_err(|err| {
+        (
+            ErrorKind::InvalidResponse,
+            format!("an event is not OpenAI stream JSON: {err}"),
+        )
+    })?;
+    if let Some(error) = parsed.error {
+        let message = error
+            .get("message")
+            .and_then(serde_json::Value::as_str)
+            .map_or_else(|| error.to_string(), str::to_owned);
+        return Err((
+            ErrorKind::InvalidResponse,
+            format!("the server sent an error event: {message}"),
+        ));
+    }
+    let carries_tokens = parsed.choices.first().is_some_and(|c| {
+        c.text.as_deref().is_some_and(|t| !t.is_empty())
+            || c.delta
+                .as_ref()
+                .and_then(|d| d.content.as_deref())
+                .is_some_and(|t| !t.is_empty())
+    });
+    if carries_tokens {
+        record.chunks_ms.push(at_ms);
+        // Per-chunk usage only counts when every token chunk carries it.
+        match (
+            &mut *cumulative_tokens,
+            parsed.usage.as_ref().and_then(|u| u.completion_tokens),
+        ) {
+            (Some(list), Some(n)) => list.push(n),
+            (c, _) => *c = None,
+        }
+    }
+    if let Some(reason) = parsed
+        .choices
+        .first()
+        .and_then(|c| c.finish_reason.as_deref())
     {
-        lease.release();
+        record.finish_reason = Some(reason.to_owned());
     }
-    record.chunk_tokens = cumulative
-        .filter(|c| !c.is_empty() && c.len() == record.chunks_ms.len())
-        .map(|c| {
-            let mut previous = 0;
-            c.into_iter()
-                .map(|n| {
-                    let d = n.saturating_sub(previous);
-                    previous = n;
-                    d
-                })
-                .collect()
-        });
-    record
+    if parsed.timings.is_some() {
+        record.server_timings = parsed.timings;
+    }
+    if let Some(usage) = parsed.usage {
+        if let Some(cached) = usage.prompt_tokens_details.and_then(|d| d.cached_tokens) {
+            record.cached_prompt_tokens = Some(cached);
+        }
+        record.prompt_tokens = usage.prompt_tokens.or(record.prompt_tokens);
+        record.completion_tokens = usage.completion_tokens.or(record.completion_tokens);
+    }
+    Ok(())
+}
+
+/// Running token counts → tokens per chunk.
+fn per_chunk(cumulative: Vec<u64>) -> Vec<u64> {
+    let mut previous = 0;
+    cumulative
+        .into_iter()
+        .map(|n| {
+            let d = n.saturating_sub(previous);
+            previous = n;
+            d
+        })
+        .collect()
 }
 
 /// Why no response head came: the kind, the message (`None` for a timeout, worded by the

@@ -314,6 +314,31 @@ fn for_inputs(s: &Spanned<String>, mut found: impl FnMut(&str, std::ops::Range<u
     }
 }
 
+/// Where a built-in step writes the action's inputs into shell code: its shell inputs (a
+/// command to run, a probe).
+fn builtin_splices(file: &Arc<SourceFile>, step: &Step, name: &str) -> Vec<Splice> {
+    let mut out = Vec::new();
+    for (input_name, value) in &step.with {
+        if !crate::steps::is_shell_input(name, input_name) {
+            continue;
+        }
+        let Value::String(text) = &value.value else {
+            continue;
+        };
+        let s = Spanned::new(text.clone(), value.span);
+        for_inputs(&s, |input, range| {
+            out.push(Splice {
+                input: input.to_string(),
+                file: file.clone(),
+                span: locate(file, &s, range),
+                place: format!("`{input_name}` of `{name}`, a shell command"),
+                fix: format!("pass `inputs.{input}` through `env:` (`env: {{ VALUE: ${{{{ inputs.{input} }}}} }}`) and use \"$VALUE\" in `{input_name}`"),
+            });
+        });
+    }
+    out
+}
+
 /// Where `action` (and the actions it uses, followed `depth` deep) writes its inputs into
 /// shell code: a built-in's shell input, a second shell in a `run:` script, a `run:` script
 /// of a shell that gets values as text, a step's `shell`.
@@ -372,26 +397,7 @@ fn splices(action: &Action, place: Place<'_>, depth: usize) -> Vec<Splice> {
             continue;
         };
         match uses {
-            Uses::Builtin(name) => {
-                for (input_name, value) in &step.with {
-                    if !crate::steps::is_shell_input(name, input_name) {
-                        continue;
-                    }
-                    let Value::String(text) = &value.value else {
-                        continue;
-                    };
-                    let s = Spanned::new(text.clone(), value.span);
-                    for_inputs(&s, |input, range| {
-                        out.push(splice(
-                            &s,
-                            input,
-                            range,
-                            format!("`{input_name}` of `{name}`, a shell command"),
-                            format!("pass `inputs.{input}` through `env:` (`env: {{ VALUE: ${{{{ inputs.{input} }}}} }}`) and use \"$VALUE\" in `{input_name}`"),
-                        ));
-                    });
-                }
-            }
+            Uses::Builtin(name) => out.extend(builtin_splices(file, step, name)),
             // An action handing its input on to another action: where that one writes it
             // into shell code is where this one does.
             _ if depth < MAX_ACTION_DEPTH => {

@@ -1,7 +1,5 @@
-use clap::CommandFactory;
 use clap_complete::Shell;
 
-use super::Cli;
 use crate::diag::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -11,8 +9,8 @@ pub struct Args {
     pub shell: Shell,
 }
 
-pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let mut cmd = Cli::command();
-    clap_complete::generate(args.shell, &mut cmd, "gpuflow", &mut std::io::stdout());
+/// `cli` is gpuflow's whole command line, passed in because it contains this command.
+pub fn run(args: &Args, mut cli: clap::Command) -> anyhow::Result<ExitCode> {
+    clap_complete::generate(args.shell, &mut cli, "gpuflow", &mut std::io::stdout());
     Ok(ExitCode::Success)
 }

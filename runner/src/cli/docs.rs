@@ -20,9 +20,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir)?;
         for b in builtins() {
-            super::write_if_changed(&dir.join(format!("{}.md", b.name)), &docs::page(b))?;
+            super::generated_file::write_if_changed(
+                &dir.join(format!("{}.md", b.name)),
+                &docs::page(b),
+            )?;
         }
-        super::write_if_changed(&dir.join("README.md"), &docs::index())?;
+        super::generated_file::write_if_changed(&dir.join("README.md"), &docs::index())?;
         return Ok(ExitCode::Success);
     }
     match &args.step {

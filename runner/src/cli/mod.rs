@@ -10,6 +10,7 @@ mod completions;
 mod docs;
 mod eval;
 mod gc;
+mod generated_file;
 mod history;
 mod hooks;
 mod hosts;
@@ -27,7 +28,7 @@ mod worker;
 
 use std::io::IsTerminal;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::diag::{ExitCode, RenderOptions};
 
@@ -146,7 +147,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::History(args) => history::run(&args, render),
         Command::Report(args) => report::run(&args, render),
         Command::Baseline(args) => baseline::run(&args, render),
-        Command::Completions(args) => completions::run(&args),
+        Command::Completions(args) => completions::run(&args, Cli::command()),
         Command::Hosts(args) => hosts::run(&args, render),
         Command::Gc(args) => gc::run(&args, render),
         Command::Trigger(args) => trigger::run(&args, render),
@@ -196,13 +197,4 @@ pub fn end_quietly_when_stdout_closes() {
         }
         default(info);
     }));
-}
-
-/// Writes a generated file only when its content changed, so `make schema docs` leaves
-/// timestamps (and editors' buffers) alone when nothing moved.
-fn write_if_changed(path: &std::path::Path, content: &str) -> std::io::Result<()> {
-    if std::fs::read_to_string(path).is_ok_and(|old| old == content) {
-        return Ok(());
-    }
-    std::fs::write(path, content)
 }

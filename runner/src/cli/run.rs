@@ -7,7 +7,7 @@
 //! (interrupted: signals, see `signal.rs`).
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -17,8 +17,9 @@ use crate::check::load_and_check;
 use crate::cli::hosts::{ConfigArg, config_errors};
 use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, Span, render_all};
 use crate::engine::dispatcher::RunError;
+use crate::engine::options::EventContext;
 use crate::engine::{
-    Connect, Engines, EventSink, LogStore, RunOptions, Tee, new_run_id, preflight,
+    Connect, Engines, EventSink, LogStore, RunOptions, RunReport, Tee, new_run_id, preflight,
 };
 use crate::hosts::{Host, HostConfig};
 use crate::plan::{Plan, build_with_names, from_workflow};
@@ -110,82 +111,157 @@ pub struct Args {
     pub stop_on_stdin_eof: bool,
 }
 
+/// The algorithm: a valid workflow, the run's values, a plan, a host for every job, then the
+/// run with its views; each stage that stops it has already said why, and ends it with its
+/// exit code.
 pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
-    let (loaded, diags) = match load_and_check(&args.file) {
-        Ok(r) => r,
-        Err(d) => {
-            eprint!("{}", render_all(&Diagnostics::from(*d), render));
-            return Ok(ExitCode::Usage);
-        }
-    };
+    match run_stages(args, render) {
+        Ok(code) | Err(EarlyExit::Code(code)) => Ok(code),
+        Err(EarlyExit::Error(e)) => Err(e),
+    }
+}
+
+fn run_stages(args: &Args, render: RenderOptions) -> Result<ExitCode, EarlyExit> {
+    let wf = runnable_workflow(&args.file, render)?;
+    let given = GivenValues::read(args, render)?;
+    let plan = plan_jobs(&wf, &args.file)?;
+    let mut opts = run_options(args, given.event)?;
+    opts.inputs = given.inputs;
+    opts.secrets = given.secrets;
+
+    let hosts = args
+        .config
+        .load_for_gpus()
+        .map_err(|diags| EarlyExit::Code(config_errors(&diags, render)))?;
+    opts.vars = merge_vars(hosts.vars(), given.vars);
+    check_host_override(&hosts, args.host.as_deref(), render)?;
+    let engines = choose_hosts(&wf, &plan, &hosts, args.host.as_deref())
+        .map_err(|diags| not_started(&diags, render))?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_with_views(
+        args,
+        render,
+        Arc::new(*wf),
+        plan,
+        opts,
+        engines,
+    ))
+}
+
+/// How [`run`] ends early: with an exit code whose reason is already printed, or with an
+/// error for `main` to print.
+enum EarlyExit {
+    Code(ExitCode),
+    Error(anyhow::Error),
+}
+
+impl From<anyhow::Error> for EarlyExit {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Error(e)
+    }
+}
+
+impl From<std::io::Error> for EarlyExit {
+    fn from(e: std::io::Error) -> Self {
+        Self::Error(e.into())
+    }
+}
+
+/// The workflow, loaded and checked, with its warnings printed; exit 3 when it does not
+/// validate or has a step that cannot run yet, 2 when it is an action or cannot be read.
+fn runnable_workflow(file: &Path, render: RenderOptions) -> Result<Box<Workflow>, EarlyExit> {
+    let (loaded, diags) = load_and_check(file).map_err(|d| {
+        eprint!("{}", render_all(&Diagnostics::from(*d), render));
+        EarlyExit::Code(ExitCode::Usage)
+    })?;
     if diags.has_errors() {
         eprint!("{}", render_all(&diags, render));
         eprintln!(
             "not run: `{}` does not validate (nothing was started)",
-            args.file.display()
+            file.display()
         );
-        return Ok(ExitCode::InvalidWorkflow);
+        return Err(EarlyExit::Code(ExitCode::InvalidWorkflow));
     }
     let wf = match loaded {
         Loaded::Workflow(Some(wf)) => wf,
         Loaded::Action(_) => {
             eprintln!(
                 "error: `{}` is an action, not a workflow\n  = help: run a workflow that uses it",
-                args.file.display()
+                file.display()
             );
-            return Ok(ExitCode::Usage);
+            return Err(EarlyExit::Code(ExitCode::Usage));
         }
-        Loaded::Workflow(None) => return Ok(ExitCode::InvalidWorkflow),
+        Loaded::Workflow(None) => return Err(EarlyExit::Code(ExitCode::InvalidWorkflow)),
     };
     if !diags.is_empty() {
         eprint!("{}", render_all(&diags, render));
     }
     let refused = preflight::check(&wf);
     if refused.has_errors() {
-        eprint!("{}", render_all(&refused, render));
-        eprintln!("not run: nothing was started");
-        return Ok(ExitCode::InvalidWorkflow);
+        return Err(not_started(&refused, render));
     }
-    let inputs = match parse_pairs(&args.inputs, "--input") {
-        Ok(i) => i,
-        Err(message) => return Ok(usage(&message, render)),
-    };
-    let vars = match parse_pairs(&args.vars, "--var") {
-        Ok(v) => v,
-        Err(message) => return Ok(usage(&message, render)),
-    };
-    let secrets = match read_secrets(&args.secrets, args.secrets_file.as_deref()) {
-        Ok(s) => s,
-        Err(message) => return Ok(usage(&message, render)),
-    };
-    // gpuflow's own diagnostics (`-v`) do not go through the run's masker: they mask these.
-    crate::diag_log::hide(secrets.values().map(String::as_str));
+    Ok(wf)
+}
 
-    let stem = args
-        .file
+/// What the command line gives the run besides the workflow: `--input`, `--var`, secrets and
+/// the triggering event.
+struct GivenValues {
+    inputs: IndexMap<String, String>,
+    vars: IndexMap<String, String>,
+    secrets: IndexMap<String, String>,
+    event: Option<EventContext>,
+}
+
+impl GivenValues {
+    /// Exit 2 on a malformed pair, a missing secret or an unreadable event file.
+    fn read(args: &Args, render: RenderOptions) -> Result<Self, EarlyExit> {
+        let bad_argument = |message: String| EarlyExit::Code(usage(&message, render));
+        let inputs = parse_pairs(&args.inputs, "--input").map_err(bad_argument)?;
+        let vars = parse_pairs(&args.vars, "--var").map_err(bad_argument)?;
+        let secrets =
+            read_secrets(&args.secrets, args.secrets_file.as_deref()).map_err(bad_argument)?;
+        // gpuflow's own diagnostics (`-v`) do not go through the run's masker: they mask these.
+        crate::diag_log::hide(secrets.values().map(String::as_str));
+        let event = args
+            .event
+            .as_deref()
+            .map(read_event)
+            .transpose()
+            .map_err(bad_argument)?;
+        Ok(Self {
+            inputs,
+            vars,
+            secrets,
+            event,
+        })
+    }
+}
+
+fn read_event(path: &Path) -> Result<EventContext, String> {
+    std::fs::read(path)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        .map_err(|e| format!("the event file `{}` cannot be read: {e}", path.display()))
+}
+
+/// The job runs, matrix cells expanded and named. Validation has passed, so a failure here is
+/// gpuflow's own bug.
+fn plan_jobs(wf: &Workflow, file: &Path) -> anyhow::Result<Plan> {
+    let stem = file
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
-    let model = from_workflow(&wf, &stem);
-    let plan = build_with_names(&model.input, &|name, cell| {
+    let model = from_workflow(wf, &stem);
+    build_with_names(&model.input, &|name, cell| {
         crate::cli::plan::evaluate_name(name, cell)
     })
-    .map_err(|errors| anyhow::anyhow!("planning failed after validation passed: {errors:?}"))?;
+    .map_err(|errors| anyhow::anyhow!("planning failed after validation passed: {errors:?}"))
+}
 
-    let event = match &args.event {
-        None => None,
-        Some(path) => match std::fs::read(path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(event) => Some(event),
-            Err(e) => {
-                return Ok(usage(
-                    &format!("the event file `{}` cannot be read: {e}", path.display()),
-                    render,
-                ));
-            }
-        },
-    };
+/// The run's id, folders and switches from the command line.
+fn run_options(args: &Args, event: Option<EventContext>) -> std::io::Result<RunOptions> {
     let workspace = std::env::current_dir()?;
     let run_id = args.run_id.clone().unwrap_or_else(new_run_id);
     let mut opts = RunOptions::new(run_id, &workspace);
@@ -193,109 +269,144 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &args.log_dir {
         opts.log_dir = dir.clone();
     }
-    opts.inputs = inputs;
-    opts.secrets = secrets;
+    if let Some(path) = &args.store.path {
+        opts.store = path.clone();
+    }
     opts.keep_containers = args.keep_containers;
     opts.preflight_only = args.preflight_only;
+    Ok(opts)
+}
 
-    let hosts = match args.config.load_for_gpus() {
-        Ok(hosts) => hosts,
-        Err(diags) => return Ok(config_errors(&diags, render)),
-    };
-    opts.vars = merge_vars(hosts.vars(), vars);
-    // An unknown `--host` is a bad argument (exit 2), not a problem of the workflow.
-    if let Some(Err(e)) = args.host.as_deref().map(|h| hosts.select(&[], Some(h))) {
+/// An unknown `--host` is a bad argument (exit 2), not a problem of the workflow.
+fn check_host_override(
+    hosts: &HostConfig,
+    host: Option<&str>,
+    render: RenderOptions,
+) -> Result<(), EarlyExit> {
+    if let Some(Err(e)) = host.map(|h| hosts.select(&[], Some(h))) {
         eprint!(
             "{}",
             render_all(&Diagnostics::from(e.to_diagnostic()), render)
         );
-        return Ok(ExitCode::Usage);
+        return Err(EarlyExit::Code(ExitCode::Usage));
     }
-    let engines = match choose_hosts(&wf, &plan, &hosts, args.host.as_deref()) {
-        Ok(engines) => engines,
-        Err(diags) => {
-            eprint!("{}", render_all(&diags, render));
-            eprintln!("not run: nothing was started");
-            return Ok(ExitCode::InvalidWorkflow);
+    Ok(())
+}
+
+/// Problems found before anything started: exit 3.
+fn not_started(diags: &Diagnostics, render: RenderOptions) -> EarlyExit {
+    eprint!("{}", render_all(diags, render));
+    eprintln!("not run: nothing was started");
+    EarlyExit::Code(ExitCode::InvalidWorkflow)
+}
+
+/// Runs the plan with its log store and the chosen view watching, cancelled by signals (and
+/// by the worker going away), then says how it ended.
+async fn run_with_views(
+    args: &Args,
+    render: RenderOptions,
+    wf: Arc<Workflow>,
+    plan: Plan,
+    mut opts: RunOptions,
+    engines: Engines,
+) -> Result<ExitCode, EarlyExit> {
+    let store = match LogStore::create(&opts.log_dir) {
+        Ok(s) => Arc::new(s.with_log_cap(args.log_cap)),
+        Err(e) => {
+            eprintln!(
+                "error: could not create the log folder `{}`: {e}",
+                opts.log_dir.display()
+            );
+            return Ok(ExitCode::Infrastructure);
         }
     };
+    let view = View::chosen(args);
+    let sink: Arc<dyn EventSink> = Arc::new(Tee(vec![store.clone(), view.sink()]));
+    let cancel = CancellationToken::new();
+    let shutdown = match cancel_on_signals(SignalHandlerKind::Standard, cancel.clone(), say) {
+        Ok(shutdown) => shutdown,
+        Err(e) => {
+            eprintln!("error: could not install the signal handlers: {e}");
+            return Ok(ExitCode::Infrastructure);
+        }
+    };
+    opts.force = shutdown.force.clone();
+    if args.stop_on_stdin_eof {
+        cancel_at_stdin_eof(cancel.clone());
+    }
+    let result = crate::engine::run(wf, plan, opts, sink, engines, cancel).await;
+    if let Some(problem) = store.write_error() {
+        eprintln!("warning: the run's logs are incomplete: {problem}");
+    }
+    Ok(ending(result, &store, view, render))
+}
 
-    if let Some(path) = &args.store.path {
-        opts.store = path.clone();
+/// Where the run's events are shown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum View {
+    Json,
+    Live,
+    Plain,
+}
+
+impl View {
+    fn chosen(args: &Args) -> Self {
+        if args.json {
+            Self::Json
+        } else if live_view_wanted(args.plain) {
+            Self::Live
+        } else {
+            Self::Plain
+        }
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let store = match LogStore::create(&opts.log_dir) {
-            Ok(s) => Arc::new(s.with_log_cap(args.log_cap)),
-            Err(e) => {
-                eprintln!(
-                    "error: could not create the log folder `{}`: {e}",
-                    opts.log_dir.display()
-                );
-                return Ok(ExitCode::Infrastructure);
-            }
-        };
-        let live = !args.json && live_view_wanted(args.plain);
-        let view: Arc<dyn EventSink> = if args.json {
-            Arc::new(JsonView::new(std::io::stdout()))
-        } else if live {
-            Arc::new(LiveView::stdout())
-        } else {
-            Arc::new(PlainView::new(std::io::stdout()))
-        };
-        let sink: Arc<dyn EventSink> = Arc::new(Tee(vec![store.clone(), view]));
-        let cancel = CancellationToken::new();
-        let shutdown = match cancel_on_signals(SignalHandlerKind::Standard, cancel.clone(), say) {
-            Ok(shutdown) => shutdown,
-            Err(e) => {
-                eprintln!("error: could not install the signal handlers: {e}");
-                return Ok(ExitCode::Infrastructure);
-            }
-        };
-        opts.force = shutdown.force.clone();
-        if args.stop_on_stdin_eof {
-            cancel_at_stdin_eof(cancel.clone());
+    fn sink(self) -> Arc<dyn EventSink> {
+        match self {
+            Self::Json => Arc::new(JsonView::new(std::io::stdout())),
+            Self::Live => Arc::new(LiveView::stdout()),
+            Self::Plain => Arc::new(PlainView::new(std::io::stdout())),
         }
-        let wf = Arc::new(*wf);
-        let result = crate::engine::run(wf, plan, opts, sink, engines, cancel).await;
-        if let Some(problem) = store.write_error() {
-            eprintln!("warning: the run's logs are incomplete: {problem}");
+    }
+}
+
+/// The run's last words and its exit code.
+fn ending(
+    result: Result<RunReport, RunError>,
+    store: &LogStore,
+    view: View,
+    render: RenderOptions,
+) -> ExitCode {
+    match result {
+        Ok(report) => {
+            // The run ends with its answer: in JSON the `run_headline` event, on the live
+            // board its final frame (the board is the summary there), in plain lines
+            // after the summary.
+            if view == View::Plain {
+                print!("{}", summary(&report.jobs));
+                print!("{}", headline_text(&report.headline));
+            }
+            for problem in &report.unreachable {
+                eprintln!("error: could not reach the Docker engine of {problem}");
+            }
+            // The last line: a log cut short is worth knowing before reading it.
+            if let Some(warning) = store.log_cap_warning() {
+                eprintln!("warning: {warning}");
+            }
+            report.exit_code()
         }
-        match result {
-            Ok(report) => {
-                // The run ends with its answer: in JSON the `run_headline` event, on the live
-                // board its final frame (the board is the summary there), in plain lines
-                // after the summary.
-                if !args.json && !live {
-                    print!("{}", summary(&report.jobs));
-                    print!("{}", headline_text(&report.headline));
-                }
-                for problem in &report.unreachable {
-                    eprintln!("error: could not reach the Docker engine of {problem}");
-                }
-                // The last line: a log cut short is worth knowing before reading it.
-                if let Some(warning) = store.log_cap_warning() {
-                    eprintln!("warning: {warning}");
-                }
-                Ok(report.exit_code())
-            }
-            Err(RunError::Refused(d)) => {
-                eprint!("{}", render_all(&d, render));
-                Ok(ExitCode::InvalidWorkflow)
-            }
-            Err(RunError::Input(e)) => {
-                let mut d = Diagnostic::unlocated(e.message);
-                if let Some(h) = e.hint {
-                    d = d.hint(h);
-                }
-                eprint!("{}", render_all(&Diagnostics::from(d), render));
-                Ok(ExitCode::Usage)
-            }
+        Err(RunError::Refused(d)) => {
+            eprint!("{}", render_all(&d, render));
+            ExitCode::InvalidWorkflow
         }
-    })
+        Err(RunError::Input(e)) => {
+            let mut d = Diagnostic::unlocated(e.message);
+            if let Some(h) = e.hint {
+                d = d.hint(h);
+            }
+            eprint!("{}", render_all(&Diagnostics::from(d), render));
+            ExitCode::Usage
+        }
+    }
 }
 
 /// The host of every job run, from its `runs-on` (with `matrix` values filled in) or

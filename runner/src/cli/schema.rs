@@ -31,7 +31,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             (WORKFLOW_SCHEMA_FILE, workflow_schema()),
             (ACTION_SCHEMA_FILE, action_schema()),
         ] {
-            super::write_if_changed(&dir.join(name), &to_file_text(&schema))?;
+            super::generated_file::write_if_changed(&dir.join(name), &to_file_text(&schema))?;
         }
         return Ok(ExitCode::Success);
     }

@@ -77,7 +77,7 @@ pub fn resolve(
                     unit: unit.to_string(),
                 });
             }
-            let shown = super::format_value(*value, unit);
+            let shown = super::value_text::format_value(*value, unit);
             Ok(Some(Baseline {
                 description: format!("the fixed value {shown}"),
                 data: BaselineData::Fixed(*value),

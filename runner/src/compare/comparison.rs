@@ -18,6 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::value_text::format_value;
 use super::{Baseline, BaselineData, Verdict};
 use crate::stats::{log_spread, mann_whitney_u, one_sample_t_test, prediction_interval};
 use crate::store::{Direction, FieldDiff};
@@ -227,14 +228,7 @@ fn judge(
     out.ratio = Some(ratio);
     out.change_pct = Some(change * 100.0);
 
-    let noise = match &baseline.data {
-        BaselineData::Samples(s) => log_spread(s),
-        BaselineData::Window(runs) => log_spread(&run_centers(runs)),
-        BaselineData::Fixed(_) => None,
-    };
-    let threshold = noise.map_or(opts.tolerance, |n| {
-        opts.tolerance.max(opts.noise_factor * n)
-    });
+    let threshold = threshold(&baseline.data, opts);
     out.threshold_pct = threshold * 100.0;
 
     let (test, p) = evidence(metric.samples, cur, &baseline.data, opts);
@@ -296,6 +290,19 @@ fn judge(
     }
 }
 
+/// The smallest change that counts: the tolerance, or the baseline's own noise times the
+/// noise factor when that is larger (a fixed value has no noise).
+fn threshold(baseline: &BaselineData, opts: &CompareOptions) -> f64 {
+    let noise = match baseline {
+        BaselineData::Samples(s) => log_spread(s),
+        BaselineData::Window(runs) => log_spread(&run_centers(runs)),
+        BaselineData::Fixed(_) => None,
+    };
+    noise.map_or(opts.tolerance, |n| {
+        opts.tolerance.max(opts.noise_factor * n)
+    })
+}
+
 /// The test the data allows and its two-sided p-value.
 fn evidence(
     current: &[f64],
@@ -355,25 +362,6 @@ pub fn metric_title(metric: &str, meaning: Option<&str>) -> String {
     match meaning {
         Some(m) => format!("{metric} ({m})"),
         None => metric.to_string(),
-    }
-}
-
-/// A value rounded for reading (two decimals below 100, fewer above), and its unit.
-pub fn format_value(v: f64, unit: &str) -> String {
-    let digits = if v.abs() >= 1000.0 {
-        0
-    } else if v.abs() >= 100.0 {
-        1
-    } else if v.abs() >= 1.0 {
-        2
-    } else {
-        4
-    };
-    let n = format!("{v:.digits$}");
-    if unit.is_empty() {
-        n
-    } else {
-        format!("{n} {unit}")
     }
 }
 

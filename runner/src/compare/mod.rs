@@ -12,14 +12,16 @@ mod comparison;
 mod error;
 mod fail_on;
 mod step_inputs;
+mod value_text;
 mod verdict;
 
 pub use baseline::{Baseline, BaselineData, CurrentRun, resolve};
 pub use baseline_spec::BaselineSpec;
 pub use comparison::{
-    CompareOptions, Comparison, MetricInput, Test, center, compare, format_value, metric_title,
+    CompareOptions, Comparison, MetricInput, Test, center, compare, metric_title,
 };
 pub use error::CompareError;
 pub use fail_on::{FailOn, StepOutcome, step_outcome};
 pub use step_inputs::{StepInputs, StepReport, compare_result};
+pub use value_text::format_value;
 pub use verdict::Verdict;

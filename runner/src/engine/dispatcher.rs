@@ -367,7 +367,7 @@ pub async fn run(
                     continue;
                 };
                 let why = if e.is_panic() {
-                    panic_text(e.into_panic().as_ref())
+                    super::panic_text::panic_text(e.into_panic().as_ref())
                 } else {
                     "its task was stopped".to_string()
                 };
@@ -550,15 +550,6 @@ fn summary(job: &JobRef, result: JobResult, allowed: bool) -> JobSummary {
         duration: Duration::ZERO,
         failure_allowed: allowed,
     }
-}
-
-/// The message a panic carried (`panic!("…")`, `.expect("…")`), for the job's failure.
-pub(super) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// A run that never starts still ends: `job_skipped` (or `job_cannot_run`, for a failure) says

@@ -626,7 +626,7 @@ impl JobRun {
                 .unwrap_or_else(|payload| {
                     Err(format!(
                         "gpuflow panicked in this step: {} (help: this is a bug in gpuflow; please report it with this message and the workflow)",
-                        super::dispatcher::panic_text(payload.as_ref())
+                        super::panic_text::panic_text(payload.as_ref())
                     ))
                 })
         };

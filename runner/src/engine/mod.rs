@@ -26,6 +26,7 @@ pub mod inputs;
 pub mod job_gpus;
 pub mod options;
 pub mod output_file;
+mod panic_text;
 pub mod preflight;
 pub mod preflight_checks;
 pub mod script;

@@ -26,7 +26,7 @@ use super::containers::JobContainers;
 use super::evaluate::{eval_string, eval_value};
 use super::executor::Shared;
 use super::step_inputs;
-use crate::backend::{ContainerSpec, GpuRequest};
+use crate::backend::ContainerSpec;
 use crate::diag::SourceFile;
 use crate::events::{EventKind, JobRef, StepOutcome};
 use crate::expr::{MapContext, Value, parse_template};
@@ -628,7 +628,7 @@ fn prepare(
         None => None,
         Some(at) => {
             let (_, start_inputs) = start_inputs(shared, job, at, (ctx, env))?;
-            let spec = throwaway(start_container_spec(&start_inputs, None).ok()?);
+            let spec = start_container_spec(&start_inputs, None).ok()?.harmless();
             let name = inputs.get("container")?.to_expr_string();
             Some((name, spec))
         }
@@ -769,7 +769,7 @@ fn prepare_paths(
             },
             label: format!("the paths container `{name}` needs"),
             inputs: IndexMap::new(),
-            container: Some((name, throwaway(spec))),
+            container: Some((name, spec.harmless())),
         },
     ))
 }
@@ -791,24 +791,6 @@ fn action_inputs(
         inputs.insert(name.clone(), Value::String(value));
     }
     Some(Value::Object(inputs))
-}
-
-/// The server's spec made harmless: same image, environment, working directory and (read-only)
-/// volumes, so files and programs are where the step will look; no GPUs, ports or network,
-/// and it idles instead of loading a model.
-pub(crate) fn throwaway(mut spec: ContainerSpec) -> ContainerSpec {
-    spec.entrypoint = Some(vec!["tail".into()]);
-    spec.command = Some(vec!["-f".into(), "/dev/null".into()]);
-    spec.ports.clear();
-    spec.gpus = GpuRequest::None;
-    spec.network = Some("none".into());
-    spec.network_aliases.clear();
-    spec.ipc = None;
-    spec.ulimits.clear();
-    for v in &mut spec.volumes {
-        v.read_only = true;
-    }
-    spec
 }
 
 /// The checks of one job run, in one throw-away container per image (started on first use).
@@ -1147,22 +1129,5 @@ mod tests {
         ));
         assert_eq!(path_checks(&wf, &wf.jobs[0]).len(), 1);
         assert!(path_checks(&wf, &wf.jobs[1]).is_empty());
-    }
-
-    #[test]
-    fn throwaway_containers_are_harmless() {
-        let mut spec = ContainerSpec::new("img");
-        spec.gpus = GpuRequest::All;
-        spec.ports.push(crate::backend::PortMapping::tcp(30000));
-        spec.volumes.push(crate::backend::VolumeMount {
-            source: "/models".into(),
-            target: "/models".into(),
-            read_only: false,
-        });
-        let t = throwaway(spec);
-        assert_eq!(t.gpus, GpuRequest::None);
-        assert!(t.ports.is_empty());
-        assert!(t.volumes[0].read_only);
-        assert_eq!(t.network.as_deref(), Some("none"));
     }
 }

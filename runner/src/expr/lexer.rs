@@ -105,31 +105,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
             }
             '\'' => lex_string(src, start, &mut chars)?,
             '.' if dot_is_access(tokens.last()) => one(Tok::Dot),
-            '.' | '+' | '-' | '0'..='9' => {
-                let end = run_end(src, start + 1, true);
-                skip_to(&mut chars, end);
-                let text = &src[start..end];
-                let n = parse_number(text);
-                if n.is_nan()
-                    && let Some(op) = arithmetic_operator(text)
-                {
-                    return Err(no_arithmetic(op, start..end, ExprError::lex));
-                }
-                if n.is_nan() {
-                    return Err(
-                        ExprError::lex(format!("invalid number `{text}`"), start..end).with_hint(
-                            Some(
-                                "numbers look like `42`, `-1.5`, `1e3`, `0xff` or `Infinity`"
-                                    .into(),
-                            ),
-                        ),
-                    );
-                }
-                Token {
-                    tok: Tok::Number(n),
-                    span: start..end,
-                }
-            }
+            '.' | '+' | '-' | '0'..='9' => lex_number(src, start, &mut chars)?,
             _ => {
                 let end = run_end(src, start + c.len_utf8(), false);
                 skip_to(&mut chars, end);
@@ -164,6 +140,35 @@ pub fn lex(src: &str) -> Result<Vec<Token>, ExprError> {
         tokens.push(token);
     }
     Ok(tokens)
+}
+
+/// A number starting at `start` (a sign, a dot or a digit); what is not one, such as an
+/// arithmetic expression, is an error that says so.
+fn lex_number(
+    src: &str,
+    start: usize,
+    chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>,
+) -> Result<Token, ExprError> {
+    let end = run_end(src, start + 1, true);
+    skip_to(chars, end);
+    let text = &src[start..end];
+    let n = parse_number(text);
+    if n.is_nan()
+        && let Some(op) = arithmetic_operator(text)
+    {
+        return Err(no_arithmetic(op, start..end, ExprError::lex));
+    }
+    if n.is_nan() {
+        return Err(
+            ExprError::lex(format!("invalid number `{text}`"), start..end).with_hint(Some(
+                "numbers look like `42`, `-1.5`, `1e3`, `0xff` or `Infinity`".into(),
+            )),
+        );
+    }
+    Ok(Token {
+        tok: Tok::Number(n),
+        span: start..end,
+    })
 }
 
 /// The arithmetic operator a word that is neither a number nor a name holds: `+` alone

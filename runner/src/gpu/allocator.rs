@@ -110,32 +110,10 @@ pub fn choose(inv: &Inventory, free: &[bool], request: &Request) -> Fit {
     };
     match &request.want {
         Want::All => fixed((0..n).collect()),
-        Want::Ids(ids) => {
-            let mut set = Vec::new();
-            for id in ids {
-                match inv.position(id) {
-                    // The same GPU by index and by UUID would be locked twice and wait for ever.
-                    Some(p) if set.contains(&p) => {
-                        return Fit::Never(format!(
-                            "`{id}` names GPU {} again: each GPU can be asked for once",
-                            inv.gpus[p].index
-                        ));
-                    }
-                    Some(p) => set.push(p),
-                    None => {
-                        return Fit::Never(format!(
-                            "the host has no GPU `{id}`; it has {}",
-                            inv.gpus
-                                .iter()
-                                .map(|g| g.index.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ));
-                    }
-                }
-            }
-            fixed(set)
-        }
+        Want::Ids(ids) => match positions_of(inv, ids) {
+            Ok(set) => fixed(set),
+            Err(why) => Fit::Never(why),
+        },
         Want::Count(k) => {
             let k = *k as usize;
             if k > n {
@@ -185,6 +163,35 @@ pub fn choose(inv: &Inventory, free: &[bool], request: &Request) -> Fit {
             }
         }
     }
+}
+
+/// The positions in `inv.gpus` of the GPUs `ids` names (indexes or UUIDs), or why they
+/// cannot be given.
+fn positions_of(inv: &Inventory, ids: &[String]) -> Result<Vec<usize>, String> {
+    let mut set = Vec::new();
+    for id in ids {
+        match inv.position(id) {
+            // The same GPU by index and by UUID would be locked twice and wait for ever.
+            Some(p) if set.contains(&p) => {
+                return Err(format!(
+                    "`{id}` names GPU {} again: each GPU can be asked for once",
+                    inv.gpus[p].index
+                ));
+            }
+            Some(p) => set.push(p),
+            None => {
+                return Err(format!(
+                    "the host has no GPU `{id}`; it has {}",
+                    inv.gpus
+                        .iter()
+                        .map(|g| g.index.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    Ok(set)
 }
 
 /// From the group with the fewest free GPUs that still has `k`, its first `k` free ones.

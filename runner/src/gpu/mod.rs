@@ -15,6 +15,7 @@ pub mod inventory;
 pub mod lease;
 pub mod nvidia_smi;
 pub mod nvml;
+pub mod sample;
 pub mod stand_in;
 pub mod telemetry;
 
@@ -22,6 +23,4 @@ pub use allocator::{Fit, Placement, Request, Want};
 pub use host_gpus::{Discovery, HostGpus, JobGpus, Leased, Probe};
 pub use inventory::{Gpu, GpuState, Inventory, Link, PciePath, Source};
 pub use lease::{Lease, LeaseDir};
-
-/// The environment variable naming a stand-in inventory file for the `local` host.
-pub const STAND_IN_ENV: &str = "GPUFLOW_GPU_INVENTORY";
+pub use stand_in::STAND_IN_ENV;

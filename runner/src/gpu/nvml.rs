@@ -8,7 +8,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, Temper
 use nvml_wrapper::error::NvmlError;
 
 use super::inventory::{Gpu, GpuState, Inventory, Link, PciePath, Source};
-use super::telemetry::Sample;
+use super::sample::Sample;
 
 /// NVML loaded, or why not in words.
 pub fn open() -> Result<Nvml, String> {

@@ -15,6 +15,9 @@ use toml::de::{DeTable, DeValue};
 use super::inventory::{Gpu, GpuState, Inventory, Link, PciePath, Source};
 use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_quoted};
 
+/// The environment variable naming a stand-in inventory file for the `local` host.
+pub const STAND_IN_ENV: &str = "GPUFLOW_GPU_INVENTORY";
+
 /// Keys of the file's top level, and of each `[[gpus]]` table.
 const TOP_KEYS: &[&str] = &["driver", "cuda", "model", "memory-mib", "nvlinks", "gpus"];
 const GPU_KEYS: &[&str] = &[
@@ -56,7 +59,7 @@ pub fn load(path: &Path) -> Result<Inventory, Diagnostics> {
 /// file at its place, after one line saying which file they make unusable and where it was
 /// named (an environment variable has no place to point at).
 pub fn check_env() -> Result<(), Diagnostics> {
-    let Some(path) = std::env::var_os(super::STAND_IN_ENV).filter(|v| !v.is_empty()) else {
+    let Some(path) = std::env::var_os(STAND_IN_ENV).filter(|v| !v.is_empty()) else {
         return Ok(());
     };
     let path = std::path::PathBuf::from(path);
@@ -73,12 +76,12 @@ pub fn check_env() -> Result<(), Diagnostics> {
         Diagnostic::unlocated(format!(
             "the stand-in GPU inventory `{}` (set by {}) cannot be used: {located} problem{} in it, each reported at its place",
             path.display(),
-            super::STAND_IN_ENV,
+            STAND_IN_ENV,
             if located == 1 { "" } else { "s" }
         ))
         .hint(format!(
             "fix the file (docs/gpus.md shows the format), or unset {} to use the machine's real GPUs",
-            super::STAND_IN_ENV
+            STAND_IN_ENV
         )),
     );
     out.extend(problems);

@@ -10,22 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+pub use super::sample::Sample;
+
 /// How often the GPUs are read.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 
 /// Samples kept per GPU at most (30 minutes at 100 ms): a step that runs for hours keeps every
 /// 2nd, 4th, … reading instead, evenly spaced, so its result stays a few megabytes.
 pub const MAX_SAMPLES: usize = 18_000;
-
-/// One reading of one GPU; each field `None` where the GPU does not report it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Sample {
-    pub utilization_pct: Option<u32>,
-    pub memory_used_mib: Option<u64>,
-    pub power_w: Option<f64>,
-    pub sm_clock_mhz: Option<u32>,
-    pub temperature_c: Option<u32>,
-}
 
 /// The readings of one GPU over a step.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

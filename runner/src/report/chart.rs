@@ -114,6 +114,19 @@ pub fn compare(c: &Comparison) -> String {
     close(svg)
 }
 
+/// The values the history chart's height spans: every median and the band, with a margin.
+fn shown_range(points: &[HistoryPoint], band: Option<(f64, f64)>) -> (f64, f64) {
+    let (mut lo, mut hi) = points.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        (lo.min(p.summary.median), hi.max(p.summary.median))
+    });
+    if let Some((blo, bhi)) = band {
+        lo = lo.min(blo);
+        hi = hi.max(bhi);
+    }
+    let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.01).max(1e-9);
+    (lo - pad, hi + pad)
+}
+
 /// The metric's median per past result, oldest to newest, with the baseline's threshold band,
 /// a dashed marker before each point whose environment changed (`changes[i]` names what
 /// changed since point `i - 1`), and the current run ringed.
@@ -134,15 +147,7 @@ pub fn history(
             b * (1.0 + c.threshold_pct / 100.0),
         )
     });
-    let (mut lo, mut hi) = points.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
-        (lo.min(p.summary.median), hi.max(p.summary.median))
-    });
-    if let Some((blo, bhi)) = band {
-        lo = lo.min(blo);
-        hi = hi.max(bhi);
-    }
-    let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.01).max(1e-9);
-    let (lo, hi) = (lo - pad, hi + pad);
+    let (lo, hi) = shown_range(points, band);
     let top = 20.0;
     let bottom = HISTORY_HEIGHT - 40.0;
     let plot_w = WIDTH - LEFT - RIGHT;

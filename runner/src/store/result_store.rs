@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::migrations;
 use super::{
-    Direction, Fingerprint, GitInfo, NewResult, ResultFilter, RunStatus, SeriesKey, StoreError,
-    StoredMetric, StoredResult,
+    Direction, Fingerprint, GitInfo, NewMetric, NewResult, ResultFilter, RunStatus, SeriesKey,
+    StoreError, StoredMetric, StoredResult,
 };
 use crate::stats::Summary;
 
@@ -82,37 +82,7 @@ impl ResultStore {
     /// checked first (direction known, samples finite, names unique) so nothing half-valid is
     /// stored.
     pub fn record(&mut self, result: &NewResult) -> Result<i64, StoreError> {
-        let mut metrics = Vec::with_capacity(result.metrics.len());
-        for m in &result.metrics {
-            if metrics.iter().any(|s: &StoredMetric| s.name == m.name) {
-                return Err(StoreError::DuplicateMetric {
-                    metric: m.name.clone(),
-                });
-            }
-            if let Some((index, &value)) =
-                m.samples.iter().enumerate().find(|(_, v)| !v.is_finite())
-            {
-                return Err(StoreError::BadSample {
-                    metric: m.name.clone(),
-                    index,
-                    value,
-                });
-            }
-            let direction = m
-                .direction
-                .or_else(|| Direction::infer(&m.name, &m.unit))
-                .ok_or_else(|| StoreError::UnknownDirection {
-                    metric: m.name.clone(),
-                    unit: m.unit.clone(),
-                })?;
-            metrics.push(StoredMetric {
-                name: m.name.clone(),
-                unit: m.unit.clone(),
-                direction,
-                samples: m.samples.clone(),
-                summary: Summary::of(&m.samples),
-            });
-        }
+        let metrics = checked_metrics(&result.metrics)?;
 
         let identity = serde_json::to_string(&result.fingerprint.identity)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -355,6 +325,41 @@ impl ResultStore {
             })
             .collect()
     }
+}
+
+/// The metrics as they will be stored, each with its direction and summary; refused when a
+/// name repeats, a sample is not finite or the direction cannot be told.
+fn checked_metrics(new: &[NewMetric]) -> Result<Vec<StoredMetric>, StoreError> {
+    let mut metrics = Vec::with_capacity(new.len());
+    for m in new {
+        if metrics.iter().any(|s: &StoredMetric| s.name == m.name) {
+            return Err(StoreError::DuplicateMetric {
+                metric: m.name.clone(),
+            });
+        }
+        if let Some((index, &value)) = m.samples.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(StoreError::BadSample {
+                metric: m.name.clone(),
+                index,
+                value,
+            });
+        }
+        let direction = m
+            .direction
+            .or_else(|| Direction::infer(&m.name, &m.unit))
+            .ok_or_else(|| StoreError::UnknownDirection {
+                metric: m.name.clone(),
+                unit: m.unit.clone(),
+            })?;
+        metrics.push(StoredMetric {
+            name: m.name.clone(),
+            unit: m.unit.clone(),
+            direction,
+            samples: m.samples.clone(),
+            summary: Summary::of(&m.samples),
+        });
+    }
+    Ok(metrics)
 }
 
 const RESULT_COLUMNS: &str = "id, run_id, workflow, job, matrix, step, git_commit, git_ref, \

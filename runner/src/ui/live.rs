@@ -78,6 +78,29 @@ impl Board {
         Self::default()
     }
 
+    fn finish_job(&mut self, job: &JobRef, result: JobResult, took: Duration) {
+        let row = self.job(job);
+        if result != JobResult::Skipped {
+            row.state = State::Done {
+                word: result.as_str(),
+                took,
+            };
+        }
+        row.failed = result == JobResult::Failure;
+    }
+
+    fn start_step(&mut self, job: &JobRef, step: &str, name: &str, at: Duration) {
+        self.job(job).steps.insert(
+            step.to_owned(),
+            StepRow {
+                name: name.to_owned(),
+                state: State::Running { since: at },
+                failed: false,
+                last_line: None,
+            },
+        );
+    }
+
     /// Folds one event in.
     pub fn apply(&mut self, event: &Event) {
         self.last = self.last.max(event.elapsed);
@@ -109,27 +132,8 @@ impl Board {
                 job,
                 result,
                 duration,
-            } => {
-                let row = self.job(job);
-                if *result != JobResult::Skipped {
-                    row.state = State::Done {
-                        word: result.as_str(),
-                        took: *duration,
-                    };
-                }
-                row.failed = *result == JobResult::Failure;
-            }
-            EventKind::StepStarted { job, step, name } => {
-                self.job(job).steps.insert(
-                    step.clone(),
-                    StepRow {
-                        name: name.clone(),
-                        state: State::Running { since: at },
-                        failed: false,
-                        last_line: None,
-                    },
-                );
-            }
+            } => self.finish_job(job, *result, *duration),
+            EventKind::StepStarted { job, step, name } => self.start_step(job, step, name, at),
             EventKind::StepFinished {
                 job,
                 step,
@@ -175,8 +179,14 @@ impl Board {
                 errors,
                 output_tok_s,
             } => {
-                let line =
-                    super::benchmark_progress(level, phase, *done, *total, *errors, *output_tok_s);
+                let line = super::progress::benchmark_progress(
+                    level,
+                    phase,
+                    *done,
+                    *total,
+                    *errors,
+                    *output_tok_s,
+                );
                 if let Some(row) = self.job(job).steps.get_mut(step) {
                     row.last_line = Some(cut(&line));
                 }

@@ -7,8 +7,9 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::events::JobSummary;
-use crate::events::{Event, EventKind, EventSink, JobRef, JobResult, StepOutcome, Stream};
+use crate::events::{
+    Event, EventKind, EventSink, JobRef, JobResult, JobSummary, StepOutcome, Stream,
+};
 
 /// Step names by (job, cell, step key), so a log line can say which step printed it.
 type StepNames = HashMap<(String, usize, String), String>;
@@ -26,10 +27,45 @@ impl<W: Write + Send> PlainView<W> {
     }
 }
 
-/// The line for `event`, or `None` for events shown only in JSON.
+/// The line for `event`, or `None` for events shown only in JSON. Each kind is routed to the
+/// function for its subject here, so a new kind must be placed (the match is exhaustive).
 fn line(event: &Event, names: &mut StepNames) -> Option<String> {
-    let p = |j: &JobRef| format!("[{}]", j.display);
-    Some(match &event.kind {
+    let kind = &event.kind;
+    match kind {
+        // Progress repeats what the log lines said; a live view shows it, plain lines don't.
+        EventKind::JobQueued { .. }
+        | EventKind::StepSummary { .. }
+        | EventKind::StepProgress { .. } => None,
+        // The steps' own lines said these; the headline after the summary repeats them
+        // (`headline_text`, printed by `gpuflow run` once the run is over).
+        EventKind::BenchmarkResult(_)
+        | EventKind::ComparisonResult(_)
+        | EventKind::ReportWritten(_)
+        | EventKind::RunHeadline(_) => None,
+        EventKind::RunStarted { .. }
+        | EventKind::RunFinished { .. }
+        | EventKind::Warning { .. } => run_line(kind),
+        EventKind::JobStarted { .. }
+        | EventKind::JobSkipped { .. }
+        | EventKind::JobCannotRun { .. }
+        | EventKind::JobWaiting { .. }
+        | EventKind::GpusLeased { .. }
+        | EventKind::JobFinished { .. }
+        | EventKind::ContainerStarted { .. }
+        | EventKind::ContainerRemoved { .. } => job_line(kind),
+        EventKind::StepStarted { .. }
+        | EventKind::StepFinished { .. }
+        | EventKind::LogLine { .. }
+        | EventKind::BenchmarkProgress { .. } => step_line(kind, names),
+        EventKind::PreflightCheck { .. } | EventKind::PreflightFinished { .. } => {
+            preflight_line(kind)
+        }
+    }
+}
+
+/// The run's start and end, and warnings.
+fn run_line(kind: &EventKind) -> Option<String> {
+    Some(match kind {
         EventKind::RunStarted {
             run_id,
             workflow,
@@ -37,35 +73,29 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             ..
         } => format!("run {run_id} of `{workflow}` (logs: {log_dir})"),
         EventKind::RunFinished { result, .. } => format!("run {}", result.as_str()),
-        // Progress repeats what the log lines said; a live view shows it, plain lines don't.
-        EventKind::JobQueued { .. }
-        | EventKind::StepSummary { .. }
-        | EventKind::StepProgress { .. } => return None,
-        // The steps' own lines said these; the headline after the summary repeats them
-        // (`headline_text`, printed by `gpuflow run` once the run is over).
-        EventKind::BenchmarkResult(_)
-        | EventKind::ComparisonResult(_)
-        | EventKind::ReportWritten(_)
-        | EventKind::RunHeadline(_) => return None,
-        EventKind::JobStarted { job } => format!("{} started", p(job)),
-        EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", p(job)),
-        EventKind::JobCannotRun { job, reason } => format!("{} cannot run: {reason}", p(job)),
-        EventKind::JobWaiting { job, reason } => format!("{} {reason}", p(job)),
+        EventKind::Warning { job, message } => match job {
+            Some(j) => format!("{} warning: {message}", prefix(j)),
+            None => format!("warning: {message}"),
+        },
+        _ => return None, // `line` routes the other kinds elsewhere
+    })
+}
+
+/// A job run's life: start, skip, waiting, GPUs, containers, end.
+fn job_line(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::JobStarted { job } => format!("{} started", prefix(job)),
+        EventKind::JobSkipped { job, reason } => format!("{} skipped: {reason}", prefix(job)),
+        EventKind::JobCannotRun { job, reason } => {
+            format!("{} cannot run: {reason}", prefix(job))
+        }
+        EventKind::JobWaiting { job, reason } => format!("{} {reason}", prefix(job)),
         EventKind::GpusLeased {
             job,
             indexes,
             stand_in,
             ..
-        } => format!(
-            "{} GPUs leased: {}{}",
-            p(job),
-            indexes
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            if *stand_in { " (stand-in)" } else { "" }
-        ),
+        } => gpus_leased(job, indexes, *stand_in),
         // The `job_skipped` line said it already.
         EventKind::JobFinished {
             result: JobResult::Skipped,
@@ -77,13 +107,31 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             duration,
         } => format!(
             "{} {} in {}",
-            p(job),
+            prefix(job),
             result.as_str(),
             duration_text(*duration)
         ),
+        EventKind::ContainerStarted {
+            job,
+            name,
+            image,
+            host,
+            ..
+        } => container_started(job, name, image, host),
+        EventKind::ContainerRemoved { job, name } => {
+            format!("{} container {name} removed", prefix(job))
+        }
+        _ => return None, // `line` routes the other kinds elsewhere
+    })
+}
+
+/// A step's start and end, and what it printed; `names` learns each step's name as it
+/// starts, for the lines that only carry its key.
+fn step_line(kind: &EventKind, names: &mut StepNames) -> Option<String> {
+    Some(match kind {
         EventKind::StepStarted { job, step, name } => {
-            names.insert((job.job.clone(), job.cell, step.clone()), name.clone());
-            format!("{} {name}: started", p(job))
+            names.insert(step_key(job, step), name.clone());
+            format!("{} {name}: started", prefix(job))
         }
         EventKind::StepFinished {
             job,
@@ -93,15 +141,8 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             conclusion,
             duration,
         } => {
-            names.remove(&(job.job.clone(), job.cell, step.clone()));
-            let mut s = format!("{} {name}: {}", p(job), outcome.as_str());
-            if outcome != conclusion && *conclusion == StepOutcome::Success {
-                s.push_str(" (continue-on-error)");
-            }
-            if *outcome != StepOutcome::Skipped {
-                let _ = write!(s, " in {}", duration_text(*duration));
-            }
-            s
+            names.remove(&step_key(job, step));
+            step_finished(job, name, *outcome, *conclusion, *duration)
         }
         EventKind::LogLine {
             job,
@@ -110,17 +151,10 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             stream,
             text,
         } => {
-            let source = match (container, step) {
-                (Some(c), _) => format!("container {c}"),
-                (None, Some(step)) => names
-                    .get(&(job.job.clone(), job.cell, step.clone()))
-                    .cloned()
-                    .unwrap_or_else(|| format!("step {step}")),
-                (None, None) => "job".into(),
-            };
+            let source = log_source(names, job, step.as_deref(), container.as_deref());
             match stream {
-                Stream::Runner => format!("{} {source} | gpuflow: {text}", p(job)),
-                _ => format!("{} {source} | {text}", p(job)),
+                Stream::Runner => format!("{} {source} | gpuflow: {text}", prefix(job)),
+                _ => format!("{} {source} | {text}", prefix(job)),
             }
         }
         EventKind::BenchmarkProgress {
@@ -132,38 +166,25 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             total,
             errors,
             output_tok_s,
-        } => {
-            let name = names
-                .get(&(job.job.clone(), job.cell, step.clone()))
-                .cloned()
-                .unwrap_or_else(|| format!("step {step}"));
-            format!(
-                "{} {name} | {}",
-                p(job),
-                super::benchmark_progress(level, phase, *done, *total, *errors, *output_tok_s)
+        } => format!(
+            "{} {} | {}",
+            prefix(job),
+            step_name(names, job, step),
+            super::progress::benchmark_progress(
+                level,
+                phase,
+                *done,
+                *total,
+                *errors,
+                *output_tok_s
             )
-        }
-        EventKind::ContainerStarted {
-            job,
-            name,
-            image,
-            host,
-            ..
-        } => {
-            // The local engine is the usual case; only another host is worth a word.
-            if host.is_empty() || host == crate::events::LOCAL_HOST {
-                format!("{} container {name} started ({image})", p(job))
-            } else {
-                format!("{} container {name} started ({image}) on {host}", p(job))
-            }
-        }
-        EventKind::ContainerRemoved { job, name } => {
-            format!("{} container {name} removed", p(job))
-        }
-        EventKind::Warning { job, message } => match job {
-            Some(j) => format!("{} warning: {message}", p(j)),
-            None => format!("warning: {message}"),
-        },
+        ),
+        _ => return None, // `line` routes the other kinds elsewhere
+    })
+}
+
+fn preflight_line(kind: &EventKind) -> Option<String> {
+    Some(match kind {
         EventKind::PreflightCheck {
             job,
             step,
@@ -171,40 +192,130 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
             outcome,
             message,
             duration,
-        } => {
-            let at = step
-                .as_ref()
-                .map_or(String::new(), |s| format!(" (step {s})"));
-            let mut s = format!(
-                "{} preflight: {name}{at}: {} in {}",
-                p(job),
-                outcome.as_str(),
-                duration_text(*duration)
-            );
-            for l in message.iter().flat_map(|m| m.lines()) {
-                let _ = write!(s, "\n{} preflight | {l}", p(job));
-            }
-            s
-        }
+        } => preflight_check(
+            job,
+            step.as_deref(),
+            name,
+            *outcome,
+            message.as_deref(),
+            *duration,
+        ),
         EventKind::PreflightFinished {
             checks,
             failed,
             duration,
-        } => {
-            // "1 check", not "1 checks": a workflow with one image to check has one.
-            let word = if *checks == 1 { "check" } else { "checks" };
-            match failed {
-                0 => format!(
-                    "preflight: {checks} {word} passed in {}",
-                    duration_text(*duration)
-                ),
-                n => format!(
-                    "preflight: {n} of {checks} {word} failed in {}; nothing was started",
-                    duration_text(*duration)
-                ),
-            }
-        }
+        } => preflight_finished(*checks, *failed, *duration),
+        _ => return None, // `line` routes the other kinds elsewhere
     })
+}
+
+/// `[bench (1)]`: which job run a line is about.
+fn prefix(job: &JobRef) -> String {
+    format!("[{}]", job.display)
+}
+
+fn step_key(job: &JobRef, step: &str) -> (String, usize, String) {
+    (job.job.clone(), job.cell, step.to_owned())
+}
+
+/// The step's name as it started, or its key when its start was not seen.
+fn step_name(names: &StepNames, job: &JobRef, step: &str) -> String {
+    names
+        .get(&step_key(job, step))
+        .cloned()
+        .unwrap_or_else(|| format!("step {step}"))
+}
+
+/// Who printed a log line: a container, a step, or the job itself.
+fn log_source(
+    names: &StepNames,
+    job: &JobRef,
+    step: Option<&str>,
+    container: Option<&str>,
+) -> String {
+    match (container, step) {
+        (Some(c), _) => format!("container {c}"),
+        (None, Some(step)) => step_name(names, job, step),
+        (None, None) => "job".into(),
+    }
+}
+
+fn gpus_leased(job: &JobRef, indexes: &[u32], stand_in: bool) -> String {
+    format!(
+        "{} GPUs leased: {}{}",
+        prefix(job),
+        indexes
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        if stand_in { " (stand-in)" } else { "" }
+    )
+}
+
+fn step_finished(
+    job: &JobRef,
+    name: &str,
+    outcome: StepOutcome,
+    conclusion: StepOutcome,
+    duration: Duration,
+) -> String {
+    let mut s = format!("{} {name}: {}", prefix(job), outcome.as_str());
+    if outcome != conclusion && conclusion == StepOutcome::Success {
+        s.push_str(" (continue-on-error)");
+    }
+    if outcome != StepOutcome::Skipped {
+        let _ = write!(s, " in {}", duration_text(duration));
+    }
+    s
+}
+
+fn container_started(job: &JobRef, name: &str, image: &str, host: &str) -> String {
+    // The local engine is the usual case; only another host is worth a word.
+    if host.is_empty() || host == crate::events::LOCAL_HOST {
+        format!("{} container {name} started ({image})", prefix(job))
+    } else {
+        format!(
+            "{} container {name} started ({image}) on {host}",
+            prefix(job)
+        )
+    }
+}
+
+fn preflight_check(
+    job: &JobRef,
+    step: Option<&str>,
+    name: &str,
+    outcome: StepOutcome,
+    message: Option<&str>,
+    duration: Duration,
+) -> String {
+    let at = step.map_or(String::new(), |s| format!(" (step {s})"));
+    let mut s = format!(
+        "{} preflight: {name}{at}: {} in {}",
+        prefix(job),
+        outcome.as_str(),
+        duration_text(duration)
+    );
+    for l in message.iter().flat_map(|m| m.lines()) {
+        let _ = write!(s, "\n{} preflight | {l}", prefix(job));
+    }
+    s
+}
+
+fn preflight_finished(checks: usize, failed: usize, duration: Duration) -> String {
+    // "1 check", not "1 checks": a workflow with one image to check has one.
+    let word = if checks == 1 { "check" } else { "checks" };
+    match failed {
+        0 => format!(
+            "preflight: {checks} {word} passed in {}",
+            duration_text(duration)
+        ),
+        n => format!(
+            "preflight: {n} of {checks} {word} failed in {}; nothing was started",
+            duration_text(duration)
+        ),
+    }
 }
 
 impl<W: Write + Send> EventSink for PlainView<W> {

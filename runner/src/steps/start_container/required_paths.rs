@@ -267,12 +267,7 @@ pub async fn check_at_start(
 ) -> Result<(), String> {
     let temp = format!("{name}-paths");
     let id = containers
-        .start(
-            host,
-            job,
-            &temp,
-            crate::engine::preflight_checks::throwaway(spec.clone()),
-        )
+        .start(host, job, &temp, spec.clone().harmless())
         .await
         .map_err(|e| {
             format!(

@@ -9,6 +9,7 @@
 //! [`Spanned`]: crate::diag::Spanned
 
 mod action;
+mod defaults;
 mod job;
 mod schema;
 mod step;
@@ -17,6 +18,7 @@ mod value;
 mod workflow;
 
 pub use action::{Action, ActionInput, ActionOutput, ActionRuns, GITHUB_ONLY_ACTION_KEYS};
+pub use defaults::{Defaults, RunDefaults};
 pub use job::{
     Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
     MatrixDims, MatrixRow, Strategy,
@@ -26,8 +28,8 @@ pub use triggers::{
     DispatchInput, DispatchInputType, GITHUB_ONLY_EVENTS, PushTrigger, SUPPORTED_EVENTS, Triggers,
     WorkflowDispatch,
 };
-pub use value::{BoolOrExpr, NumberOrExpr, Value};
-pub use workflow::{Concurrency, Defaults, Env, RunDefaults, Workflow};
+pub use value::{BoolOrExpr, Env, NumberOrExpr, Value};
+pub use workflow::{Concurrency, Workflow};
 
 #[cfg(test)]
 mod tests {

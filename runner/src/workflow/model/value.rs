@@ -1,5 +1,5 @@
 //! Small value types shared by the model: settings that may be a literal or an expression,
-//! and the free-form values of `with:` and matrix entries.
+//! the free-form values of `with:` and matrix entries, and `env:` maps.
 
 use std::borrow::Cow;
 
@@ -8,6 +8,9 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Serialize, Serializer};
 
 use crate::diag::Spanned;
+
+/// Environment variables: name → value (numbers and booleans are kept as written).
+pub type Env = IndexMap<String, Spanned<String>>;
 
 /// `true`/`false`, or an expression that decides when the workflow runs
 /// (`continue-on-error: ${{ matrix.experimental }}`).

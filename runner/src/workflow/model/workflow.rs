@@ -6,11 +6,8 @@ use indexmap::IndexMap;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Serialize, Serializer};
 
-use super::{Action, BoolOrExpr, Job, Triggers, schema};
+use super::{Action, BoolOrExpr, Defaults, Env, Job, Triggers, schema};
 use crate::diag::Spanned;
-
-/// Environment variables: name → value (numbers and booleans are kept as written).
-pub type Env = IndexMap<String, Spanned<String>>;
 
 /// A workflow file (`workflows/*.yml`): jobs that run on GPU hosts when its triggers fire.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
@@ -75,34 +72,6 @@ fn jobs_schema(generator: &mut SchemaGenerator) -> Schema {
         "propertyNames": { "pattern": "^[A-Za-z_][A-Za-z0-9_-]*$" },
         "additionalProperties": job
     })
-}
-
-/// `defaults:` of a workflow or job.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct Defaults {
-    /// Defaults for `run:` steps.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run: Option<RunDefaults>,
-}
-
-impl Defaults {
-    pub fn is_empty(&self) -> bool {
-        self.run.is_none()
-    }
-}
-
-/// `defaults.run`: how `run:` steps run unless they say otherwise.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct RunDefaults {
-    /// The shell of `run:` steps (`bash`, `sh`, `python`, or a command with `{0}` for the
-    /// script file).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shell: Option<Spanned<String>>,
-    /// The folder `run:` steps start in.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub working_directory: Option<Spanned<String>>,
 }
 
 /// `concurrency:`: a group name (`concurrency: bench-${{ github.ref }}`) or a mapping.
