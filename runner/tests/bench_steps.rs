@@ -10,7 +10,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use gpuflow::store::{ResultStore, RunStatus};
 
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
 
 fn gpuflow_in(dir: &Path) -> Command {
     let mut c = Command::cargo_bin("gpuflow").unwrap();

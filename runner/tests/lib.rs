@@ -36,5 +36,6 @@ mod signals;
 mod sim;
 mod store;
 mod stored_logs;
+mod support;
 mod syntax_page;
 mod triggers;

@@ -15,7 +15,7 @@ use assert_cmd::Command;
 
 use super::bench_manners::SimProcess;
 use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
 
 /// How the verdict and the benchmark's table both name the single-stream `output_tok_s`.
 const TITLE: &str = "output_tok_s (decode tok/s, per-request median)";

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::bench_manners::SimProcess;
 use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
 
 /// The simulator benchmarked single-stream, compared with the previous run whatever its
 /// environment, and reported. `output_tokens` is part of the benchmark's identity: two values

@@ -11,7 +11,7 @@ use std::path::Path;
 use assert_cmd::Command;
 
 use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
 
 /// `/`, `+`, `?` and `=` make its URL-encoded form differ from it; long enough that its base64
 /// forms are told apart from chance.

@@ -628,7 +628,7 @@ fn bad_trigger_arguments_say_what_is_wrong() {
 /// container.
 #[tokio::test]
 async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
-    let Some(docker) = crate::docker::connect_or_skip().await else {
+    let Some(docker) = crate::support::docker::connect_or_skip().await else {
         return;
     };
     let node_dir = tempfile::tempdir().unwrap();
