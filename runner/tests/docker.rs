@@ -18,6 +18,7 @@ use gpuflow::backend::{
 use crate::support::docker::{
     Unreachable, base_spec, dead_owner, raw_docker, when_missing, with_docker,
 };
+use crate::support::peak_rss_kib;
 
 #[test]
 fn an_unreachable_engine_fails_the_tests_unless_skipped_knowingly_outside_ci() {
@@ -457,14 +458,6 @@ async fn sweep_removes_what_dead_runners_left_and_keeps_live_ones() {
 }
 
 /// Peak resident memory of this process (`VmHWM`), in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chatty_containers_whole_output_is_read_with_bounded_memory() {

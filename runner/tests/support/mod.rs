@@ -46,3 +46,14 @@ pub(crate) fn shipped(path: &str) -> String {
 pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// The peak resident memory of this process so far, in KiB (`VmHWM`). Per process: meaningful
+/// under nextest, which runs each test in a process of its own (`make test`).
+pub(crate) fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
