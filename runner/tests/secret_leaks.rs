@@ -244,7 +244,7 @@ fn html_secret_leaks(ws: &Path, out: &std::process::Output) -> Vec<String> {
 #[test]
 fn an_html_report_holds_no_escaped_form_of_a_secret() {
     let sim =
-        super::bench_manners::SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
+        crate::support::sim::SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     git(ws, &["init", "-q", "-b", "main"]);
@@ -273,7 +273,7 @@ jobs:
           format: html
           title: perf ${{{{ secrets.K }}}}
 "#,
-            addr = sim.addr
+            addr = sim.addr()
         ),
     )
     .unwrap();

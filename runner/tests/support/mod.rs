@@ -2,6 +2,7 @@
 //! checks; how a workspace, a `gpuflow` process, the Docker engine, an image, the simulator or
 //! an engine run is made lives here.
 //!
+//! - [`bench`]: the load generator with a step's inputs, run through the library.
 //! - [`workspace`]: a temporary workspace with files, optionally a git repository with commits.
 //! - [`command`]: `gpuflow` as a user runs it, in the style of casey/just's `Test` builder.
 //! - [`docker`]: the engine, or a loud skip; a labelled run whose containers are always removed.
@@ -10,6 +11,7 @@
 //! - [`engine`]: a workflow run through the engine's API, on the host or on Docker, and [`Ran`].
 //! - [`git`], [`ports`]: a git helper with a throw-away identity; a free port of 127.0.0.1.
 
+pub(crate) mod bench;
 pub(crate) mod command;
 pub(crate) mod docker;
 pub(crate) mod engine;
