@@ -13,8 +13,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
-use super::bench_steps::git;
 use crate::support::docker::connect_or_skip;
+use crate::support::git;
 use crate::support::sim::SimProcess;
 
 /// How the verdict and the benchmark's table both name the single-stream `output_tok_s`.

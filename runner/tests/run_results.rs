@@ -13,8 +13,8 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-use super::bench_steps::git;
 use crate::support::docker::connect_or_skip;
+use crate::support::git;
 use crate::support::sim::SimProcess;
 
 /// The simulator benchmarked single-stream, compared with the previous run whatever its

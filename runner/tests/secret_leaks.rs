@@ -10,8 +10,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
-use super::bench_steps::git;
 use crate::support::docker::connect_or_skip;
+use crate::support::git;
 
 /// `/`, `+`, `?` and `=` make its URL-encoded form differ from it; long enough that its base64
 /// forms are told apart from chance.

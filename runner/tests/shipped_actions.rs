@@ -9,8 +9,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
-use super::bench_steps::git;
 use crate::support::docker::connect_or_skip;
+use crate::support::git;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

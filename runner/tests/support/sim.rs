@@ -3,7 +3,7 @@
 //! - [`SimProcess`]: the binary as a process of its own (killable with SIGKILL, or serving a
 //!   `gpuflow run` child), its stdout lines readable as they come;
 //! - [`container_steps`]: the simulator image started as container `server` by a workflow,
-//!   and waited for with one `wget` loop inside it.
+//!   and waited for with one `wget` loop inside it ([`wait_step`]).
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
@@ -141,19 +141,23 @@ fn read_all(mut stderr: ChildStderr) -> JoinHandle<String> {
 
 /// Workflow steps (indented for a job's `steps:`) that start the simulator image as
 /// container `server` running `command` (port 30000 inside), published on `published_on` of
-/// 127.0.0.1 when given, then wait until it answers, with busybox `wget` inside it (not
-/// `wait-for-health`, so the tests of other steps do not depend on that one).
+/// 127.0.0.1 when given, then [`wait_step`].
 pub(crate) fn container_steps(command: &str, published_on: Option<u16>) -> String {
     let ports = published_on.map_or(String::new(), |port| {
         format!("          ports: [\"127.0.0.1:{port}:30000\"]\n")
     });
     format!(
-        r#"      - uses: start-container
-        with:
-          name: server
-          image: {image}
-          command: {command}
-{ports}      - name: wait until it answers
+        "      - uses: start-container\n        with:\n          name: server\n          image: {image}\n          command: {command}\n{ports}{wait}",
+        image = images::SIM,
+        wait = wait_step(),
+    )
+}
+
+/// A workflow step that waits until the simulator in container `server` answers, with
+/// busybox `wget` inside it (not `wait-for-health`, so the tests of other steps do not depend
+/// on that one).
+pub(crate) fn wait_step() -> &'static str {
+    r#"      - name: wait until it answers
         container: server
         run: |
           for i in $(seq 1 100); do
@@ -161,7 +165,5 @@ pub(crate) fn container_steps(command: &str, published_on: Option<u16>) -> Strin
             sleep 0.1
           done
           exit 1
-"#,
-        image = images::SIM
-    )
+"#
 }

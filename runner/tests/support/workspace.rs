@@ -82,6 +82,13 @@ impl Workspace {
         gpuflow().current_dir(self.path())
     }
 
+    /// A git repository holding `w.yml` (`yaml`), committed, for a `gpuflow run` on the local
+    /// engine: checks `images` there first; `None` only when Docker tests are skipped knowingly.
+    pub(crate) async fn workflow_repository(yaml: &str, images: &[&str]) -> Option<Self> {
+        super::images::docker_with(images).await?;
+        Some(Self::repository().file("w.yml", yaml).committed("workflow"))
+    }
+
     /// `gpuflow run --plain w.yml ARGS` here, whatever the exit (stdout and stderr both kept).
     pub(crate) fn run_plain(&self, args: &[&str]) -> super::Output {
         self.gpuflow()
