@@ -9,31 +9,11 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use gpuflow::bench::{self, BenchConfig, BenchError, BenchResult, Progress};
-use gpuflow::sim::{self, SimConfig, SimServer};
-use indexmap::IndexMap;
+use gpuflow::sim::{SimConfig, SimServer};
+
+use crate::support::bench::{config, run_ok};
+use crate::support::sim::serve;
 use serde_json::Value;
-
-async fn start(config: SimConfig) -> SimServer {
-    sim::serve(config).await.unwrap()
-}
-
-/// A benchmark of `url` with these inputs (as a workflow's `with:` gives them).
-pub(crate) fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
-    let mut inputs: IndexMap<String, String> = IndexMap::new();
-    inputs.insert("target".into(), url.into());
-    for (k, v) in pairs {
-        inputs.insert((*k).into(), (*v).into());
-    }
-    BenchConfig::from_inputs(&inputs).unwrap()
-}
-
-/// Runs it; a failure fails the test with the benchmark's error.
-pub(crate) async fn run_ok(config: &BenchConfig) -> BenchResult {
-    match bench::run(config, &|_| {}).await {
-        Ok(result) => result,
-        Err(err) => panic!("benchmark failed: {err}"),
-    }
-}
 
 /// The simulator's record, by the client's request id.
 fn record_by_id(server: &SimServer) -> HashMap<String, Value> {
@@ -56,7 +36,7 @@ fn ns(v: &Value) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_metric_matches_the_simulators_record() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(40),
         tokens_per_second: 200.0,
         tokens_per_chunk: 2, // a chunk every 10 ms
@@ -181,7 +161,7 @@ async fn every_metric_matches_the_simulators_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eagle3_single_stream_reports_decode_speed_and_tokens_per_chunk() {
     // Speculative decoding as the client sees it: 4 tokens per event, events 20 ms apart.
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(30),
         tokens_per_second: 200.0,
         tokens_per_chunk: 4,
@@ -237,7 +217,7 @@ async fn eagle3_single_stream_reports_decode_speed_and_tokens_per_chunk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrency_sweep_gives_one_result_per_level_and_vllm_files() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(10),
         tokens_per_second: 1000.0,
         ..SimConfig::local()
@@ -336,7 +316,7 @@ async fn a_concurrency_sweep_gives_one_result_per_level_and_vllm_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_open_loop_keeps_its_schedule_and_records_dispatch_lag() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(5),
         tokens_per_second: 1000.0,
         ..SimConfig::local()
@@ -382,7 +362,7 @@ async fn the_open_loop_keeps_its_schedule_and_records_dispatch_lag() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duration_run_starts_no_request_after_its_end() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(20),
         tokens_per_second: 1000.0,
         ..SimConfig::local()
@@ -406,7 +386,7 @@ async fn a_duration_run_starts_no_request_after_its_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_files_set_the_input_lengths() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(1),
         tokens_per_second: 10_000.0,
         ..SimConfig::local()
@@ -448,7 +428,7 @@ async fn run_err(config: &BenchConfig) -> BenchResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
     // A 404 path: every request fails with the server's status.
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(1),
         tokens_per_second: 10_000.0,
         ..SimConfig::local()
@@ -472,7 +452,7 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
 
     // A server that crashes ~50 ms after its 2nd answer: one at a time, 100 ms each, the 3rd
     // is cut mid-way and the 4th finds no server.
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(100),
         tokens_per_second: 10_000.0,
         crash_after_requests: Some(2),
@@ -509,7 +489,7 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
     }
 
     // A total timeout and an idle timeout.
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_secs(3),
         ..SimConfig::local()
     })
@@ -526,7 +506,7 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
     let result = run_err(&cfg).await;
     assert_eq!(result.levels[0].pooled.errors.get("timeout"), Some(&1));
     server.shutdown().await;
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(5),
         tokens_per_second: 2.0, // a 500 ms gap after the first token
         ..SimConfig::local()
@@ -565,7 +545,7 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_usage_the_result_says_tokens_are_unknown() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(2),
         tokens_per_second: 5000.0,
         no_usage: true,
@@ -598,7 +578,7 @@ async fn without_usage_the_result_says_tokens_are_unknown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bench_command_prints_a_table_or_json() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(2),
         tokens_per_second: 5000.0,
         tokens_per_chunk: 2,

@@ -3,25 +3,18 @@
 //! (llama-server), a server killed mid-run, a prefix cache, a context limit that refuses or
 //! cuts requests short. Each test fails on a generator that trusts a polite server.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpuflow::bench::{self, BenchError, BenchResult};
-use gpuflow::sim::{self, SimConfig, SimServer};
+use gpuflow::sim::{self, SimConfig};
 
-use super::bench::{config, run_ok};
+use crate::support::sim::{SimProcess, serve};
 
-const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
-
-async fn start(config: SimConfig) -> SimServer {
-    sim::serve(config).await.unwrap()
-}
+use crate::support::bench::{config, run_ok};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_closed_right_after_a_stream_is_resent_not_failed() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         close_after_stream: true,
         ttft: Duration::from_millis(1),
         tokens_per_second: 5000.0,
@@ -72,51 +65,11 @@ async fn a_connection_closed_right_after_a_stream_is_resent_not_failed() {
     server.shutdown().await;
 }
 
-/// `gpuflow-sim` as a process of its own on a free port of 127.0.0.1 (so it can be killed with
-/// SIGKILL, or serve a `gpuflow run` child), killed when dropped.
-pub(crate) struct SimProcess {
-    pub(crate) child: Child,
-    pub(crate) addr: SocketAddr,
-}
-
-impl SimProcess {
-    pub(crate) fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(SIM)
-            .args(["--host", "127.0.0.1", "--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("gpuflow-sim printed its address")
-                .unwrap();
-            if let Some(addr) = line.split("listening on http://").nth(1) {
-                break addr.trim().parse().unwrap();
-            }
-        };
-        // Keep reading so the simulator never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Self { child, addr }
-    }
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_run_ends_the_run_at_once() {
     let mut server = SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "400"]);
     let cfg = config(
-        &format!("http://{}", server.addr),
+        &format!("http://{}", server.addr()),
         &[
             ("mode", "concurrency"),
             ("concurrency", "4"),
@@ -164,7 +117,7 @@ fn median_ttft(result: &BenchResult) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_invocation_is_not_served_from_the_prefix_cache() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         prefix_cache: true,
         ttft: Duration::from_millis(60),
         tokens_per_second: 2000.0,
@@ -223,7 +176,7 @@ async fn a_second_invocation_is_not_served_from_the_prefix_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_opened_are_counted_per_level() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(2),
         tokens_per_second: 2000.0,
         ..SimConfig::local()
@@ -254,7 +207,7 @@ async fn connections_opened_are_counted_per_level() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_over_the_context_shows_the_servers_reason_and_no_figures() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         stop_at_context_limit: true,
         max_model_len: 64,
         ..SimConfig::local()
@@ -303,7 +256,7 @@ async fn a_request_over_the_context_shows_the_servers_reason_and_no_figures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_stops_at_its_context_limit_is_warned_about() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         stop_at_context_limit: true,
         max_model_len: 50,
         tokens_per_second: 5000.0,
@@ -344,7 +297,7 @@ async fn a_server_that_stops_at_its_context_limit_is_warned_about() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_is_read_from_its_own_chunk_or_the_last_one_on_both_endpoints() {
     for usage_chunk in [sim::UsageChunk::Separate, sim::UsageChunk::Final] {
-        let server = start(SimConfig {
+        let server = serve(SimConfig {
             usage_chunk,
             ttft: Duration::from_millis(1),
             tokens_per_second: 5000.0,

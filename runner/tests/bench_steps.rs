@@ -5,60 +5,25 @@
 //! shows the series. These run `gpuflow run`, which sweeps orphans: nextest's `docker-sweep`
 //! group.
 
-use std::path::Path;
-
-use assert_cmd::Command;
 use gpuflow::store::{ResultStore, RunStatus};
 
-use super::docker::connect_or_skip;
-
-fn gpuflow_in(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("gpuflow").unwrap();
-    c.current_dir(dir).env_remove("GPUFLOW_STORE");
-    c
-}
-
-/// Runs git in `dir` as a throw-away identity; fails the test when git does.
-pub(crate) fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    assert!(ok, "git {args:?}");
-}
+use crate::support::images::{BASE, SIM};
+use crate::support::{Workspace, free_port, sim};
 
 /// A git repository holding `w.yml`, committed; `None` only when Docker tests are skipped.
-async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
-    let docker = connect_or_skip().await?;
-    for image in ["gpuflow-base:test", "gpuflow-sim:test"] {
-        assert!(
-            docker.has_image(image).await.unwrap(),
-            "the test image `{image}` is missing: run `make test-images`"
-        );
-    }
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    git(dir.path(), &["add", "w.yml"]);
-    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
-    Some(dir)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+async fn repository(yaml: &str) -> Option<Workspace> {
+    Workspace::workflow_repository(yaml, &[BASE, SIM]).await
 }
 
 /// The simulator published on `port`, waited for with busybox `wget` inside it, benchmarked
 /// single-stream and compared with the previous run.
 fn simulator_workflow(port: u16, tokens_per_second: u32, allow_incomparable: bool) -> String {
+    let server = sim::container_steps(
+        &format!(
+            "gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 20ms --tokens-per-second {tokens_per_second}"
+        ),
+        Some(port),
+    );
     format!(
         r#"
 name: sim-bench
@@ -66,21 +31,7 @@ on: workflow_dispatch
 jobs:
   bench:
     steps:
-      - uses: start-container
-        with:
-          name: server
-          image: gpuflow-sim:test
-          command: gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 20ms --tokens-per-second {tokens_per_second}
-          ports: ["127.0.0.1:{port}:30000"]
-      - name: wait until it answers
-        container: server
-        run: |
-          for i in $(seq 1 100); do
-            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
-            sleep 0.1
-          done
-          exit 1
-      - id: bench
+{server}      - id: bench
         name: single-stream
         uses: benchmark
         with:
@@ -102,18 +53,11 @@ jobs:
     )
 }
 
-fn run_workflow(dir: &Path, yaml: &str) -> (i32, String) {
-    std::fs::write(dir.join("w.yml"), yaml).unwrap();
-    let out = gpuflow_in(dir)
-        .args(["run", "--plain", "w.yml"])
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+/// `gpuflow run --plain w.yml` of `yaml` in `dir`: the exit code and all it printed.
+fn run_workflow(dir: &Workspace, yaml: &str) -> (i32, String) {
+    dir.write("w.yml", yaml);
+    let out = dir.run_plain(&[]);
+    (out.code().unwrap_or(-1), out.all())
 }
 
 #[tokio::test]
@@ -122,12 +66,12 @@ async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regres
         return;
     };
     let port = free_port();
-    let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 200, false));
+    let (code, out) = run_workflow(&dir, &simulator_workflow(port, 200, false));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("verdict=no-baseline"), "{out}");
     assert!(out.contains("requests,"), "the live progress line: {out}");
 
-    let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 200, false));
+    let (code, out) = run_workflow(&dir, &simulator_workflow(port, 200, false));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("verdict=unchanged"), "{out}");
     assert!(
@@ -137,7 +81,7 @@ async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regres
 
     // Slower server flags are another environment: compared only when allowed, and then the
     // difference is named.
-    let (code, out) = run_workflow(dir.path(), &simulator_workflow(port, 120, true));
+    let (code, out) = run_workflow(&dir, &simulator_workflow(port, 120, true));
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("output_tok_s (decode tok/s, per-request median): regression"),
@@ -205,12 +149,11 @@ async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regres
         .count();
     assert_eq!(runs, 3);
 
-    let history = gpuflow_in(dir.path())
+    let history = dir
+        .gpuflow()
         .args(["history", "output_tok_s", "--json"])
-        .output()
-        .unwrap();
-    assert!(history.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&history.stdout).unwrap();
+        .success();
+    let json: serde_json::Value = serde_json::from_str(&history.stdout).unwrap();
     let points: usize = json["series"]
         .as_array()
         .unwrap()
@@ -218,16 +161,10 @@ async fn the_same_simulator_twice_is_unchanged_and_a_slowed_one_a_failing_regres
         .map(|s| s["points"].as_array().unwrap().len())
         .sum();
     assert_eq!(points, 3, "{json}");
-    let table = gpuflow_in(dir.path())
+    dir.gpuflow()
         .args(["history", "output_tok_s"])
-        .output()
-        .unwrap();
-    assert!(table.status.success());
-    assert!(
-        String::from_utf8_lossy(&table.stdout).contains(&all[0].run_id),
-        "{}",
-        String::from_utf8_lossy(&table.stdout)
-    );
+        .stdout_contains(&all[0].run_id)
+        .success();
 }
 
 const SCRIPTED: &str = r#"
@@ -279,7 +216,7 @@ async fn scripted_benchmarks_read_regex_and_json_metrics_on_the_host_and_in_a_co
     let Some(dir) = repository(SCRIPTED).await else {
         return;
     };
-    let (code, out) = run_workflow(dir.path(), SCRIPTED);
+    let (code, out) = run_workflow(&dir, SCRIPTED);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("speed=41.5 p50=3.25 second=7.5"), "{out}");
     assert!(out.contains("took=12 verdict=no-baseline"), "{out}");
@@ -332,7 +269,7 @@ jobs:
     let Some(dir) = repository(yaml).await else {
         return;
     };
-    let (code, out) = run_workflow(dir.path(), yaml);
+    let (code, out) = run_workflow(&dir, yaml);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("metric `speed`: no line of the output matches"),
@@ -340,35 +277,85 @@ jobs:
     );
 }
 
-/// `workflows/demo.yml` up to `compare-to-baseline`, as shipped except for what other parts
-/// provide: `wait-for-health` becomes a `wget` loop in the server's container, the `report`
-/// job is left out, and the port is a free one so parallel tests cannot collide.
+/// `workflows/demo.yml` up to `compare-to-baseline`, but for what other parts provide:
+/// `wait-for-health` is a `wget` loop in the server's container, the `report` job is left out,
+/// and the port is `port` (a free one, so parallel tests cannot collide).
+/// [`the_demo_workflow_here_is_demo_yml_but_for_the_wait_the_report_and_the_port`] keeps it
+/// in step with the shipped file.
 fn demo_without_report(port: u16) -> String {
-    let demo = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../workflows/demo.yml"
-    ))
-    .unwrap();
-    let (before_wait, rest) = demo
-        .split_once("      - name: wait until it answers")
-        .unwrap();
-    let (_, after_wait) = rest.split_once("\n\n").unwrap();
-    let (jobs, _report) = after_wait.split_once("\n  report:").unwrap();
-    let wait = r#"      - name: wait until it answers
-        container: server
-        run: |
-          for i in $(seq 1 100); do
-            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
-            sleep 0.1
-          done
-          exit 1
-"#;
-    format!("{before_wait}{wait}\n{jobs}\n")
-        .replace("127.0.0.1:30000:30000", &format!("127.0.0.1:{port}:30000"))
-        .replace(
-            "target: http://127.0.0.1:30000",
-            &format!("target: http://127.0.0.1:{port}"),
-        )
+    format!(
+        r#"name: demo
+on:
+  workflow_dispatch:
+    inputs:
+      output-tokens:
+        description: Tokens generated per request.
+        type: number
+        default: "64"
+env:
+  SIM_IMAGE: gpuflow-sim:test
+jobs:
+  bench:
+    name: simulated server
+    timeout-minutes: 10
+    strategy:
+      max-parallel: 1
+      matrix:
+        tokens-per-chunk: [1, 4]
+    outputs:
+      tok-s: ${{{{ steps.bench.outputs.output_tok_s }}}}
+    steps:
+      - id: server
+        name: start the simulated server
+        uses: start-container
+        with:
+          name: server
+          image: ${{{{ env.SIM_IMAGE }}}}
+          command: >-
+            gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 2s --tokens-per-second 90
+            --tokens-per-chunk ${{{{ matrix.tokens-per-chunk }}}}
+          ports: ["127.0.0.1:{port}:30000"]
+{wait}      - name: single-stream benchmark
+        id: bench
+        uses: benchmark
+        with:
+          target: http://127.0.0.1:{port}
+          mode: single-stream
+          output-tokens: ${{{{ inputs.output-tokens }}}}
+          runs: 3
+          warmup: 1
+      - name: compare with the previous run
+        uses: compare-to-baseline
+        with:
+          metric: output_tok_s
+          baseline: previous
+          tolerance: 5%
+"#,
+        wait = sim::wait_step(),
+    )
+}
+
+/// The workflow the demo test runs is `workflows/demo.yml` as shipped, but for the wait step,
+/// the `report` job and the port: a change to the demo must be made here too.
+#[test]
+fn the_demo_workflow_here_is_demo_yml_but_for_the_wait_the_report_and_the_port() {
+    let parse = |text: &str| -> serde_json::Value { yaml_serde::from_str(text).unwrap() };
+    let mut shipped = parse(&crate::support::shipped("workflows/demo.yml"));
+    let mut here = parse(&demo_without_report(30000));
+
+    let jobs = shipped["jobs"].as_object_mut().unwrap();
+    assert!(
+        jobs.shift_remove("report").is_some(),
+        "demo.yml has no report job"
+    );
+    let shipped_steps = shipped["jobs"]["bench"]["steps"].as_array_mut().unwrap();
+    let shipped_wait = shipped_steps.remove(1);
+    assert_eq!(shipped_wait["uses"], "wait-for-health", "{shipped_wait}");
+    let here_steps = here["jobs"]["bench"]["steps"].as_array_mut().unwrap();
+    let here_wait = here_steps.remove(1);
+    assert_eq!(here_wait["container"], "server", "{here_wait}");
+
+    pretty_assertions::assert_eq!(here, shipped);
 }
 
 #[tokio::test]
@@ -382,13 +369,8 @@ async fn the_demo_runs_up_to_its_comparison_and_a_second_run_is_unchanged() {
         return;
     };
     let run = || {
-        let out = gpuflow_in(dir.path())
-            .args(["run", "--plain", "w.yml", "--input", "output-tokens=16"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        (out.status.code(), text)
+        let out = dir.run_plain(&["--input", "output-tokens=16"]);
+        (out.code(), out.all())
     };
     let (code, out) = run();
     assert_eq!(code, Some(0), "{out}");
@@ -412,24 +394,17 @@ async fn the_demo_runs_up_to_its_comparison_and_a_second_run_is_unchanged() {
 
 #[tokio::test]
 async fn a_target_naming_a_container_of_the_job_is_measured_on_its_network() {
-    let yaml = r#"
+    let server = sim::container_steps(
+        "gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 10ms --tokens-per-second 400",
+        None,
+    );
+    let yaml = &format!(
+        r#"
 on: workflow_dispatch
 jobs:
   inside:
     steps:
-      - uses: start-container
-        with:
-          name: server
-          image: gpuflow-sim:test
-          command: gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 10ms --tokens-per-second 400
-      - container: server
-        run: |
-          for i in $(seq 1 100); do
-            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
-            sleep 0.1
-          done
-          exit 1
-      - id: bench
+{server}      - id: bench
         uses: benchmark
         with:
           target: http://server:30000
@@ -437,12 +412,13 @@ jobs:
           requests: 6
           output-tokens: 8
           warmup: 0
-      - run: echo "errors=${{ steps.bench.outputs.errors }} throughput=${{ steps.bench.outputs.output_tok_s }}"
-"#;
+      - run: echo "errors=${{{{ steps.bench.outputs.errors }}}} throughput=${{{{ steps.bench.outputs.output_tok_s }}}}"
+"#
+    );
     let Some(dir) = repository(yaml).await else {
         return;
     };
-    let (code, out) = run_workflow(dir.path(), yaml);
+    let (code, out) = run_workflow(&dir, yaml);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("`server` is a container of this job: measuring it at `http://"),
@@ -469,17 +445,15 @@ jobs:
         return;
     };
     let flag = dir.path().join("elsewhere/flag.db");
-    gpuflow_in(dir.path())
+    dir.gpuflow()
         .args(["run", "--plain", "w.yml", "--store"])
         .arg(&flag)
-        .assert()
-        .code(0);
+        .success();
     let variable = dir.path().join("variable.db");
-    gpuflow_in(dir.path())
+    dir.gpuflow()
         .args(["run", "--plain", "w.yml"])
         .env("GPUFLOW_STORE", &variable)
-        .assert()
-        .code(0);
+        .success();
     for path in [&flag, &variable] {
         assert_eq!(
             ResultStore::open(path).unwrap().count().unwrap(),
@@ -525,7 +499,7 @@ jobs:
 "#
     );
     let started = std::time::Instant::now();
-    let (code, out) = run_workflow(dir.path(), &yaml);
+    let (code, out) = run_workflow(&dir, &yaml);
     assert_eq!(code, 1, "{out}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(40),

@@ -1,13 +1,10 @@
-use assert_cmd::Command;
-
-fn gpuflow() -> Command {
-    Command::cargo_bin("gpuflow").unwrap()
-}
+pub(crate) use crate::support::repo_root;
+use crate::support::{Workspace, gpuflow};
 
 #[test]
 fn help_lists_the_commands() {
-    let out = gpuflow().arg("--help").assert().success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let out = gpuflow().arg("--help").success();
+    let text = out.stdout.clone();
     for cmd in ["validate", "plan", "eval", "completions"] {
         assert!(text.contains(cmd), "`{cmd}` missing from --help:\n{text}");
     }
@@ -15,35 +12,14 @@ fn help_lists_the_commands() {
 
 #[test]
 fn completions_are_generated_for_bash() {
-    let out = gpuflow().args(["completions", "bash"]).assert().success();
-    assert!(String::from_utf8_lossy(&out.get_output().stdout).contains("_gpuflow"));
-}
-
-/// The repository root: `workflows/`, `actions/` and `schemas/` live there.
-/// The repository root: tests run in `runner/`, the shipped files live above it.
-pub(crate) fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn stdout_of(out: &assert_cmd::assert::Assert) -> String {
-    String::from_utf8_lossy(&out.get_output().stdout).into_owned()
-}
-
-fn stderr_of(out: &assert_cmd::assert::Assert) -> String {
-    String::from_utf8_lossy(&out.get_output().stderr).into_owned()
+    let out = gpuflow().args(["completions", "bash"]).success();
+    assert!(out.stdout.contains("_gpuflow"));
 }
 
 #[test]
 fn shipped_workflows_and_actions_validate() {
-    let out = gpuflow()
-        .current_dir(repo_root())
-        .arg("validate")
-        .assert()
-        .code(0);
-    let err = stderr_of(&out);
+    let out = gpuflow().current_dir(repo_root()).arg("validate").status(0);
+    let err = out.stderr;
     assert!(err.contains("files valid"), "{err}");
     assert!(!err.contains("error"), "{err}");
 }
@@ -53,9 +29,8 @@ fn plan_shows_the_eagle3_graph() {
     let out = gpuflow()
         .current_dir(repo_root())
         .args(["plan", "workflows/eagle3.yml"])
-        .assert()
-        .code(0);
-    insta::assert_snapshot!("plan_eagle3", stdout_of(&out));
+        .status(0);
+    insta::assert_snapshot!("plan_eagle3", out.stdout);
 }
 
 #[test]
@@ -63,9 +38,8 @@ fn plan_json_lists_every_matrix_cell_with_its_needs() {
     let out = gpuflow()
         .current_dir(repo_root())
         .args(["plan", "--json", "workflows/eagle3.yml"])
-        .assert()
-        .code(0);
-    let plan: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+        .status(0);
+    let plan: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let jobs = plan["jobs"].as_array().unwrap();
     let bench: Vec<_> = jobs.iter().filter(|j| j["job_id"] == "bench").collect();
     // 2 all-reduce × 2 batch sizes × 2 speculation modes, minus custom without speculation.
@@ -87,37 +61,33 @@ fn plan_refuses_an_invalid_workflow_with_exit_3() {
         "on: push\njobs:\n  a:\n    needs: b\n    steps: [{run: x}]\n  b:\n    needs: a\n    steps: [{run: y}]\n",
     )
     .unwrap();
-    let out = gpuflow().arg("plan").arg(&path).assert().code(3);
-    let err = stderr_of(&out);
-    assert!(
-        err.contains("`needs` form a cycle: `a` → `b` → `a`"),
-        "{err}"
-    );
-    assert!(err.contains("not planned"), "{err}");
-    assert!(stdout_of(&out).is_empty());
+    gpuflow()
+        .arg("plan")
+        .arg(&path)
+        .stderr_contains("`needs` form a cycle: `a` → `b` → `a`")
+        .stderr_contains("not planned")
+        .stdout("")
+        .status(3);
 }
 
 #[test]
 fn plan_of_a_missing_file_is_a_usage_error() {
-    gpuflow()
-        .args(["plan", "no/such/workflow.yml"])
-        .assert()
-        .code(2);
+    gpuflow().args(["plan", "no/such/workflow.yml"]).status(2);
 }
 
 #[test]
 fn docs_show_a_builtin_and_suggest_on_a_typo() {
-    let out = gpuflow().args(["docs", "wait-for-health"]).assert().code(0);
-    assert!(stdout_of(&out).contains("| `timeout` |"));
-    let out = gpuflow().args(["docs", "wait-for-healt"]).assert().code(2);
-    assert!(stderr_of(&out).contains("did you mean `wait-for-health`?"));
+    let out = gpuflow().args(["docs", "wait-for-health"]).status(0);
+    assert!(out.stdout.contains("| `timeout` |"));
+    let out = gpuflow().args(["docs", "wait-for-healt"]).status(2);
+    assert!(out.stderr.contains("did you mean `wait-for-health`?"));
 }
 
 #[test]
 fn schema_prints_valid_json_for_both_file_kinds() {
     for which in ["workflow", "action"] {
-        let out = gpuflow().args(["schema", which]).assert().code(0);
-        let schema: serde_json::Value = serde_json::from_str(&stdout_of(&out)).unwrap();
+        let out = gpuflow().args(["schema", which]).status(0);
+        let schema: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
         assert_eq!(schema["additionalProperties"], false, "{which}");
     }
 }
@@ -166,11 +136,8 @@ fn eval_json_is_json_for_nan_and_the_infinities() {
         ("Infinity", "Infinity"),
         ("-Infinity", "-Infinity"),
     ] {
-        let out = gpuflow()
-            .args(["eval", "--json", "--", expr])
-            .assert()
-            .success();
-        let stdout = stdout_of(&out);
+        let out = gpuflow().args(["eval", "--json", "--", expr]).success();
+        let stdout = out.stdout;
         let v: serde_json::Value = serde_json::from_str(stdout.trim())
             .unwrap_or_else(|e| panic!("`{expr}` printed no JSON ({e}): {stdout}"));
         assert_eq!(
@@ -256,15 +223,8 @@ fn make_test_checks_its_tools_first_and_names_what_is_missing() {
 }
 
 /// A workspace (a folder with `.git`) holding `files` (path, text).
-fn workspace_with(files: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    for (path, text) in files {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    dir
+fn workspace_with(files: &[(&str, &str)]) -> Workspace {
+    Workspace::new().files(files)
 }
 
 /// `gpuflow validate` and `gpuflow run` agree: what `run` refuses before starting anything,
@@ -301,9 +261,8 @@ fn validate_reports_the_steps_run_refuses() {
         let out = gpuflow()
             .current_dir(dir.path())
             .args(["validate", "--color", "never", "w.yml"])
-            .assert()
-            .code(1);
-        let err = stderr_of(&out);
+            .status(1);
+        let err = out.stderr;
         assert!(err.contains(&format!("error: {message}")), "{step}: {err}");
         assert!(err.contains(&format!("--> {at}")), "{step}: {err}");
         assert!(err.contains("help: "), "{step}: {err}");
@@ -312,13 +271,8 @@ fn validate_reports_the_steps_run_refuses() {
         let out = gpuflow()
             .current_dir(dir.path())
             .args(["run", "--plain", "w.yml"])
-            .assert()
-            .code(3);
-        assert!(
-            stderr_of(&out).contains(message),
-            "{step}: {}",
-            stderr_of(&out)
-        );
+            .status(3);
+        assert!(out.stderr.contains(message), "{step}: {}", out.stderr);
         assert!(!dir.path().join("started").exists(), "{step}");
     }
 }
@@ -338,9 +292,8 @@ fn validate_judges_scripts_by_the_shell_they_run_with() {
     let out = gpuflow()
         .current_dir(dir.path())
         .args(["validate", "--color", "never", "w.yml"])
-        .assert()
-        .code(1);
-    let err = stderr_of(&out);
+        .status(1);
+    let err = out.stderr;
     assert!(err.contains("--> w.yml:8:25"), "{err}");
     assert!(
         err.contains("error: `github.event.head_commit.message` is written into a `python` script"),
@@ -358,14 +311,12 @@ fn validate_judges_scripts_by_the_shell_they_run_with() {
     gpuflow()
         .current_dir(dir.path())
         .args(["validate", "actions/a/action.yml"])
-        .assert()
-        .code(0);
+        .status(0);
     let out = gpuflow()
         .current_dir(dir.path())
         .args(["validate", "--color", "never", "actions/p/action.yml"])
-        .assert()
-        .code(1);
-    let err = stderr_of(&out);
+        .status(1);
+    let err = out.stderr;
     assert!(
         err.contains("error: `github.ref` is written into a `python` script as text"),
         "{err}"
@@ -393,10 +344,9 @@ fn validate_warns_of_a_runs_on_no_host_of_gpuflow_toml_matches() {
             .args(["validate", "w.yml"])
             .current_dir(dir.path())
             .env("NO_COLOR", "1")
-            .assert()
-            .code(0)
+            .status(0)
     };
-    let quiet = stdout_of(&validate()) + &stderr_of(&validate());
+    let quiet = validate().stdout + &validate().stderr;
     assert!(!quiet.contains("warning"), "{quiet}");
 
     std::fs::write(
@@ -405,7 +355,7 @@ fn validate_warns_of_a_runs_on_no_host_of_gpuflow_toml_matches() {
     )
     .unwrap();
     let out = validate();
-    let text = stdout_of(&out) + &stderr_of(&out);
+    let text = out.stdout + &out.stderr;
     assert!(
         text.contains("warning: no host matches `runs-on: [hopper, 8gpu]`: `gpuflow run` will refuse this job here"),
         "{text}"

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::text;
 use assert_cmd::Command;
 use serde_json::Value;
 
@@ -88,10 +89,6 @@ impl Repo {
             .output()
             .unwrap()
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// The pauses keep the order of the stdout and stderr lines one: lines of the two pipes that

@@ -3,23 +3,12 @@
 
 use std::io::Read;
 
-use assert_cmd::Command;
+use crate::support::Workspace;
+use crate::support::text;
 
-fn gpuflow_in(dir: &std::path::Path) -> Command {
-    let mut c = Command::cargo_bin("gpuflow").unwrap();
-    c.current_dir(dir);
-    c
-}
-
-fn workspace(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// A workspace holding `w.yml`.
+fn workspace(yaml: &str) -> Workspace {
+    Workspace::new().file("w.yml", yaml)
 }
 
 const OK: &str = r#"
@@ -42,11 +31,11 @@ jobs:
 #[test]
 fn a_successful_run_exits_0_with_prefixed_lines_a_summary_and_stored_logs() {
     let dir = workspace(OK);
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "w.yml", "--input", "who=gpus"])
-        .assert()
-        .code(0);
-    let stdout = text(&out.get_output().stdout);
+        .status(0);
+    let stdout = out.stdout;
     assert!(stdout.contains("[greet] say | hello gpus"), "{stdout}");
     assert!(stdout.contains("summary:"), "{stdout}");
     assert!(stdout.contains("after"), "{stdout}");
@@ -69,14 +58,8 @@ fn a_successful_run_exits_0_with_prefixed_lines_a_summary_and_stored_logs() {
 #[test]
 fn json_output_is_one_event_per_line() {
     let dir = workspace(OK);
-    let out = gpuflow_in(dir.path())
-        .args(["run", "--json", "w.yml"])
-        .assert()
-        .code(0);
-    let events: Vec<serde_json::Value> = text(&out.get_output().stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let out = dir.gpuflow().args(["run", "--json", "w.yml"]).status(0);
+    let events: Vec<serde_json::Value> = out.json_lines();
     assert_eq!(events.first().unwrap()["type"], "run_started");
     // The run's answer comes last, right after `run_finished`.
     let [.., finished, headline] = &events[..] else {
@@ -98,11 +81,8 @@ fn json_output_is_one_event_per_line() {
 #[test]
 fn a_failing_job_exits_1() {
     let dir = workspace("on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: exit 4\n");
-    let out = gpuflow_in(dir.path())
-        .args(["run", "w.yml"])
-        .assert()
-        .code(1);
-    let stdout = text(&out.get_output().stdout);
+    let out = dir.gpuflow().args(["run", "w.yml"]).status(1);
+    let stdout = out.stdout;
     assert!(stdout.contains("exited with code 4"), "{stdout}");
     assert!(stdout.contains("failure"), "{stdout}");
 }
@@ -112,11 +92,8 @@ fn an_invalid_workflow_exits_3_and_starts_nothing() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n      - run: echo ${{ steps.nope.outputs.x }}\n",
     );
-    let out = gpuflow_in(dir.path())
-        .args(["run", "w.yml"])
-        .assert()
-        .code(3);
-    assert!(text(&out.get_output().stderr).contains("nothing was started"));
+    let out = dir.gpuflow().args(["run", "w.yml"]).status(3);
+    assert!(out.stderr.contains("nothing was started"));
     assert!(!dir.path().join("started").exists());
     assert!(!dir.path().join(".gpuflow").exists());
 }
@@ -126,11 +103,8 @@ fn a_step_that_cannot_run_yet_exits_3_naming_it() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch started\n      - uses: docker://gpuflow-base:test\n",
     );
-    let out = gpuflow_in(dir.path())
-        .args(["run", "w.yml"])
-        .assert()
-        .code(3);
-    let stderr = text(&out.get_output().stderr);
+    let out = dir.gpuflow().args(["run", "w.yml"]).status(3);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("`docker://gpuflow-base:test` steps are not supported yet"),
         "{stderr}"
@@ -142,12 +116,12 @@ fn a_step_that_cannot_run_yet_exits_3_naming_it() {
 #[test]
 fn a_secret_missing_from_the_environment_is_a_usage_error() {
     let dir = workspace(OK);
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env_remove("GPUFLOW_TEST_NO_SUCH_SECRET")
         .args(["run", "w.yml", "--secret", "GPUFLOW_TEST_NO_SUCH_SECRET"])
-        .assert()
-        .code(2);
-    assert!(text(&out.get_output().stderr).contains("`GPUFLOW_TEST_NO_SUCH_SECRET`"));
+        .status(2);
+    assert!(out.stderr.contains("`GPUFLOW_TEST_NO_SUCH_SECRET`"));
 }
 
 #[test]
@@ -155,12 +129,12 @@ fn secrets_from_the_environment_are_masked() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo \"pw ${{ secrets.GPUFLOW_TEST_PW }}\"\n",
     );
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env("GPUFLOW_TEST_PW", "correct-horse")
         .args(["run", "w.yml", "--secret", "GPUFLOW_TEST_PW"])
-        .assert()
-        .code(0);
-    let stdout = text(&out.get_output().stdout);
+        .status(0);
+    let stdout = out.stdout;
     assert!(stdout.contains("pw ***"), "{stdout}");
     assert!(!stdout.contains("correct-horse"));
 }
@@ -208,16 +182,15 @@ fn vars_are_read_from_the_command_line() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo \"region ${{ vars.region }}\"\n",
     );
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "w.yml", "--var", "region=eu-west"])
-        .assert()
-        .code(0);
-    assert!(text(&out.get_output().stdout).contains("[j] Run echo"));
-    assert!(text(&out.get_output().stdout).contains("| region eu-west"));
-    gpuflow_in(dir.path())
+        .status(0);
+    assert!(out.stdout.contains("[j] Run echo"));
+    assert!(out.stdout.contains("| region eu-west"));
+    dir.gpuflow()
         .args(["run", "w.yml", "--var", "no-equals"])
-        .assert()
-        .code(2);
+        .status(2);
 }
 
 /// `[vars]` of the workspace's `gpuflow.toml` is `vars.NAME` in its runs; `--var` replaces a
@@ -232,23 +205,23 @@ fn vars_come_from_gpuflow_toml_and_var_overrides_them() {
         "[vars]\nMODEL = \"llama-3-8b\"\nregion = \"us-east\"\n",
     )
     .unwrap();
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env_remove("GPUFLOW_CONFIG")
         .args(["run", "--plain", "w.yml"])
-        .assert()
-        .code(0);
-    let stdout = text(&out.get_output().stdout);
+        .status(0);
+    let stdout = out.stdout;
     assert!(
         stdout.contains("| model=llama-3-8b region=us-east"),
         "{stdout}"
     );
 
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env_remove("GPUFLOW_CONFIG")
         .args(["run", "--plain", "w.yml", "--var", "model=qwen3"])
-        .assert()
-        .code(0);
-    let stdout = text(&out.get_output().stdout);
+        .status(0);
+    let stdout = out.stdout;
     assert!(stdout.contains("| model=qwen3 region=us-east"), "{stdout}");
 }
 
@@ -263,12 +236,12 @@ fn a_var_in_gpuflow_toml_that_is_not_a_string_is_refused_at_its_place() {
         "[vars]\nMODEL = \"llama\"\nGPUS = 8\n",
     )
     .unwrap();
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env_remove("GPUFLOW_CONFIG")
         .args(["run", "--plain", "w.yml"])
-        .assert()
-        .code(2);
-    let stderr = text(&out.get_output().stderr);
+        .status(2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("error: `vars.GPUS` must be a string"),
         "{stderr}"
@@ -300,13 +273,12 @@ jobs:
     );
     let stand_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../examples/stand-in-8gpu-pcie.toml");
-    gpuflow_in(dir.path())
+    dir.gpuflow()
         .env_remove("GPUFLOW_CONFIG")
         .env(gpuflow::gpu::STAND_IN_ENV, stand_in)
         .env("GPUFLOW_LEASE_DIR", dir.path().join("leases"))
         .args(["run", "--plain", "w.yml"])
-        .assert()
-        .code(0);
+        .status(0);
     let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
     let gpus: serde_json::Value = serde_json::from_str(&read("two.json")).unwrap();
     let gpus = gpus.as_array().unwrap();
@@ -369,16 +341,12 @@ fn steps_that_need_no_engine_run_without_docker() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo measured\n      - uses: report\n        with: { format: markdown }\n",
     );
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         .args(["run", "--plain", "w.yml"])
-        .assert()
-        .code(1);
-    let all = format!(
-        "{}{}",
-        text(&out.get_output().stdout),
-        text(&out.get_output().stderr)
-    );
+        .status(1);
+    let all = format!("{}{}", out.stdout, out.stderr);
     assert!(all.contains("no results store"), "{all}");
     assert!(!all.contains("Docker engine"), "{all}");
 }
@@ -410,14 +378,14 @@ fn a_benchmark_of_a_server_on_the_host_runs_without_docker() {
     let dir = workspace(&format!(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: benchmark\n        with: {{ target: 'http://127.0.0.1:{port}', mode: single-stream, requests: 3, warmup: 0, output-tokens: 8 }}\n      - uses: compare-to-baseline\n        with: {{ metric: output_tok_s, baseline: previous }}\n"
     ));
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
         .args(["run", "--plain", "w.yml"])
-        .output()
-        .unwrap();
+        .output();
     let _ = sim.kill();
     let _ = sim.wait();
-    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    let all = out.all();
     assert_eq!(out.status.code(), Some(0), "{all}");
     assert!(all.contains("Successful requests:"), "{all}");
     assert!(all.contains("recorded as result"), "{all}");
@@ -457,13 +425,13 @@ fn job_folders_are_private_and_new_never_a_path_made_in_advance() {
     std::fs::create_dir(&victim).unwrap();
     std::os::unix::fs::symlink(&victim, tmp.path().join("gpuflow-planted-other-1")).unwrap();
 
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--plain", "--run-id", "planted", "w.yml"])
         .env("TMPDIR", tmp.path())
         .env_remove("XDG_RUNTIME_DIR")
-        .assert()
-        .code(0);
-    let stdout = text(&out.get_output().stdout);
+        .status(0);
+    let stdout = out.stdout;
     assert!(
         planted.join("host").is_dir(),
         "the folder made in advance was used as the job's folder (and removed at its end)\n{stdout}"
@@ -513,7 +481,8 @@ fn a_planted_symlink_for_a_gpu_lock_file_fails_the_job_and_leaves_its_target_alo
         std::os::unix::fs::symlink(&victim, leases.path().join(format!("local@{uuid}.lock")))
             .unwrap();
     }
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--plain", "w.yml"])
         .env(
             gpuflow::gpu::STAND_IN_ENV,
@@ -523,13 +492,8 @@ fn a_planted_symlink_for_a_gpu_lock_file_fails_the_job_and_leaves_its_target_alo
         .env("GPUFLOW_LEASE_DIR", leases.path())
         .env_remove("GPUFLOW_CONFIG")
         .env_remove("DOCKER_HOST")
-        .assert()
-        .code(1);
-    let all = format!(
-        "{}{}",
-        text(&out.get_output().stdout),
-        text(&out.get_output().stderr)
-    );
+        .status(1);
+    let all = format!("{}{}", out.stdout, out.stderr);
     assert!(all.contains("is a symbolic link"), "{all}");
     assert!(all.contains("remove it"), "{all}");
     assert!(!all.contains("gpus GPU-"), "the step must not run: {all}");
@@ -541,32 +505,11 @@ fn a_planted_symlink_for_a_gpu_lock_file_fails_the_job_and_leaves_its_target_alo
 /// caches, so a run leaves `git status` clean.
 #[test]
 fn a_run_in_a_fresh_git_repository_leaves_git_status_clean() {
-    let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-        text(&out.stdout)
-    };
-    git(&["init", "-q"]);
-    std::fs::write(dir.path().join("w.yml"), OK).unwrap();
-    git(&["add", "w.yml"]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.com",
-        "commit",
-        "-qm",
-        "workflow",
-    ]);
-    gpuflow_in(dir.path())
-        .args(["run", "--plain", "w.yml"])
-        .assert()
-        .code(0);
+    let dir = Workspace::repository()
+        .file("w.yml", OK)
+        .committed("workflow");
+    let git = |args: &[&str]| dir.git(args);
+    dir.gpuflow().args(["run", "--plain", "w.yml"]).status(0);
     assert!(dir.path().join(".gpuflow/runs").is_dir());
     assert_eq!(git(&["status", "--porcelain", "--untracked-files=all"]), "");
     // Workflows kept in `.gpuflow/workflows/` (docs/triggers.md) are still the user's to add.
@@ -574,6 +517,6 @@ fn a_run_in_a_fresh_git_repository_leaves_git_status_clean() {
     std::fs::write(dir.path().join(".gpuflow/workflows/w.yml"), OK).unwrap();
     assert_eq!(
         git(&["status", "--porcelain", "--untracked-files=all"]),
-        "?? .gpuflow/workflows/w.yml\n"
+        "?? .gpuflow/workflows/w.yml"
     );
 }

@@ -44,7 +44,7 @@ use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
 use super::cli::repo_root;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
 
 macro_rules! pages {
     ($($test:ident => $path:literal,)*) => {

@@ -2,173 +2,39 @@
 //!
 //! Docker is required: with the engine unreachable these tests fail (always under `CI`; locally
 //! `GPUFLOW_SKIP_DOCKER=1` skips them, loudly). Each test labels what it creates with its own
-//! run id; [`with_docker`] removes everything of that run after the test body, also when the
-//! body panics, and then asserts that no container of the run survives.
+//! run id; `with_docker` (the test kit's) removes everything of that run after the test body,
+//! also when the body panics, and then asserts that no container of the run survives.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
+
 use gpuflow::backend::{
     BackendError, ContainerSpec, DockerBackend, ExecSpec, GpuRequest, LABEL_MANAGED, LogLine,
-    LogStart, OutputStream, Owner, RunLabels,
+    LogStart, OutputStream,
 };
 
-pub(crate) const BASE_IMAGE: &str = "gpuflow-base:test";
-
-/// A connected backend and the run id this test labels its containers with.
-#[derive(Clone)]
-pub(crate) struct DockerTest {
-    pub(crate) backend: DockerBackend,
-    pub(crate) run: RunLabels,
-}
-
-impl DockerTest {
-    /// A container of the base image running `command`, started.
-    pub(crate) async fn start(&self, command: &[&str]) -> gpuflow::backend::Container {
-        let spec = base_spec(command);
-        self.backend
-            .start_container(&self.run, &spec)
-            .await
-            .unwrap()
-    }
-}
-
-/// A runner that is gone: its lock file is in this host's runner folder and nobody holds it
-/// (as after SIGKILL). Its pid is above Linux's maximum (2^22), so never a real process.
-pub(crate) fn dead_owner() -> Owner {
-    let dir = gpuflow::backend::runner_lock::runner_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    let token = format!(
-        "{:032x}",
-        u128::from(std::process::id()) << 64
-            | u128::from(
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap()
-                    .subsec_nanos(),
-            )
-    );
-    std::fs::write(dir.join(format!("{token}.lock")), "").unwrap();
-    Owner {
-        pid: 4_194_305,
-        token: Some(token),
-        ..Owner::current()
-    }
-}
-
-pub(crate) fn base_spec(command: &[&str]) -> ContainerSpec {
-    let mut spec = ContainerSpec::new(BASE_IMAGE);
-    spec.command = Some(command.iter().map(ToString::to_string).collect());
-    spec
-}
-
-/// Runs `body` against the engine, then removes the run's containers (awaited, whatever the
-/// body did) and checks none is left.
-pub(crate) async fn with_docker<F, Fut>(test: &str, body: F)
-where
-    F: FnOnce(DockerTest) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let Some(backend) = connect_or_skip().await else {
-        return;
-    };
-    assert!(
-        backend.has_image(BASE_IMAGE).await.unwrap(),
-        "the test image `{BASE_IMAGE}` is missing: run `make test-images`"
-    );
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let run = RunLabels::new(format!("test-{test}-{}-{nanos}", std::process::id()), test);
-    let t = DockerTest {
-        backend: backend.clone(),
-        run: run.clone(),
-    };
-
-    let outcome = AssertUnwindSafe(body(t)).catch_unwind().await;
-
-    backend.remove_run(&run.run_id).await.unwrap();
-    let left = backend.run_containers(&run.run_id).await.unwrap();
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-    assert_eq!(
-        left,
-        Vec::<String>::new(),
-        "containers of `{}` survived",
-        run.run_id
-    );
-}
-
-/// The engine, or `None` only when the developer asked to skip (never under `CI`).
-pub(crate) async fn connect_or_skip() -> Option<DockerBackend> {
-    let e = match DockerBackend::connect_local().await {
-        Ok(backend) => return Some(backend),
-        Err(e) => e,
-    };
-    let why = format!("{e}\n  help: {}", e.hint().unwrap_or_default());
-    let ci = std::env::var_os("CI").is_some();
-    let skip = std::env::var("GPUFLOW_SKIP_DOCKER").as_deref() == Ok("1");
-    match when_unreachable(&why, ci, skip) {
-        Unreachable::Skip(notice) => {
-            eprintln!("{notice}");
-            None
-        }
-        Unreachable::Fail(message) => panic!("{message}"),
-    }
-}
-
-/// What a Docker test does when the engine cannot be reached.
-#[derive(Debug)]
-pub(crate) enum Unreachable {
-    Fail(String),
-    /// Skip, printing this.
-    Skip(String),
-}
-
-/// CI must run these tests; a developer may skip them, knowingly and loudly.
-pub(crate) fn when_unreachable(why: &str, ci: bool, skip_asked: bool) -> Unreachable {
-    if ci {
-        Unreachable::Fail(format!(
-            "Docker is required in CI and is unreachable: {why}"
-        ))
-    } else if skip_asked {
-        Unreachable::Skip(format!(
-            "\n!!!!! SKIPPED: a Docker test did not run (GPUFLOW_SKIP_DOCKER=1): {why} !!!!!\n"
-        ))
-    } else {
-        Unreachable::Fail(format!(
-            "these tests need a Docker engine: {why}\n(set GPUFLOW_SKIP_DOCKER=1 to skip them \
-             knowingly)"
-        ))
-    }
-}
+use crate::support::docker::{
+    Unreachable, base_spec, dead_owner, raw_docker, when_missing, with_docker,
+};
+use crate::support::peak_rss_kib;
 
 #[test]
 fn an_unreachable_engine_fails_the_tests_unless_skipped_knowingly_outside_ci() {
-    assert!(matches!(when_unreachable("x", true, true), Unreachable::Fail(m) if m.contains("CI")));
+    assert!(
+        matches!(when_missing("Docker", "x", true, true), Unreachable::Fail(m) if m.contains("CI"))
+    );
     assert!(matches!(
-        when_unreachable("x", true, false),
+        when_missing("Docker", "x", true, false),
         Unreachable::Fail(_)
     ));
     assert!(
-        matches!(when_unreachable("x", false, false), Unreachable::Fail(m) if m.contains("GPUFLOW_SKIP_DOCKER=1"))
+        matches!(when_missing("Docker", "x", false, false), Unreachable::Fail(m) if m.contains("GPUFLOW_SKIP_DOCKER=1"))
     );
     assert!(
-        matches!(when_unreachable("x", false, true), Unreachable::Skip(m) if m.contains("SKIPPED"))
+        matches!(when_missing("Docker", "x", false, true), Unreachable::Skip(m) if m.contains("SKIPPED"))
     );
-}
-
-/// A second client, independent of the backend, to check what the engine really holds.
-pub(crate) async fn raw_docker() -> bollard::Docker {
-    bollard::Docker::connect_with_defaults()
-        .unwrap()
-        .negotiate_version()
-        .await
-        .unwrap()
 }
 
 fn collect(lines: &mut Vec<LogLine>) -> impl FnMut(LogLine) + Send + '_ {
@@ -592,14 +458,6 @@ async fn sweep_removes_what_dead_runners_left_and_keeps_live_ones() {
 }
 
 /// Peak resident memory of this process (`VmHWM`), in KiB.
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chatty_containers_whole_output_is_read_with_bounded_memory() {

@@ -4,141 +4,18 @@
 //! no container of the run; the test then removes whatever is left anyway, so a failure does
 //! not leak containers into the next test.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use gpuflow::backend::DockerBackend;
-use gpuflow::check::load_and_check;
-use gpuflow::engine::{
-    CollectSink, Event, EventKind, JobResult, RunOptions, RunReport, StepOutcome,
-};
-use gpuflow::plan::{build, from_workflow};
-use gpuflow::workflow::Loaded;
-use tokio_util::sync::CancellationToken;
+use gpuflow::engine::{EventKind, JobResult, StepOutcome};
 
-use super::docker::connect_or_skip;
-
-pub(crate) struct Ran {
-    pub(crate) report: RunReport,
-    pub(crate) events: Vec<Event>,
-    docker: DockerBackend,
-}
-
-impl Ran {
-    pub(crate) fn lines(&self, job: &str) -> Vec<String> {
-        self.events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::LogLine { job: j, text, .. } if j.display == job => Some(text.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    pub(crate) fn step(&self, name: &str) -> StepOutcome {
-        self.events
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::StepFinished {
-                    name: n, outcome, ..
-                } if n == name => Some(*outcome),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no step `{name}`"))
-    }
-
-    /// (outcome, conclusion) of the step named `name` in the job run displayed as `job`.
-    pub(crate) fn step_in(&self, job: &str, name: &str) -> (StepOutcome, StepOutcome) {
-        self.events
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::StepFinished {
-                    job: j,
-                    name: n,
-                    outcome,
-                    conclusion,
-                    ..
-                } if j.display == job && n == name => Some((*outcome, *conclusion)),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no step `{name}` in `{job}`: {:#?}", self.events))
-    }
-
-    pub(crate) fn job(&self, display: &str) -> JobResult {
-        self.report
-            .jobs
-            .iter()
-            .find(|j| j.job.display == display)
-            .unwrap_or_else(|| panic!("no job `{display}`: {:#?}", self.report.jobs))
-            .result
-    }
-
-    /// Index of the first event matching `f`.
-    fn index(&self, f: impl Fn(&EventKind) -> bool) -> usize {
-        self.events
-            .iter()
-            .position(|e| f(&e.kind))
-            .unwrap_or_else(|| panic!("event not found: {:#?}", self.events))
-    }
-
-    /// Asserts with the engine's API that nothing of the run is left.
-    pub(crate) async fn assert_nothing_left(&self) {
-        let left = self
-            .docker
-            .run_containers(&self.report.run_id)
-            .await
-            .unwrap();
-        assert_eq!(left, Vec::<String>::new(), "containers of the run survived");
-    }
-}
-
-/// Runs `yaml` on the local engine; `None` only when Docker tests are skipped knowingly.
-pub(crate) async fn run(yaml: &str) -> Option<Ran> {
-    run_with(yaml, &[]).await
-}
-
-/// Like [`run`], with more files (`path`, text) in the workspace.
-pub(crate) async fn run_with(yaml: &str, files: &[(&str, &str)]) -> Option<Ran> {
-    let docker = connect_or_skip().await?;
-    for image in ["gpuflow-base:test", "gpuflow-sim:test"] {
-        assert!(
-            docker.has_image(image).await.unwrap(),
-            "the test image `{image}` is missing: run `make test-images`"
-        );
-    }
-    let (dir, wf, plan) = prepare(yaml, files);
-    let run_id = format!("test-engine-{}", gpuflow::engine::new_run_id());
-    let mut opts = RunOptions::new(&run_id, dir.path());
-    opts.grace = Duration::from_secs(1);
-    let collect = CollectSink::new();
-    let result = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        Arc::new(collect.clone()),
-        Some(docker.clone()),
-        CancellationToken::new(),
-    )
-    .await;
-    let left = docker.run_containers(&run_id).await.unwrap();
-    // The guard: whatever the engine did, nothing of this test stays behind.
-    docker.remove_run(&run_id).await.unwrap();
-    let report = result.unwrap();
-    assert_eq!(
-        left,
-        Vec::<String>::new(),
-        "containers of the run survived the run"
-    );
-    Some(Ran {
-        report,
-        events: collect.events(),
-        docker,
-    })
-}
+use crate::support::Workspace;
+use crate::support::docker::connect_or_skip;
+use crate::support::engine::{on_docker, on_docker_with};
 
 #[tokio::test]
 async fn a_long_lived_container_serves_later_steps_and_goes_at_job_end() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   serve:
@@ -158,7 +35,8 @@ jobs:
       - name: second
         container: server
         run: cat /tmp/state; echo "${{ steps.first.outputs.seen }}"
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -184,7 +62,7 @@ jobs:
 
 #[tokio::test]
 async fn the_job_container_runs_every_step_and_services_answer_by_name() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(r#"
 on: workflow_dispatch
 jobs:
   inside:
@@ -227,7 +105,8 @@ jobs:
 
 #[tokio::test]
 async fn a_failed_step_and_a_timeout_leave_no_container() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   fails:
@@ -250,7 +129,8 @@ jobs:
         container: box
         timeout-minutes: 0.03
         run: sleep 120
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -272,7 +152,8 @@ jobs:
 
 #[tokio::test]
 async fn stop_container_ends_a_container_early_with_its_exit_code() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   stop:
@@ -289,7 +170,8 @@ jobs:
           container: box
           timeout: 5s
       - run: echo "exit ${{ steps.stopped.outputs.exit-code }}"
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -311,10 +193,8 @@ async fn ctrl_c_during_a_step_leaves_no_container() {
     let Some(docker) = connect_or_skip().await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(
-        dir.path().join("w.yml"),
+    let dir = Workspace::new().file(
+        "w.yml",
         r#"
 on: workflow_dispatch
 jobs:
@@ -327,11 +207,11 @@ jobs:
           command: sleep 300
       - run: touch ready; sleep 60
 "#,
-    )
-    .unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuflow"))
-        .current_dir(dir.path())
+    );
+    let mut child = dir
+        .gpuflow()
         .args(["run", "--json", "w.yml"])
+        .into_std()
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -390,7 +270,7 @@ runs:
     - container: ${{ inputs.name }}
       run: echo "ready" > /tmp/state
 "#;
-    let Some(ran) = run_with(
+    let Some(ran) = on_docker_with(
         r#"
 on: workflow_dispatch
 jobs:
@@ -415,7 +295,8 @@ jobs:
 
 #[tokio::test]
 async fn a_second_container_with_the_same_name_is_a_clear_error() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   twice:
@@ -425,7 +306,8 @@ jobs:
       - name: again
         uses: start-container
         with: { name: box, image: gpuflow-base:test, command: sleep 300 }
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -442,7 +324,8 @@ jobs:
 
 #[tokio::test]
 async fn a_dag_and_a_matrix_pass_outputs_between_jobs_in_containers() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   make:
@@ -473,7 +356,8 @@ jobs:
         with: { image: gpuflow-base:test, command: sleep 300 }
       - container: box
         run: echo "last saw ${{ needs.use.outputs.seen }}"
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -496,7 +380,8 @@ jobs:
 
 #[tokio::test]
 async fn if_always_and_continue_on_error_in_a_container() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   j:
@@ -526,7 +411,8 @@ jobs:
         if: always()
         container: box
         run: echo "status ${{ job.status }}"
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -562,7 +448,8 @@ jobs:
 /// a job's timeout stops its running step and still runs its `always()` step.
 #[tokio::test]
 async fn step_and_job_timeouts_in_a_container_end_the_steps_processes() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   step-timeout:
@@ -602,7 +489,8 @@ jobs:
         if: always()
         container: box
         run: echo "cleanup ran"
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -633,7 +521,7 @@ jobs:
 /// name.
 #[tokio::test]
 async fn the_job_network_comes_with_the_second_container() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(r#"
 on: workflow_dispatch
 jobs:
   j:
@@ -674,31 +562,4 @@ jobs:
         .output()
         .unwrap();
     assert!(networks.stdout.is_empty(), "the job's network survived");
-}
-
-/// A workspace (a `.git` folder, `w.yml`, and `files`) holding a valid workflow, loaded and
-/// planned: what every engine test starts from.
-pub(crate) fn prepare(
-    yaml: &str,
-    files: &[(&str, &str)],
-) -> (
-    tempfile::TempDir,
-    Box<gpuflow::workflow::Workflow>,
-    gpuflow::plan::Plan,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    for (path, text) in files {
-        let p = dir.path().join(path);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    }
-    let (loaded, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    assert!(!diags.has_errors(), "{diags:#?}");
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
-    (dir, wf, plan)
 }

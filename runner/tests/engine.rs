@@ -2,155 +2,18 @@
 //! Each test writes a workflow into its own folder (with a `.git`, so `./actions` resolve
 //! there), runs it, and asserts on the events, the stored logs and the file system.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuflow::check::load_and_check;
 use gpuflow::engine::LogStore;
 use gpuflow::engine::dispatcher::RunError;
-use gpuflow::engine::{
-    CollectSink, Event, EventKind, JobResult, RunOptions, RunReport, StepOutcome, Tee,
-};
-use gpuflow::plan::{build, from_workflow};
-use gpuflow::workflow::Loaded;
+use gpuflow::engine::{CollectSink, Event, EventKind, JobResult, RunOptions, StepOutcome, Tee};
 use tokio_util::sync::CancellationToken;
 
-struct Ran {
-    report: RunReport,
-    events: Vec<Event>,
-    dir: tempfile::TempDir,
-}
-
-impl Ran {
-    /// Every output line of the steps (and gpuflow's own lines) of jobs whose display name
-    /// starts with `job`.
-    fn lines(&self, job: &str) -> Vec<String> {
-        self.events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::LogLine { job: j, text, .. } if j.display.starts_with(job) => {
-                    Some(text.clone())
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// (outcome, conclusion) of the step named `name` in the first job run named `job`.
-    fn step(&self, job: &str, name: &str) -> (StepOutcome, StepOutcome) {
-        self.events
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::StepFinished {
-                    job: j,
-                    name: n,
-                    outcome,
-                    conclusion,
-                    ..
-                } if j.display == job && n == name => Some((*outcome, *conclusion)),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no step `{name}` in `{job}`: {:#?}", self.events))
-    }
-
-    fn job(&self, display: &str) -> JobResult {
-        self.report
-            .jobs
-            .iter()
-            .find(|j| j.job.display == display)
-            .unwrap_or_else(|| panic!("no job `{display}`: {:#?}", self.report.jobs))
-            .result
-    }
-
-    /// Index of the first event matching `f`.
-    fn index(&self, f: impl Fn(&EventKind) -> bool) -> usize {
-        self.events
-            .iter()
-            .position(|e| f(&e.kind))
-            .expect("event not found")
-    }
-}
-
-fn write(dir: &Path, path: &str, text: &str) {
-    let p = dir.join(path);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-fn workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    dir
-}
-
-async fn try_run(
-    dir: tempfile::TempDir,
-    yaml: &str,
-    tweak: impl FnOnce(&mut RunOptions),
-) -> Result<Ran, (RunError, tempfile::TempDir)> {
-    write(dir.path(), "w.yml", yaml);
-    let (_, diags) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    assert!(!diags.has_errors(), "{diags:#?}");
-    try_run_unchecked(dir, yaml, tweak).await
-}
-
-/// `validate`'s errors for `yaml`, as `Debug` text.
-fn validate_errors(dir: &Path, yaml: &str) -> String {
-    write(dir, "w.yml", yaml);
-    let (_, diags) = load_and_check(&dir.join("w.yml")).unwrap();
-    assert!(diags.has_errors(), "validate accepts it");
-    format!("{diags:?}")
-}
-
-/// [`try_run`] of a workflow even when `validate` refuses it (as `gpuflow run` does first):
-/// what the engine does on its own, for a caller that runs a workflow without checking it.
-async fn try_run_unchecked(
-    dir: tempfile::TempDir,
-    yaml: &str,
-    tweak: impl FnOnce(&mut RunOptions),
-) -> Result<Ran, (RunError, tempfile::TempDir)> {
-    write(dir.path(), "w.yml", yaml);
-    let (loaded, _) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
-    let mut opts = RunOptions::new(gpuflow::engine::new_run_id(), dir.path());
-    opts.grace = Duration::from_millis(500);
-    tweak(&mut opts);
-    let collect = CollectSink::new();
-    let store = Arc::new(LogStore::create(&opts.log_dir).unwrap());
-    let sink = Arc::new(Tee(vec![Arc::new(collect.clone()), store]));
-    let result = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        sink,
-        None,
-        CancellationToken::new(),
-    )
-    .await;
-    match result {
-        Ok(report) => Ok(Ran {
-            report,
-            events: collect.events(),
-            dir,
-        }),
-        Err(e) => Err((e, dir)),
-    }
-}
-
-async fn run_in(dir: tempfile::TempDir, yaml: &str, tweak: impl FnOnce(&mut RunOptions)) -> Ran {
-    match try_run(dir, yaml, tweak).await {
-        Ok(r) => r,
-        Err((e, _)) => panic!("refused: {e:?}"),
-    }
-}
-
-async fn run(yaml: &str) -> Ran {
-    run_in(workspace(), yaml, |_| {}).await
-}
+use crate::support::engine::{
+    on_host, on_host_in, prepare, try_on_host, try_on_host_unchecked, validate_errors,
+};
+use crate::support::{Workspace, peak_rss_kib};
 
 /// Whether the process runs (a zombie waiting for a parent that does not reap is gone).
 fn pid_alive(pid: &str) -> bool {
@@ -163,7 +26,7 @@ fn pid_alive(pid: &str) -> bool {
 
 #[tokio::test]
 async fn a_dag_passes_outputs_between_jobs_and_starts_jobs_as_soon_as_their_needs_are_met() {
-    let ran = run(r#"
+    let ran = on_host(r#"
 on: workflow_dispatch
 jobs:
   slow:
@@ -190,7 +53,10 @@ jobs:
     .await;
     assert_eq!(ran.report.result, JobResult::Success);
     assert_eq!(ran.report.exit_code().code(), 0);
-    assert_eq!(ran.lines("report"), ["report 1.2.3 ok-1.2.3 success"]);
+    assert_eq!(
+        ran.lines_of_jobs_starting_with("report"),
+        ["report 1.2.3 ok-1.2.3 success"]
+    );
     // `test` waits for `build` only, not for the slow job of the same level.
     let test_started =
         ran.index(|k| matches!(k, EventKind::JobStarted { job } if job.job == "test"));
@@ -204,7 +70,8 @@ jobs:
 
 #[tokio::test]
 async fn a_matrix_respects_max_parallel() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 jobs:
   cells:
@@ -214,7 +81,8 @@ jobs:
         n: [1, 2, 3, 4, 5]
     steps:
       - run: sleep 0.3; echo "cell ${{ matrix.n }} of ${{ strategy.job-total }}"
-"#)
+"#,
+    )
     .await;
     assert_eq!(ran.report.result, JobResult::Success);
     let mut running = 0usize;
@@ -228,7 +96,7 @@ jobs:
         most = most.max(running);
     }
     assert_eq!(most, 2, "{:#?}", ran.events);
-    let mut lines = ran.lines("cells");
+    let mut lines = ran.lines_of_jobs_starting_with("cells");
     lines.sort();
     assert_eq!(lines[0], "cell 1 of 5");
     assert_eq!(lines.len(), 5);
@@ -236,9 +104,9 @@ jobs:
 
 #[tokio::test]
 async fn fail_fast_cancels_the_unfinished_cells_and_kills_their_processes() {
-    let dir = workspace();
+    let dir = Workspace::new();
     let started = Instant::now();
-    let ran = run_in(
+    let ran = on_host_in(
         dir,
         r#"
 on: workflow_dispatch
@@ -263,14 +131,15 @@ jobs:
     assert_eq!(ran.job("cells (2)"), JobResult::Cancelled);
     assert_eq!(ran.job("cells (3)"), JobResult::Cancelled);
     for n in [2, 3] {
-        let pid = std::fs::read_to_string(ran.dir.path().join(format!("pid-{n}"))).unwrap();
+        let pid = std::fs::read_to_string(ran.workspace.path().join(format!("pid-{n}"))).unwrap();
         assert!(!pid_alive(&pid), "the process of cell {n} survived");
     }
 }
 
 #[tokio::test]
 async fn if_always_and_continue_on_error() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 jobs:
   first:
@@ -307,22 +176,23 @@ jobs:
     continue-on-error: true
     steps:
       - run: exit 1
-"#)
+"#,
+    )
     .await;
     assert_eq!(
-        ran.step("first", "flaky"),
+        ran.step_in("first", "flaky"),
         (StepOutcome::Failure, StepOutcome::Success)
     );
-    assert_eq!(ran.step("first", "after flaky").0, StepOutcome::Success);
-    assert_eq!(ran.step("first", "broken").0, StepOutcome::Failure);
-    assert_eq!(ran.step("first", "skipped").0, StepOutcome::Skipped);
-    assert_eq!(ran.step("first", "cleanup").0, StepOutcome::Success);
-    assert_eq!(ran.step("first", "on failure").0, StepOutcome::Success);
+    assert_eq!(ran.step_in("first", "after flaky").0, StepOutcome::Success);
+    assert_eq!(ran.step_in("first", "broken").0, StepOutcome::Failure);
+    assert_eq!(ran.step_in("first", "skipped").0, StepOutcome::Skipped);
+    assert_eq!(ran.step_in("first", "cleanup").0, StepOutcome::Success);
+    assert_eq!(ran.step_in("first", "on failure").0, StepOutcome::Success);
     assert_eq!(
-        ran.step("first", "implicit success").0,
+        ran.step_in("first", "implicit success").0,
         StepOutcome::Skipped
     );
-    let lines = ran.lines("first");
+    let lines = ran.lines_of_jobs_starting_with("first");
     assert!(
         lines.contains(&"flaky was failure/success".to_string()),
         "{lines:?}"
@@ -346,7 +216,10 @@ jobs:
         .count();
     assert_eq!(finished.len(), queued);
     assert!(finished.contains(&"needs-first"));
-    assert_eq!(ran.lines("always-after"), ["first was failure"]);
+    assert_eq!(
+        ran.lines_of_jobs_starting_with("always-after"),
+        ["first was failure"]
+    );
     assert_eq!(ran.job("allowed"), JobResult::Failure);
     assert!(ran.report.jobs.iter().any(|j| j.failure_allowed));
     assert_eq!(ran.report.result, JobResult::Failure);
@@ -354,7 +227,8 @@ jobs:
 
 #[tokio::test]
 async fn a_job_whose_only_failure_is_allowed_does_not_fail_the_run() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 jobs:
   allowed:
@@ -365,15 +239,20 @@ jobs:
     needs: allowed
     steps:
       - run: echo "ran after ${{ needs.allowed.result }}"
-"#)
+"#,
+    )
     .await;
     assert_eq!(ran.report.result, JobResult::Success);
-    assert_eq!(ran.lines("after"), ["ran after success"]);
+    assert_eq!(
+        ran.lines_of_jobs_starting_with("after"),
+        ["ran after success"]
+    );
 }
 
 #[tokio::test]
 async fn step_and_job_timeouts_stop_the_process_group() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 jobs:
   step-timeout:
@@ -397,31 +276,36 @@ jobs:
         run: |
           echo $$ > job.pid
           sleep 60
-"#)
+"#,
+    )
     .await;
-    assert_eq!(ran.step("step-timeout", "slow").0, StepOutcome::Failure);
-    assert_eq!(ran.step("step-timeout", "next").0, StepOutcome::Skipped);
-    assert_eq!(ran.step("step-timeout", "cleanup").0, StepOutcome::Success);
+    assert_eq!(ran.step_in("step-timeout", "slow").0, StepOutcome::Failure);
+    assert_eq!(ran.step_in("step-timeout", "next").0, StepOutcome::Skipped);
+    assert_eq!(
+        ran.step_in("step-timeout", "cleanup").0,
+        StepOutcome::Success
+    );
     assert!(
-        ran.lines("step-timeout")
+        ran.lines_of_jobs_starting_with("step-timeout")
             .iter()
             .any(|l| l.contains("timed out"))
     );
     assert_eq!(ran.job("job-timeout"), JobResult::Failure);
     assert!(
-        ran.lines("job-timeout")
+        ran.lines_of_jobs_starting_with("job-timeout")
             .iter()
             .any(|l| l.contains("the job timed out"))
     );
     for f in ["child.pid", "shell.pid", "job.pid"] {
-        let pid = std::fs::read_to_string(ran.dir.path().join(f)).unwrap();
+        let pid = std::fs::read_to_string(ran.workspace.path().join(f)).unwrap();
         assert!(!pid_alive(&pid), "{f}: {pid} survived");
     }
 }
 
 #[tokio::test]
 async fn env_is_layered_workflow_job_step_and_github_env_reaches_later_steps() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 env:
   A: wf
@@ -445,10 +329,11 @@ jobs:
           echo "END" >> "$GITHUB_ENV"
       - name: read
         run: echo "$LATER ${{ env.LATER }} $(echo "$MULTI" | wc -l)"
-"#)
+"#,
+    )
     .await;
     assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
-    let lines = ran.lines("env");
+    let lines = ran.lines_of_jobs_starting_with("env");
     assert_eq!(lines[0], "wf job step-job");
     assert_eq!(
         lines[1].split_whitespace().collect::<Vec<_>>(),
@@ -458,7 +343,8 @@ jobs:
 
 #[tokio::test]
 async fn heredoc_outputs_reach_later_steps_and_job_outputs() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 jobs:
   produce:
@@ -480,24 +366,31 @@ jobs:
     needs: produce
     steps:
       - run: echo "${{ needs.produce.outputs.text }}" | tail -n 1
-"#)
+"#,
+    )
     .await;
-    assert_eq!(ran.lines("produce"), ["first line", "second = line"]);
-    assert_eq!(ran.lines("consume"), ["second = line"]);
+    assert_eq!(
+        ran.lines_of_jobs_starting_with("produce"),
+        ["first line", "second = line"]
+    );
+    assert_eq!(
+        ran.lines_of_jobs_starting_with("consume"),
+        ["second = line"]
+    );
     let summary = std::fs::read_to_string(ran.report.log_dir.join("produce/summary.md")).unwrap();
     assert_eq!(summary, "made 2 lines\n");
 }
 
 #[tokio::test]
 async fn expression_values_never_run_as_shell_code() {
-    let dir = workspace();
+    let dir = Workspace::new();
     let marker = dir.path().join("pwned");
     let value = format!(
         "$(touch {}); echo x `touch {}`",
         marker.display(),
         marker.display()
     );
-    let ran = run_in(
+    let ran = on_host_in(
         dir,
         r#"
 on:
@@ -519,7 +412,7 @@ jobs:
     .await;
     assert_eq!(ran.report.result, JobResult::Success);
     assert!(!marker.exists(), "an expression value ran as code");
-    let lines = ran.lines("safe");
+    let lines = ran.lines_of_jobs_starting_with("safe");
     assert_eq!(lines[1], format!("quoted {value}"));
     assert_eq!(lines[2], format!("single {value}"));
 }
@@ -541,19 +434,25 @@ jobs:
 "#;
     // `validate` reports both, so `gpuflow run` never starts this; the engine refuses them
     // at their steps too.
-    let dir = workspace();
-    let text = validate_errors(dir.path(), yaml);
+    let dir = Workspace::new();
+    let text = validate_errors(&dir, yaml);
     assert!(
         text.contains("`github.ref_name` is written into a `sh` script as text")
             && text.contains("`shell` reads `github.head_ref`"),
         "{text}"
     );
-    let Ok(ran) = try_run_unchecked(dir, yaml, |_| {}).await else {
+    let Ok(ran) = try_on_host_unchecked(dir, yaml, |_| {}).await else {
         panic!("refused before the steps")
     };
-    assert_eq!(ran.step("refuse", "custom shell").0, StepOutcome::Failure);
-    assert_eq!(ran.step("refuse", "chosen shell").0, StepOutcome::Failure);
-    let lines = ran.lines("refuse").join("\n");
+    assert_eq!(
+        ran.step_in("refuse", "custom shell").0,
+        StepOutcome::Failure
+    );
+    assert_eq!(
+        ran.step_in("refuse", "chosen shell").0,
+        StepOutcome::Failure
+    );
+    let lines = ran.lines_of_jobs_starting_with("refuse").join("\n");
     assert!(lines.contains("github.ref_name"), "{lines}");
     assert!(lines.contains("w.yml:"), "{lines}");
     assert!(lines.contains("env:"), "{lines}");
@@ -562,8 +461,8 @@ jobs:
 
 #[tokio::test]
 async fn secrets_and_added_masks_never_reach_events_or_stored_logs() {
-    let ran = run_in(
-        workspace(),
+    let ran = on_host_in(
+        Workspace::new(),
         r#"
 on: workflow_dispatch
 jobs:
@@ -584,7 +483,7 @@ jobs:
     )
     .await;
     assert_eq!(ran.report.result, JobResult::Success);
-    let lines = ran.lines("secret");
+    let lines = ran.lines_of_jobs_starting_with("secret");
     assert!(lines.contains(&"token is ***".to_string()), "{lines:?}");
     assert!(lines.contains(&"direct ***".to_string()), "{lines:?}");
     assert!(lines.contains(&"later ***".to_string()), "{lines:?}");
@@ -611,9 +510,8 @@ jobs:
 
 #[tokio::test]
 async fn a_composite_action_with_inputs_and_outputs_runs_twice_in_one_job() {
-    let dir = workspace();
-    write(
-        dir.path(),
+    let dir = Workspace::new();
+    dir.write(
         "actions/greet/action.yml",
         r#"
 name: greet
@@ -633,7 +531,7 @@ runs:
     - run: echo "inside for ${{ inputs.who }}"
 "#,
     );
-    let ran = run_in(
+    let ran = on_host_in(
         dir,
         r#"
 on: workflow_dispatch
@@ -655,7 +553,7 @@ jobs:
     )
     .await;
     assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
-    let lines = ran.lines("greet");
+    let lines = ran.lines_of_jobs_starting_with("greet");
     assert_eq!(
         lines,
         [
@@ -674,24 +572,23 @@ jobs:
 
 #[tokio::test]
 async fn continue_on_error_on_a_step_using_an_action_forgives_its_failure() {
-    let dir = workspace();
-    write(
-        dir.path(),
+    let dir = Workspace::new();
+    dir.write(
         "actions/fails/action.yml",
         "name: fails\nruns:\n  using: composite\n  steps:\n    - run: exit 1\n    - if: failure()\n      run: echo inner cleanup\n",
     );
-    let ran = run_in(
+    let ran = on_host_in(
         dir,
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: try\n        uses: ./actions/fails\n        continue-on-error: true\n      - run: echo went on\n",
         |_| {},
     )
     .await;
     assert_eq!(
-        ran.step("j", "try"),
+        ran.step_in("j", "try"),
         (StepOutcome::Failure, StepOutcome::Success)
     );
     let lines: Vec<String> = ran
-        .lines("j")
+        .lines_of_jobs_starting_with("j")
         .into_iter()
         .filter(|l| !l.contains("exited with code"))
         .collect();
@@ -701,15 +598,14 @@ async fn continue_on_error_on_a_step_using_an_action_forgives_its_failure() {
 
 #[tokio::test]
 async fn an_error_inside_an_action_names_the_workflow_step_and_the_action_line() {
-    let dir = workspace();
-    write(
-        dir.path(),
+    let dir = Workspace::new();
+    dir.write(
         "actions/bad/action.yml",
         "name: bad\nruns:\n  using: composite\n  steps:\n    - shell: sh {0}\n      run: echo ${{ github.event.head_commit.message }}\n",
     );
     // `validate` reports this one already (so `gpuflow run` never starts it); the engine's
     // own refusal at the step is what is tested here.
-    let Ok(ran) = try_run_unchecked(
+    let Ok(ran) = try_on_host_unchecked(
         dir,
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: use bad\n        uses: ./actions/bad\n",
         |_| {},
@@ -719,14 +615,14 @@ async fn an_error_inside_an_action_names_the_workflow_step_and_the_action_line()
         panic!("refused before the steps")
     };
     assert_eq!(ran.report.result, JobResult::Failure);
-    let lines = ran.lines("j").join("\n");
+    let lines = ran.lines_of_jobs_starting_with("j").join("\n");
     assert!(lines.contains("step `use bad`"), "{lines}");
     assert!(lines.contains("action.yml:6:"), "{lines}");
 }
 
 #[tokio::test]
 async fn a_step_not_available_yet_is_refused_before_anything_runs() {
-    let dir = workspace();
+    let dir = Workspace::new();
     // Every built-in runs now; a `docker://` step is what cannot run yet.
     let yaml = r#"
 on: workflow_dispatch
@@ -737,12 +633,12 @@ jobs:
       - uses: docker://gpuflow-base:test
 "#;
     // `validate` (and so `gpuflow run`) refuses it first; the engine refuses it too.
-    let text = validate_errors(dir.path(), yaml);
+    let text = validate_errors(&dir, yaml);
     assert!(
         text.contains("`docker://gpuflow-base:test` steps are not supported yet"),
         "{text}"
     );
-    let result = try_run_unchecked(dir, yaml, |_| {}).await;
+    let result = try_on_host_unchecked(dir, yaml, |_| {}).await;
     let Err((RunError::Refused(diags), dir)) = result else {
         panic!("not refused");
     };
@@ -766,7 +662,7 @@ jobs:
     steps:
       - run: touch started
 "#;
-    let Err((RunError::Input(e), dir)) = try_run(workspace(), yaml, |o| {
+    let Err((RunError::Input(e), dir)) = try_on_host(Workspace::new(), yaml, |o| {
         o.inputs.insert("sise".into(), "1".into());
     })
     .await
@@ -780,10 +676,7 @@ jobs:
 
 #[tokio::test]
 async fn cancelling_the_run_stops_steps_runs_always_steps_and_reports_cancelled() {
-    let dir = workspace();
-    write(
-        dir.path(),
-        "w.yml",
+    let (dir, wf, plan) = prepare(
         r#"
 on: workflow_dispatch
 jobs:
@@ -797,12 +690,8 @@ jobs:
     steps:
       - run: echo never
 "#,
+        &[],
     );
-    let (loaded, _) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!()
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
     let mut opts = RunOptions::new(gpuflow::engine::new_run_id(), dir.path());
     opts.grace = Duration::from_millis(500);
     let collect = CollectSink::new();
@@ -861,34 +750,18 @@ impl gpuflow::engine::EventSink for CountSink {
     }
 }
 
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// Peak memory is per process: meaningful under nextest (one process per test), which is how
 /// the suite runs (`make test`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_step_printing_a_lot_is_streamed_with_bounded_memory() {
     const LINES: u64 = 400_000;
-    let dir = workspace();
-    write(
-        dir.path(),
-        "w.yml",
+    let (dir, wf, plan) = prepare(
         &format!(
             "on: workflow_dispatch\njobs:\n  chatty:\n    steps:\n      - run: seq 1 {LINES} | sed 's/$/ {}/'\n",
             "x".repeat(90)
         ),
+        &[],
     );
-    let (loaded, _) = load_and_check(&dir.path().join("w.yml")).unwrap();
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!()
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
     let opts = RunOptions::new(gpuflow::engine::new_run_id(), dir.path());
     let count = Arc::new(CountSink::default());
     let store = Arc::new(LogStore::create(&opts.log_dir).unwrap());
@@ -932,7 +805,8 @@ async fn a_step_printing_a_lot_is_streamed_with_bounded_memory() {
 /// `..` (or `.`) there must not put the logs beside (or above) the run's folder.
 #[tokio::test]
 async fn log_folders_of_jobs_named_dot_dot_stay_inside_the_run_folder() {
-    let ran = run(r#"
+    let ran = on_host(
+        r#"
 on: workflow_dispatch
 jobs:
   up:
@@ -947,10 +821,11 @@ jobs:
         p: ['..', '.', '../..']
     steps:
       - run: echo escaped-cell
-"#)
+"#,
+    )
     .await;
     assert_eq!(ran.report.result, JobResult::Success);
-    let runs = ran.dir.path().join(".gpuflow/runs");
+    let runs = ran.workspace.path().join(".gpuflow/runs");
     let entries: Vec<_> = std::fs::read_dir(&runs)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -959,7 +834,7 @@ jobs:
     let run = &entries[0];
     // Every step log (`.log`, compressed when the run ends) is inside the run's folder.
     let mut logs = Vec::new();
-    for e in walkdir::WalkDir::new(ran.dir.path()) {
+    for e in walkdir::WalkDir::new(ran.workspace.path()) {
         let path = e.unwrap().into_path();
         if path.is_file() && path.to_string_lossy().contains(".log") {
             assert!(path.starts_with(run), "written outside the run: {path:?}");
@@ -967,7 +842,7 @@ jobs:
         }
     }
     assert!(logs.len() >= 2, "{logs:?}");
-    let lines = ran.lines("");
+    let lines = ran.lines_of_jobs_starting_with("");
     assert!(lines.iter().any(|l| l == "escaped-job"), "{lines:?}");
     assert_eq!(lines.iter().filter(|l| *l == "escaped-cell").count(), 3);
 }

@@ -9,7 +9,7 @@
 use assert_cmd::Command;
 use gpuflow::backend::Owner;
 
-use crate::docker::{base_spec, raw_docker, with_docker};
+use crate::support::docker::{base_spec, raw_docker, with_docker};
 
 fn gpuflow_gc(args: &[&str]) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
@@ -31,7 +31,7 @@ fn gpuflow_gc(args: &[&str]) -> (i32, String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_removes_what_dead_runners_left_and_says_what() {
     with_docker("gc", |t| async move {
-        let dead = crate::docker::dead_owner();
+        let dead = crate::support::docker::dead_owner();
         let orphaned_by = t.backend.clone().with_owner(dead);
         let mut spec = base_spec(&["sleep", "300"]);
         let name = format!("gpuflow-test-gc-{}", std::process::id());

@@ -21,8 +21,8 @@ use gpuflow::engine::{CollectSink, Engines, EventKind, JobResult, RunOptions};
 use gpuflow::gpu::{Discovery, HostGpus, LeaseDir};
 use tokio_util::sync::CancellationToken;
 
-use super::docker::connect_or_skip;
-use super::docker_engine::prepare;
+use crate::support::docker::connect_or_skip;
+use crate::support::engine::prepare;
 
 fn stand_in() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/stand-in-8gpu-pcie.toml")

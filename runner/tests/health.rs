@@ -6,26 +6,8 @@ use std::time::Duration;
 
 use gpuflow::engine::{EventKind, JobResult, StepOutcome};
 
-use super::docker_engine::{Ran, run, run_with};
-
-/// The step's duration, by its name.
-fn duration(ran: &Ran, step: &str) -> Duration {
-    ran.events
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::StepFinished { name, duration, .. } if name == step => Some(*duration),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no step `{step}`"))
-}
-
-/// The value after `prefix` in the job's lines (`ready=1.234`).
-fn value(ran: &Ran, job: &str, prefix: &str) -> String {
-    ran.lines(job)
-        .iter()
-        .find_map(|l| l.strip_prefix(prefix).map(str::to_string))
-        .unwrap_or_else(|| panic!("no line `{prefix}…` in {:?}", ran.lines(job)))
-}
+use crate::support::Ran;
+use crate::support::engine::{on_docker, on_docker_with};
 
 fn all_text(ran: &Ran, job: &str) -> String {
     ran.lines(job).join("\n")
@@ -57,12 +39,12 @@ jobs:
 }
 
 fn ready_after(ran: &Ran) -> f64 {
-    value(ran, "serve", "ready=").parse().unwrap()
+    ran.value("serve", "ready=").parse().unwrap()
 }
 
 #[tokio::test]
 async fn http_notices_readiness_as_the_model_finishes_loading() {
-    let Some(ran) = run(&waiting(
+    let Some(ran) = on_docker(&waiting(
         "--startup-delay 1500ms",
         "          url: http://server:30000/health\n          timeout: 1m",
     ))
@@ -89,7 +71,7 @@ async fn http_notices_readiness_as_the_model_finishes_loading() {
 
 #[tokio::test]
 async fn log_matches_the_ready_line_as_it_is_printed() {
-    let Some(ran) = run(&waiting(
+    let Some(ran) = on_docker(&waiting(
         "--startup-delay 1500ms",
         "          probe: log\n          container: server\n          pattern: fired up and ready to roll\n          timeout: 1m",
     ))
@@ -109,7 +91,7 @@ async fn log_matches_the_ready_line_as_it_is_printed() {
 
 #[tokio::test]
 async fn a_server_that_runs_out_of_memory_fails_the_wait_at_once() {
-    let Some(ran) = run(&waiting(
+    let Some(ran) = on_docker(&waiting(
         "--startup-delay 1s --oom-at-start",
         "          url: http://server:30000/health\n          timeout: 10m",
     ))
@@ -120,7 +102,7 @@ async fn a_server_that_runs_out_of_memory_fails_the_wait_at_once() {
     assert_eq!(ran.report.result, JobResult::Failure);
     assert_eq!(ran.step("wait"), StepOutcome::Failure);
     // Far less than the 10 minutes it was allowed: the exit decided it.
-    let took = duration(&ran, "wait");
+    let took = ran.step_duration("wait");
     assert!(took < Duration::from_secs(8), "took {took:?}");
     let text = all_text(&ran, "serve");
     assert!(
@@ -139,7 +121,7 @@ async fn a_server_that_runs_out_of_memory_fails_the_wait_at_once() {
 #[tokio::test]
 async fn a_container_killed_by_the_kernel_for_memory_fails_the_wait_at_once() {
     // A 32 MiB limit and a shell that builds a 200 MB string: the kernel OOM-kills it.
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(r#"
 on: workflow_dispatch
 jobs:
   serve:
@@ -160,7 +142,7 @@ jobs:
         return;
     };
     assert_eq!(ran.step("wait"), StepOutcome::Failure);
-    let took = duration(&ran, "wait");
+    let took = ran.step_duration("wait");
     assert!(took < Duration::from_secs(20), "took {took:?}");
     let text = all_text(&ran, "serve");
     assert!(text.contains("OOMKilled: true"), "{text}");
@@ -171,7 +153,8 @@ jobs:
 
 #[tokio::test]
 async fn a_container_that_restarts_fails_the_wait_at_its_first_restart() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   serve:
@@ -187,13 +170,14 @@ jobs:
         name: wait
         uses: wait-for-health
         with: { probe: tcp, address: "server:30000", container: server, timeout: 10m }
-"#)
+"#,
+    )
     .await
     else {
         return;
     };
     assert_eq!(ran.step("wait"), StepOutcome::Failure);
-    let took = duration(&ran, "wait");
+    let took = ran.step_duration("wait");
     assert!(took < Duration::from_secs(20), "took {took:?}");
     let text = all_text(&ran, "serve");
     assert!(
@@ -206,7 +190,8 @@ jobs:
 
 #[tokio::test]
 async fn tcp_and_command_probes_wait_for_the_server() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(
+        r#"
 on: workflow_dispatch
 jobs:
   serve:
@@ -233,7 +218,8 @@ jobs:
         uses: wait-for-health
         with: { probe: command, command: "test -d /", timeout: 10s }
       - run: echo "inside=${{ steps.inside.outputs.ready-after }}"
-"#)
+"#,
+    )
     .await
     else {
         return;
@@ -245,17 +231,17 @@ jobs:
         all_text(&ran, "serve")
     );
     // The port opens before the model has loaded; the health URL answers only after.
-    let inside: f64 = value(&ran, "serve", "inside=").parse().unwrap();
+    let inside: f64 = ran.value("serve", "inside=").parse().unwrap();
     assert!(inside < 3.0, "{inside}");
     assert!(
-        duration(&ran, "tcp") + duration(&ran, "command in the container")
+        ran.step_duration("tcp") + ran.step_duration("command in the container")
             >= Duration::from_millis(800)
     );
 }
 
 #[tokio::test]
 async fn a_timeout_fails_with_the_last_log_lines() {
-    let Some(ran) = run(&waiting(
+    let Some(ran) = on_docker(&waiting(
         "--startup-delay 1m",
         "          probe: log\n          container: server\n          pattern: never printed\n          timeout: 1500ms",
     ))
@@ -275,7 +261,7 @@ async fn a_timeout_fails_with_the_last_log_lines() {
 
 #[tokio::test]
 async fn the_docker_probe_without_a_healthcheck_fails_at_once() {
-    let Some(ran) = run(&waiting(
+    let Some(ran) = on_docker(&waiting(
         "",
         "          probe: docker\n          container: server\n          timeout: 10m",
     ))
@@ -284,7 +270,7 @@ async fn the_docker_probe_without_a_healthcheck_fails_at_once() {
         return;
     };
     assert_eq!(ran.step("wait"), StepOutcome::Failure);
-    assert!(duration(&ran, "wait") < Duration::from_secs(10));
+    assert!(ran.step_duration("wait") < Duration::from_secs(10));
     let text = all_text(&ran, "serve");
     assert!(
         text.contains("container `server` has no healthcheck"),
@@ -294,7 +280,7 @@ async fn the_docker_probe_without_a_healthcheck_fails_at_once() {
 
 #[tokio::test]
 async fn assert_file_in_a_container_and_on_the_host() {
-    let Some(ran) = run_with(
+    let Some(ran) = on_docker_with(
         r#"
 on: workflow_dispatch
 jobs:
@@ -387,7 +373,7 @@ jobs:
 
 #[tokio::test]
 async fn the_steps_own_timeout_minutes_stops_the_wait() {
-    let Some(ran) = run(r#"
+    let Some(ran) = on_docker(r#"
 on: workflow_dispatch
 jobs:
   serve:
@@ -405,7 +391,7 @@ jobs:
         return;
     };
     assert_eq!(ran.step("wait"), StepOutcome::Failure);
-    assert!(duration(&ran, "wait") < Duration::from_secs(10));
+    assert!(ran.step_duration("wait") < Duration::from_secs(10));
     let text = all_text(&ran, "serve");
     assert!(
         text.contains("stopped while waiting for `http://server:30000/health`"),
@@ -443,7 +429,7 @@ async fn the_docker_probe_waits_for_the_images_own_healthcheck() {
         return;
     }
     let image = build_healthchecked_image();
-    let Some(ran) = run(&format!(
+    let Some(ran) = on_docker(&format!(
         r#"
 on: workflow_dispatch
 jobs:

@@ -6,7 +6,7 @@
 
 use assert_cmd::Command;
 
-use super::bench_manners::SimProcess;
+use crate::support::sim::SimProcess;
 
 /// The engine gpuflow would reach: nothing listens there.
 const NO_DOCKER: &str = "unix:///nonexistent/docker.sock";
@@ -37,7 +37,7 @@ fn run_without_docker(yaml: &str) -> (Option<i32>, String) {
 #[test]
 fn wait_for_health_waits_for_a_server_on_the_host_without_docker() {
     let sim = SimProcess::start(&["--startup-delay", "500ms"]);
-    let addr = sim.addr;
+    let addr = sim.addr();
     let (code, all) = run_without_docker(&format!(
         r#"on: workflow_dispatch
 jobs:
@@ -69,7 +69,7 @@ fn a_container_to_watch_that_the_job_never_started_is_named_without_docker() {
     let sim = SimProcess::start(&[]);
     let (code, all) = run_without_docker(&format!(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: wait-for-health\n        with: {{ url: 'http://{}/health', container: server, timeout: 30s }}\n",
-        sim.addr
+        sim.addr()
     ));
     assert_eq!(code, Some(1), "{all}");
     assert!(

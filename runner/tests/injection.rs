@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use assert_cmd::Command;
 
-use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
+use crate::support::git;
 
 fn gpuflow_in(dir: &Path) -> Command {
     let mut c = Command::cargo_bin("gpuflow").unwrap();

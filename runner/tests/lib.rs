@@ -40,5 +40,6 @@ mod sim;
 mod source_tree;
 mod store;
 mod stored_logs;
+mod support;
 mod syntax_page;
 mod triggers;

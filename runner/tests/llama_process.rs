@@ -30,14 +30,6 @@ pub fn llama_dir() -> &'static Path {
     })
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A llama-server process on 127.0.0.1, killed when dropped.
 pub struct LlamaServer {
     pub child: Child,
@@ -48,7 +40,12 @@ impl LlamaServer {
     /// Starts it serving `models/<model>.gguf` and waits until `/health` answers 200.
     pub fn ready(model: &str, args: &[&str]) -> Result<Self, String> {
         let dir = llama_dir();
-        let port = free_port();
+        // A free port of 127.0.0.1: the OS's choice, released at once.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut child = Command::new(dir.join("bin/llama-server"))
             .arg("-m")
             .arg(dir.join("models").join(format!("{model}.gguf")))

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use gpuflow::bench::{self, BenchError, BenchResult};
 
-use super::bench::{config, run_ok};
-use super::llama_process::{LlamaServer, free_port, health, llama_dir};
+use super::llama_process::{LlamaServer, health, llama_dir};
+use crate::support::bench::{config, run_ok};
+use crate::support::free_port;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_of_500_requests_at_concurrency_1_4_and_8_lose_none() {

@@ -11,10 +11,12 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gpuflow::backend::{BackendError, ExecSpec, LogLine, VolumeMount};
-use gpuflow::engine::{EventKind, JobResult};
+use gpuflow::engine::JobResult;
 
-use super::docker::{BASE_IMAGE, base_spec, raw_docker, with_docker};
-use super::docker_engine::{Ran, run_with};
+use crate::support::docker::{base_spec, raw_docker, with_docker};
+use crate::support::engine::on_docker_with;
+use crate::support::images::BASE;
+use crate::support::{Ran, shipped};
 
 fn volume(source: &Path, target: &str) -> VolumeMount {
     VolumeMount {
@@ -112,34 +114,10 @@ async fn a_missing_host_folder_is_refused_and_not_created() {
     .await;
 }
 
-/// Every line the run said (the steps' messages and preflight's included).
-fn said(ran: &Ran) -> String {
-    ran.events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::LogLine { text, .. } => Some(text.clone()),
-            EventKind::PreflightCheck {
-                message: Some(m), ..
-            } => Some(m.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn started(ran: &Ran, name: &str) -> bool {
-    ran.events
-        .iter()
-        .any(|e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name))
-}
-
 /// Runs `yaml` (with the shipped `sglang-server` action beside it) on the local engine.
-async fn run(yaml: &str) -> Option<Ran> {
-    let action = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../actions/sglang-server/action.yml"),
-    )
-    .unwrap();
-    run_with(
+async fn run_with_sglang_action(yaml: &str) -> Option<Ran> {
+    let action = shipped("actions/sglang-server/action.yml");
+    on_docker_with(
         yaml,
         &[("actions/sglang-server/action.yml", action.as_str())],
     )
@@ -149,7 +127,7 @@ async fn run(yaml: &str) -> Option<Ran> {
 /// The server action's job with `with` lines (indented under it).
 fn server(with: &str) -> String {
     format!(
-        "on: workflow_dispatch\njobs:\n  serve:\n    steps:\n      - id: server\n        uses: ./actions/sglang-server\n        with:\n          image: {BASE_IMAGE}\n          gpus: 0\n          timeout: 10s\n{with}"
+        "on: workflow_dispatch\njobs:\n  serve:\n    steps:\n      - id: server\n        uses: ./actions/sglang-server\n        with:\n          image: {BASE}\n          gpus: 0\n          timeout: 10s\n{with}"
     )
 }
 
@@ -175,13 +153,13 @@ async fn a_missing_models_folder_fails_preflight_naming_the_input() {
         "          models: {}\n          model: /models/Qwen3-8B\n",
         missing.display()
     ));
-    let Some(ran) = run(&yaml).await else {
+    let Some(ran) = run_with_sglang_action(&yaml).await else {
         return;
     };
     assert_eq!(ran.report.result, JobResult::Failure);
     assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
-    assert!(!started(&ran, "server"), "the server was started");
-    let text = said(&ran);
+    assert!(!ran.started("server"), "the server was started");
+    let text = ran.said();
     for expected in [
         format!(
             "the host path `{}` to mount at `/models` does not exist on the Docker engine's host",
@@ -212,12 +190,12 @@ async fn a_missing_host_folder_fails_the_step_naming_the_input() {
         models.display(),
         missing.display()
     ));
-    let Some(ran) = run(&yaml).await else {
+    let Some(ran) = run_with_sglang_action(&yaml).await else {
         return;
     };
     assert_eq!(ran.report.result, JobResult::Failure);
-    assert!(!started(&ran, "server"), "the server was started");
-    let text = said(&ran);
+    assert!(!ran.started("server"), "the server was started");
+    let text = ran.said();
     for expected in [
         // Where the workflow uses the action, then what the action's step says.
         format!(
@@ -233,14 +211,14 @@ async fn a_missing_host_folder_fails_the_step_naming_the_input() {
 
     let missing = host.path().join("data");
     let yaml = format!(
-        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: {BASE_IMAGE}, command: sleep 300, volumes: ['{}:/data:ro'] }}\n",
+        "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: {BASE}, command: sleep 300, volumes: ['{}:/data:ro'] }}\n",
         missing.display()
     );
-    let Some(ran) = run(&yaml).await else {
+    let Some(ran) = run_with_sglang_action(&yaml).await else {
         return;
     };
     assert_eq!(ran.report.result, JobResult::Failure);
-    let text = said(&ran);
+    let text = ran.said();
     for expected in [
         format!(
             "could not start container `box`: the host path `{}` to mount at `/data` does not exist on the Docker engine's host",

@@ -7,18 +7,14 @@
 //! Images: `gpuflow-sim:test` and `gpuflow-python:test` (`make test-images`). These tests run
 //! `gpuflow run` (which sweeps orphans at start), so they are in nextest's `docker-sweep` group.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
-use gpuflow::backend::{DockerBackend, ManagedKind};
-use gpuflow::engine::{CollectSink, Event, EventKind, JobResult, RunOptions, RunReport};
-use tokio_util::sync::CancellationToken;
+use gpuflow::engine::{EventKind, JobResult, RunOptions};
 
-use super::docker::connect_or_skip;
+use crate::support::images::{self, PYTHON, SIM};
+use crate::support::{Ran, Workspace, engine, shipped};
 
-const IMAGES: [&str; 2] = ["gpuflow-sim:test", "gpuflow-python:test"];
+const IMAGES: [&str; 2] = [SIM, PYTHON];
 
 /// The write-ups' job: a server with a 60 s model load, the benchmark script in its own
 /// container, its interface checked, then the benchmark itself.
@@ -62,50 +58,8 @@ jobs:
 const WRONG: &str = "--port 30000 --num-prompts 5 --output-len 256";
 const RIGHT: &str = "--server-url http://server:30000 --max-tokens 32 --num-runs 2 --warmup 0";
 
-struct Ran {
-    report: RunReport,
-    events: Vec<Event>,
-    /// The jobs (by label) of every container of the run the engine listed while it ran.
-    seen_jobs: Vec<String>,
-    took: Duration,
-}
-
-impl Ran {
-    fn preflight_messages(&self) -> Vec<String> {
-        self.events
-            .iter()
-            .filter_map(|e| match &e.kind {
-                EventKind::PreflightCheck {
-                    message: Some(m), ..
-                } => Some(m.clone()),
-                _ => None,
-            })
-            .collect()
-    }
-
-    fn started(&self, name: &str) -> bool {
-        self.events
-            .iter()
-            .any(|e| matches!(&e.kind, EventKind::ContainerStarted { name: n, .. } if n == name))
-    }
-
-    fn index(&self, f: impl Fn(&EventKind) -> bool) -> Option<usize> {
-        self.events.iter().position(|e| f(&e.kind))
-    }
-}
-
-async fn docker_with_images() -> Option<DockerBackend> {
-    let docker = connect_or_skip().await?;
-    for image in IMAGES {
-        assert!(
-            docker.has_image(image).await.unwrap(),
-            "the test image `{image}` is missing: run `make test-images`"
-        );
-    }
-    Some(docker)
-}
-
-/// Runs `yaml` through the engine's API, listing the run's containers every 20 ms meanwhile.
+/// Runs `yaml` through the engine's API with the images above, listing the run's containers
+/// every 20 ms meanwhile.
 async fn run(yaml: &str, tweak: impl FnOnce(&mut RunOptions)) -> Option<Ran> {
     run_with(yaml, &[], tweak).await
 }
@@ -116,56 +70,13 @@ async fn run_with(
     files: &[(&str, &str)],
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Option<Ran> {
-    let docker = docker_with_images().await?;
-    let (dir, wf, plan) = super::docker_engine::prepare(yaml, files);
-    let run_id = format!("test-preflight-{}", gpuflow::engine::new_run_id());
-    let mut opts = RunOptions::new(&run_id, dir.path());
-    opts.grace = Duration::from_secs(1);
-    tweak(&mut opts);
-
-    let done = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (docker, run_id, done) = (docker.clone(), run_id.clone(), done.clone());
-        tokio::spawn(async move {
-            let mut jobs = Vec::new();
-            while !done.load(Ordering::SeqCst) {
-                for m in docker.all_managed().await.unwrap_or_default() {
-                    if m.kind == ManagedKind::Container
-                        && m.run_id() == Some(run_id.as_str())
-                        && let Some(job) = m.job()
-                        && !jobs.iter().any(|j| j == job)
-                    {
-                        jobs.push(job.to_string());
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            jobs
-        })
-    };
-    let collect = CollectSink::new();
-    let started = Instant::now();
-    let result = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        Arc::new(collect.clone()),
-        Some(docker.clone()),
-        CancellationToken::new(),
-    )
-    .await;
-    let took = started.elapsed();
-    done.store(true, Ordering::SeqCst);
-    let seen_jobs = watcher.await.unwrap();
-    let left = docker.run_containers(&run_id).await.unwrap();
-    docker.remove_run(&run_id).await.unwrap();
-    assert_eq!(left, Vec::<String>::new(), "containers of the run survived");
-    Some(Ran {
-        report: result.unwrap(),
-        events: collect.events(),
-        seen_jobs,
-        took,
-    })
+    engine::workflow(yaml)
+        .files(files)
+        .images(&IMAGES)
+        .options(tweak)
+        .watch_containers()
+        .on_docker()
+        .await
 }
 
 #[tokio::test]
@@ -182,7 +93,7 @@ async fn the_write_ups_wrong_flags_fail_in_preflight_before_the_server_is_create
     assert!(!ran.started("client"), "the client was started");
     assert!(ran.started("preflight-client"), "{:#?}", ran.events);
     assert!(
-        ran.index(|k| matches!(k, EventKind::JobStarted { .. }))
+        ran.position(|k| matches!(k, EventKind::JobStarted { .. }))
             .is_none()
     );
     // The engine's API: the only containers of the run ever listed were preflight's.
@@ -217,12 +128,9 @@ async fn with_the_right_flags_preflight_passes_and_the_benchmark_runs() {
     // Two images and the flags.
     assert_eq!(ran.report.preflight.checks, 3);
     assert_eq!(ran.report.preflight.failed, 0);
-    let finished = ran
-        .index(|k| matches!(k, EventKind::PreflightFinished { .. }))
-        .unwrap();
-    let server = ran
-        .index(|k| matches!(k, EventKind::ContainerStarted { name, .. } if name == "server"))
-        .unwrap();
+    let finished = ran.index(|k| matches!(k, EventKind::PreflightFinished { .. }));
+    let server =
+        ran.index(|k| matches!(k, EventKind::ContainerStarted { name, .. } if name == "server"));
     assert!(finished < server);
     let result = ran.events.iter().any(|e| {
         matches!(&e.kind, EventKind::LogLine { text, .. }
@@ -381,28 +289,20 @@ jobs:
     assert!(!ran.started("server"));
 }
 
-fn gpuflow_in(dir: &std::path::Path) -> Command {
-    let mut c = Command::cargo_bin("gpuflow").unwrap();
-    c.current_dir(dir);
-    c
-}
-
 #[tokio::test]
 async fn gpuflow_run_prints_the_usage_and_suggestions_and_exits_1() {
-    if docker_with_images().await.is_none() {
+    if images::docker_with(&IMAGES).await.is_none() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), workflow(WRONG, "60s")).unwrap();
+    let dir = Workspace::new().file("w.yml", &workflow(WRONG, "60s"));
     let started = Instant::now();
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "w.yml"])
         .timeout(Duration::from_secs(60))
-        .assert()
-        .code(1);
+        .status(1);
     assert!(started.elapsed() < Duration::from_secs(20));
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let stdout = out.stdout;
     for expected in [
         "[bench] preflight: check the benchmark's flags (step 3): failure",
         "did you mean `--server-url SERVER_URL`?",
@@ -417,24 +317,13 @@ async fn gpuflow_run_prints_the_usage_and_suggestions_and_exits_1() {
     }
     assert!(!stdout.contains("container server started"), "{stdout}");
 
-    std::fs::write(dir.path().join("w.yml"), workflow(RIGHT, "60s")).unwrap();
-    let out = gpuflow_in(dir.path())
+    dir.write("w.yml", &workflow(RIGHT, "60s"));
+    dir.gpuflow()
         .args(["run", "w.yml", "--preflight-only"])
         .timeout(Duration::from_secs(60))
-        .assert()
-        .code(0);
-    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
-    assert!(stdout.contains("preflight: 3 checks passed"), "{stdout}");
-    assert!(!stdout.contains("container server started"), "{stdout}");
-}
-
-/// The shipped `sglang-server` action, as a file of the test's workspace.
-fn sglang_action() -> String {
-    std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../actions/sglang-server/action.yml"),
-    )
-    .unwrap()
+        .stdout_contains("preflight: 3 checks passed")
+        .stdout_lacks("container server started")
+        .success();
 }
 
 /// eagle3.yml's server, its model folder given by `models:` (a folder of the host, mounted at
@@ -462,14 +351,11 @@ jobs:
     )
 }
 
-fn folder_with(files: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for f in files {
-        let path = dir.path().join(f);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, "{}").unwrap();
-    }
-    dir
+/// A folder holding `files`, each an empty JSON object.
+fn folder_with(files: &[&str]) -> Workspace {
+    files
+        .iter()
+        .fold(Workspace::empty(), |folder, f| folder.file(f, "{}"))
 }
 
 /// The model is not in the host folder the action mounts: preflight says so in seconds, with
@@ -479,7 +365,10 @@ async fn a_model_missing_from_the_mounted_folder_fails_preflight_naming_the_moun
     let models = folder_with(&["Qwen3-235B-EAGLE3/config.json", "Qwen3-8B/config.json"]);
     let Some(ran) = run_with(
         &server_with_models(Some(models.path()), ""),
-        &[("actions/sglang-server/action.yml", &sglang_action())],
+        &[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )],
         |_| {},
     )
     .await
@@ -490,7 +379,7 @@ async fn a_model_missing_from_the_mounted_folder_fails_preflight_naming_the_moun
     assert_eq!(ran.report.preflight.failed, 1, "{:#?}", ran.events);
     assert!(!ran.started("server"), "the server was started");
     assert!(
-        ran.index(|k| matches!(k, EventKind::JobStarted { .. }))
+        ran.position(|k| matches!(k, EventKind::JobStarted { .. }))
             .is_none()
     );
     let messages = ran.preflight_messages();
@@ -515,7 +404,10 @@ async fn a_model_missing_from_the_mounted_folder_fails_preflight_naming_the_moun
 async fn a_model_path_with_nothing_mounted_fails_preflight_with_the_input_to_give() {
     let Some(ran) = run_with(
         &server_with_models(None, ""),
-        &[("actions/sglang-server/action.yml", &sglang_action())],
+        &[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )],
         |_| {},
     )
     .await
@@ -542,7 +434,10 @@ async fn a_model_in_the_mounted_folder_passes_preflight() {
     let models = folder_with(&["Qwen3-235B/config.json"]);
     let Some(ran) = run_with(
         &server_with_models(Some(models.path()), ""),
-        &[("actions/sglang-server/action.yml", &sglang_action())],
+        &[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )],
         |o| o.preflight_only = true,
     )
     .await
@@ -563,7 +458,10 @@ async fn after_a_script_the_model_is_looked_for_by_the_step_itself() {
     let models = folder_with(&["other/config.json"]);
     let Some(ran) = run_with(
         &server_with_models(Some(models.path()), "      - run: echo downloading"),
-        &[("actions/sglang-server/action.yml", &sglang_action())],
+        &[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )],
         |_| {},
     )
     .await

@@ -16,7 +16,7 @@
 //! the test under `CI`, and locally unless `GPUFLOW_SKIP_DOCKER=1` says to skip knowingly.
 
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -24,7 +24,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bollard::query_parameters::EventsOptionsBuilder;
 use futures_util::StreamExt;
 
-use crate::docker::{BASE_IMAGE, Unreachable, connect_or_skip, raw_docker};
+use crate::support::docker::{Unreachable, raw_docker, skip_or_fail, when_missing};
+use crate::support::free_port;
+use crate::support::images::{self, BASE};
 
 /// The longest the test's sshd may live, whatever happens to the test process.
 const SSHD_LIFETIME_S: u32 = 300;
@@ -64,52 +66,24 @@ fn sshd_or_skip() -> Option<PathBuf> {
     if let Some(path) = SSHD_PATHS.iter().map(PathBuf::from).find(|p| p.exists()) {
         return Some(path);
     }
-    let why = "sshd is not installed (Debian's `openssh-server`; .ci/run installs it)";
-    let ci = std::env::var_os("CI").is_some();
-    let skip = std::env::var("GPUFLOW_SKIP_DOCKER").as_deref() == Ok("1");
-    match when_unavailable("sshd", why, ci, skip) {
-        Unreachable::Skip(notice) => {
-            eprintln!("{notice}");
-            None
-        }
-        Unreachable::Fail(message) => panic!("{message}"),
-    }
-}
-
-/// The Docker tests' policy (docker.rs), for sshd: CI must run this test.
-fn when_unavailable(what: &str, why: &str, ci: bool, skip_asked: bool) -> Unreachable {
-    if ci {
-        Unreachable::Fail(format!("{what} is required in CI: {why}"))
-    } else if skip_asked {
-        Unreachable::Skip(format!(
-            "\n!!!!! SKIPPED: the ssh remote-host test did not run (GPUFLOW_SKIP_DOCKER=1): {why} !!!!!\n"
-        ))
-    } else {
-        Unreachable::Fail(format!(
-            "{why}\n(set GPUFLOW_SKIP_DOCKER=1 to skip knowingly)"
-        ))
-    }
+    skip_or_fail(
+        "sshd",
+        "sshd is not installed (Debian's `openssh-server`; .ci/run installs it)",
+    );
+    None
 }
 
 #[test]
 fn missing_sshd_fails_under_ci_even_when_skipping_is_asked() {
     assert!(
-        matches!(when_unavailable("sshd", "x", true, true), Unreachable::Fail(m) if m.contains("CI"))
+        matches!(when_missing("sshd", "x", true, true), Unreachable::Fail(m) if m.contains("CI"))
     );
     assert!(
-        matches!(when_unavailable("sshd", "x", false, false), Unreachable::Fail(m) if m.contains("GPUFLOW_SKIP_DOCKER=1"))
+        matches!(when_missing("sshd", "x", false, false), Unreachable::Fail(m) if m.contains("GPUFLOW_SKIP_DOCKER=1"))
     );
     assert!(
-        matches!(when_unavailable("sshd", "x", false, true), Unreachable::Skip(m) if m.contains("SKIPPED"))
+        matches!(when_missing("sshd", "x", false, true), Unreachable::Skip(m) if m.contains("SKIPPED"))
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn run(program: &str, args: &[&str]) {
@@ -273,13 +247,9 @@ fn quoted_after<'a>(text: &'a str, marker: &str) -> &'a str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_node_over_ssh_runs_a_container_and_removes_it() {
     let Some(sshd) = sshd_or_skip() else { return };
-    let Some(local) = connect_or_skip().await else {
+    let Some(local) = images::docker_with(&[BASE]).await else {
         return;
     };
-    assert!(
-        local.has_image(BASE_IMAGE).await.unwrap(),
-        "the test image `{BASE_IMAGE}` is missing: run `make test-images`"
-    );
     let (node_port, bare_port) = (free_port(), free_port());
     let server = start_sshd(&sshd, node_port, bare_port);
     let path = client(&server, node_port, bare_port);
@@ -292,7 +262,7 @@ async fn a_remote_node_over_ssh_runs_a_container_and_removes_it() {
     let (code, stdout, stderr) = gpuflow(
         &server,
         &path,
-        &["hosts", "check", "node", "--container", BASE_IMAGE],
+        &["hosts", "check", "node", "--container", BASE],
     );
     assert_eq!(
         code,

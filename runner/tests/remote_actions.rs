@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
+use crate::support::text;
 use assert_cmd::Command;
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -18,10 +19,6 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .expect("git runs");
     assert!(out.status.success(), "git {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A team's action repository (`team/gpu-actions`, the action in `hello/`) with tag `v1`,

@@ -640,7 +640,7 @@ jobs:
     let plan = build(&from_workflow(&wf, "w").input).unwrap();
     // The engine runs built-ins with the job's containers at hand, so it wants an engine even
     // for this step, which starts none.
-    let Some(docker) = crate::docker::connect_or_skip().await else {
+    let Some(docker) = crate::support::docker::connect_or_skip().await else {
         return;
     };
     let opts = RunOptions::new(run_id, ws);

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
 
 fn gpuflow_in(dir: &Path) -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"));

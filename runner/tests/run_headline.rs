@@ -13,9 +13,9 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
-use super::bench_manners::SimProcess;
-use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
+use crate::support::git;
+use crate::support::sim::SimProcess;
 
 /// How the verdict and the benchmark's table both name the single-stream `output_tok_s`.
 const TITLE: &str = "output_tok_s (decode tok/s, per-request median)";
@@ -79,7 +79,7 @@ async fn repository(sim: &SimProcess) -> Option<tempfile::TempDir> {
     connect_or_skip().await?;
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("w.yml"), workflow(sim.addr.port())).unwrap();
+    std::fs::write(dir.path().join("w.yml"), workflow(sim.addr().port())).unwrap();
     git(dir.path(), &["add", "w.yml"]);
     git(dir.path(), &["commit", "-q", "-m", "workflow"]);
     Some(dir)

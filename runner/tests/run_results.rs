@@ -13,9 +13,9 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-use super::bench_manners::SimProcess;
-use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
+use crate::support::git;
+use crate::support::sim::SimProcess;
 
 /// The simulator benchmarked single-stream, compared with the previous run whatever its
 /// environment, and reported. `output_tokens` is part of the benchmark's identity: two values
@@ -111,9 +111,19 @@ fn the_report_gives_the_verdict_the_run_gave_and_says_where_it_is() {
     let home = tempfile::tempdir().unwrap();
     let dir = repo.path();
 
-    let (code, out) = run(dir, home.path(), &pair_workflow(fast.addr.port(), 16), &[]);
+    let (code, out) = run(
+        dir,
+        home.path(),
+        &pair_workflow(fast.addr().port(), 16),
+        &[],
+    );
     assert_eq!(code, Some(0), "{out}");
-    let (code, out) = run(dir, home.path(), &pair_workflow(slow.addr.port(), 17), &[]);
+    let (code, out) = run(
+        dir,
+        home.path(),
+        &pair_workflow(slow.addr().port(), 17),
+        &[],
+    );
     assert_eq!(code, Some(1), "the regression fails the run: {out}");
     assert!(
         out.contains("(decode tok/s, per-request median): regression — "),

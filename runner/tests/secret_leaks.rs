@@ -10,8 +10,8 @@ use std::path::Path;
 
 use assert_cmd::Command;
 
-use super::bench_steps::git;
-use super::docker::connect_or_skip;
+use crate::support::docker::connect_or_skip;
+use crate::support::git;
 
 /// `/`, `+`, `?` and `=` make its URL-encoded form differ from it; long enough that its base64
 /// forms are told apart from chance.
@@ -244,7 +244,7 @@ fn html_secret_leaks(ws: &Path, out: &std::process::Output) -> Vec<String> {
 #[test]
 fn an_html_report_holds_no_escaped_form_of_a_secret() {
     let sim =
-        super::bench_manners::SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
+        crate::support::sim::SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     git(ws, &["init", "-q", "-b", "main"]);
@@ -273,7 +273,7 @@ jobs:
           format: html
           title: perf ${{{{ secrets.K }}}}
 "#,
-            addr = sim.addr
+            addr = sim.addr()
         ),
     )
     .unwrap();

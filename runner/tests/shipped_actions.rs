@@ -7,73 +7,44 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
-
-use super::bench_steps::git;
-use super::docker::connect_or_skip;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::support::images;
+use crate::support::{Workspace, free_port, shipped};
 
 /// A git repository holding the shipped actions (copied from this checkout) and `w.yml`;
 /// `None` only when Docker tests are skipped knowingly.
-async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
-    repository_with(yaml, "gpuflow-sim:test").await
+async fn repository(yaml: &str) -> Option<Workspace> {
+    repository_with(yaml, images::SIM).await
 }
 
 /// [`repository`], for a workflow that uses the test image `image`.
-async fn repository_with(yaml: &str, image: &str) -> Option<tempfile::TempDir> {
-    let docker = connect_or_skip().await?;
-    assert!(
-        docker.has_image(image).await.unwrap(),
-        "the test image `{image}` is missing: run `make test-images`"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../actions");
+async fn repository_with(yaml: &str, image: &str) -> Option<Workspace> {
+    images::docker_with(&[image]).await?;
+    let mut dir = Workspace::repository().file("w.yml", yaml);
     for name in [
         "sglang-server",
         "vllm-server",
         "llamacpp-server",
         "openai-bench",
     ] {
-        let to = dir.path().join("actions").join(name);
-        std::fs::create_dir_all(&to).unwrap();
-        std::fs::copy(shipped.join(name).join("action.yml"), to.join("action.yml")).unwrap();
+        let path = format!("actions/{name}/action.yml");
+        dir = dir.file(&path, &shipped(&path));
     }
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
-    Some(dir)
+    Some(dir.committed("workflow"))
 }
 
-fn run(dir: &Path) -> (i32, String) {
+fn run(dir: &Workspace) -> (i32, String) {
     run_args(dir, &[], &[])
 }
 
 /// `gpuflow run --plain w.yml ARGS` with the environment variables `env`.
-fn run_args(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let out = Command::cargo_bin("gpuflow")
-        .unwrap()
-        .current_dir(dir)
-        .env_remove("GPUFLOW_STORE")
-        .env("NO_COLOR", "1")
+fn run_args(dir: &Workspace, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = dir
+        .gpuflow()
         .envs(env.iter().copied())
         .args(["run", "--plain", "w.yml"])
         .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+        .output();
+    (out.code().unwrap_or(-1), out.all())
 }
 
 /// A server action started with the simulator, then `openai-bench` against its `url`, then a
@@ -116,7 +87,7 @@ async fn server_action_serves_the_benchmark(action: &str) {
     let Some(dir) = repository(&server_and_bench(action, port)).await else {
         return;
     };
-    let (code, out) = run(dir.path());
+    let (code, out) = run(&dir);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains(&format!(
@@ -181,7 +152,7 @@ jobs:
     else {
         return;
     };
-    let (code, out) = run(dir.path());
+    let (code, out) = run(&dir);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("CUDA out of memory"), "{out}");
     assert!(!out.contains("timed out"), "{out}");
@@ -233,7 +204,7 @@ jobs:
         return;
     };
     let (code, out) = run_args(
-        dir.path(),
+        &dir,
         &["--secret", "HF_TOKEN"],
         &[("HF_TOKEN", "hf_sEcReT1234")],
     );
@@ -302,10 +273,10 @@ jobs:
         )
     };
     let models = llama_server_folder().join("models");
-    let Some(dir) = repository_with(&yaml(&models), "gpuflow-llamacpp:test").await else {
+    let Some(dir) = repository_with(&yaml(&models), images::LLAMACPP).await else {
         return;
     };
-    let (code, out) = run(dir.path());
+    let (code, out) = run(&dir);
     assert_eq!(code, 0, "{out}");
     for expected in [
         "preflight: 1 check".to_string(),
@@ -319,7 +290,7 @@ jobs:
     // The same with a folder lacking the model: preflight stops it before the server starts.
     let empty = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("w.yml"), yaml(empty.path())).unwrap();
-    let (code, out) = run(dir.path());
+    let (code, out) = run(&dir);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("`/models/tiny.gguf` does not exist in container `server`"),
@@ -337,7 +308,7 @@ async fn the_llamacpp_workflow_runs_the_whole_loop_on_cpu() {
     )
     .unwrap();
     let models = llama_server_folder().join("models");
-    let Some(dir) = repository_with(&workflow, "gpuflow-llamacpp:test").await else {
+    let Some(dir) = repository_with(&workflow, images::LLAMACPP).await else {
         return;
     };
     let models_input = format!("models={}", models.display());
@@ -353,7 +324,7 @@ async fn the_llamacpp_workflow_runs_the_whole_loop_on_cpu() {
         "fail-on=never",
     ];
     for run_no in 1..=2 {
-        let (code, out) = run_args(dir.path(), &args, &[]);
+        let (code, out) = run_args(&dir, &args, &[]);
         assert_eq!(code, 0, "run {run_no}:\n{out}");
         for expected in [
             "container server started (gpuflow-llamacpp:test)",

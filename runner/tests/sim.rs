@@ -4,8 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const SIM: &str = env!("CARGO_BIN_EXE_gpuflow-sim");
+use crate::support::sim::{SIM_BIN, SimProcess, serve};
 
 // ---------------------------------------------------------------------------------------------
 // A small HTTP/1.1 client over hyper's connection API: one connection per request, no mocks.
@@ -91,10 +90,6 @@ fn words(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
-async fn start(config: SimConfig) -> SimServer {
-    sim::serve(config).await.unwrap()
-}
-
 /// The record of one request, by response id.
 fn recorded(server: &SimServer, id: &str) -> Value {
     server.record_json()["requests"]
@@ -116,7 +111,7 @@ fn ns(value: &Value) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_503_while_loading_then_200() {
     let delay = Duration::from_millis(300);
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         startup_delay: delay,
         ..SimConfig::local()
     })
@@ -143,7 +138,7 @@ async fn health_is_503_while_loading_then_200() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_sends_max_tokens_in_chunks_then_usage_and_done() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         tokens_per_chunk: 4,
         tokens_per_second: 400.0,
         ttft: Duration::from_millis(5),
@@ -202,7 +197,7 @@ async fn streaming_sends_max_tokens_in_chunks_then_usage_and_done() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_leave_at_the_configured_ttft_and_gaps_without_drift() {
     let ttft = Duration::from_millis(30);
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft,
         tokens_per_second: 250.0, // a 4 ms gap
         ..SimConfig::local()
@@ -253,7 +248,7 @@ async fn chunks_leave_at_the_configured_ttft_and_gaps_without_drift() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_streams_four_tokens_per_event_like_speculative_decoding() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         tokens_per_chunk: 4,
         tokens_per_second: 800.0,
         ttft: Duration::from_millis(2),
@@ -286,7 +281,7 @@ async fn chat_streams_four_tokens_per_event_like_speculative_decoding() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whole_responses_come_when_the_last_token_would_have() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(20),
         tokens_per_second: 500.0, // 2 ms a token
         ..SimConfig::local()
@@ -332,7 +327,7 @@ async fn whole_responses_come_when_the_last_token_would_have() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn models_lists_the_model_name() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         model_name: "my-model".to_owned(),
         ..SimConfig::local()
     })
@@ -347,7 +342,7 @@ async fn models_lists_the_model_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_openai_style_errors() {
-    let server = start(SimConfig::local()).await;
+    let server = serve(SimConfig::local()).await;
     let addr = server.addr();
     let (status, body) = post_raw(addr, "/v1/completions", r#"{"prompt": "x", "#).await;
     assert_eq!(status, 400);
@@ -380,7 +375,7 @@ async fn bad_requests_get_openai_style_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_beyond_max_concurrency_wait_their_turn() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         max_concurrency: Some(1),
         ttft: Duration::from_millis(30),
         tokens_per_second: 200.0,
@@ -415,7 +410,7 @@ async fn requests_beyond_max_concurrency_wait_their_turn() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_when_busy_answers_503_instead_of_queueing() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         max_concurrency: Some(1),
         reject_when_busy: true,
         ttft: Duration::from_millis(200),
@@ -464,7 +459,7 @@ async fn reject_when_busy_answers_503_instead_of_queueing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eos_ends_early_unless_ignored_and_usage_can_be_withheld() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         eos_after: Some(3),
         no_usage: true,
         ttft: Duration::from_millis(1),
@@ -492,7 +487,7 @@ async fn eos_ends_early_unless_ignored_and_usage_can_be_withheld() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_mid_stream_is_recorded_as_cancelled() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(1),
         tokens_per_second: 100.0,
         ..SimConfig::local()
@@ -542,7 +537,7 @@ async fn record_file_and_ready_file_hold_what_the_server_did() {
     std::fs::create_dir_all(&dir).unwrap();
     let (record_path, ready_path) = (dir.join("record.jsonl"), dir.join("ready.json"));
     let _ = std::fs::remove_file(&record_path);
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         record: Some(record_path.clone()),
         ready_file: Some(ready_path.clone()),
         ttft: Duration::from_millis(1),
@@ -587,7 +582,7 @@ async fn record_file_and_ready_file_hold_what_the_server_did() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crash_after_requests_stops_an_in_process_server() {
-    let mut server = start(SimConfig {
+    let mut server = serve(SimConfig {
         crash_after_requests: Some(2),
         ttft: Duration::from_millis(1),
         ..SimConfig::local()
@@ -684,7 +679,7 @@ async fn stream_then_reuse_at_once(addr: SocketAddr) -> (String, Result<Vec<u8>,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_after_stream_closes_a_keep_alive_connection_under_the_next_request() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         close_after_stream: true,
         ttft: Duration::from_millis(1),
         tokens_per_second: 1000.0,
@@ -743,7 +738,7 @@ async fn close_after_stream_closes_a_keep_alive_connection_under_the_next_reques
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_close_after_stream_the_connection_is_reused() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft: Duration::from_millis(1),
         tokens_per_second: 1000.0,
         ..SimConfig::local()
@@ -784,7 +779,7 @@ async fn completion_usage(addr: SocketAddr, prompt: &str) -> (String, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prefix_cache_charges_the_ttft_only_for_the_uncached_prompt() {
     let ttft = Duration::from_millis(400);
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         prefix_cache: true,
         ttft,
         tokens_per_second: 1000.0,
@@ -838,7 +833,7 @@ async fn prefix_cache_charges_the_ttft_only_for_the_uncached_prompt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_prefix_cache_a_repeated_prompt_costs_the_full_ttft() {
     let ttft = Duration::from_millis(50);
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         ttft,
         tokens_per_second: 1000.0,
         ..SimConfig::local()
@@ -882,7 +877,7 @@ fn words_prompt(n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_model_len_refuses_a_stream_with_a_json_400_by_default() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         max_model_len: 10,
         ..SimConfig::local()
     })
@@ -909,7 +904,7 @@ async fn max_model_len_refuses_a_stream_with_a_json_400_by_default() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_at_context_limit_refuses_long_prompts_and_cuts_long_completions() {
-    let server = start(SimConfig {
+    let server = serve(SimConfig {
         max_model_len: 10,
         stop_at_context_limit: true,
         ttft: Duration::from_millis(1),
@@ -973,7 +968,7 @@ async fn stop_at_context_limit_refuses_long_prompts_and_cuts_long_completions() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_chunk_puts_usage_in_its_own_event_or_on_the_finish_reason_chunk() {
     for usage_chunk in [UsageChunk::Separate, UsageChunk::Final] {
-        let server = start(SimConfig {
+        let server = serve(SimConfig {
             usage_chunk,
             ttft: Duration::from_millis(1),
             tokens_per_second: 1000.0,
@@ -1014,78 +1009,6 @@ async fn usage_chunk_puts_usage_in_its_own_event_or_on_the_finish_reason_chunk()
 
 // ---------------------------------------------------------------------------------------------
 // The binary.
-
-/// A running `gpuflow-sim` whose stdout lines arrive on a channel; killed when dropped.
-struct SimProcess {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl SimProcess {
-    fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(SIM)
-            .args(["--host", "127.0.0.1", "--port", "0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self { child, lines }
-    }
-
-    /// Waits for a stdout line containing `needle` and returns it.
-    fn line_with(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(_) => {}
-                Err(err) => panic!("no line with `{needle}` on stdout: {err}"),
-            }
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        let line = self.line_with("listening on http://");
-        line.rsplit("http://").next().unwrap().parse().unwrap()
-    }
-
-    /// Waits for the exit; returns the status code and stderr.
-    fn exit(mut self) -> (Option<i32>, String) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "gpuflow-sim did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-        (status.code(), stderr)
-    }
-
-    fn remaining_stdout(&self) -> Vec<String> {
-        self.lines.try_iter().collect()
-    }
-}
-
-impl Drop for SimProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -1176,7 +1099,7 @@ fn prints_the_ready_line_and_stops_cleanly_on_sigterm() {
 fn a_taken_port_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let out = Command::new(SIM)
+    let out = Command::new(SIM_BIN)
         .args(["--host", "127.0.0.1", "--port", &port])
         .output()
         .unwrap();
@@ -1191,7 +1114,7 @@ fn a_taken_port_is_a_clear_error() {
 
 #[test]
 fn flags_have_environment_twins() {
-    let out = Command::new(SIM).arg("--help").output().unwrap();
+    let out = Command::new(SIM_BIN).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     for env in [
         "GPUFLOW_SIM_PORT",
@@ -1205,13 +1128,13 @@ fn flags_have_environment_twins() {
     ] {
         assert!(help.contains(env), "`{env}` missing from --help");
     }
-    let out = Command::new(SIM)
+    let out = Command::new(SIM_BIN)
         .env("GPUFLOW_SIM_TTFT", "5")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("e.g. `500ms`"));
-    let out = Command::new(SIM)
+    let out = Command::new(SIM_BIN)
         .env("GPUFLOW_SIM_USAGE_CHUNK", "inline")
         .output()
         .unwrap();
@@ -1225,7 +1148,7 @@ fn flags_have_environment_twins() {
 
 #[test]
 fn an_unwritable_record_file_is_a_clear_error() {
-    let out = Command::new(SIM)
+    let out = Command::new(SIM_BIN)
         .args([
             "--host",
             "127.0.0.1",
@@ -1252,7 +1175,7 @@ fn an_unwritable_record_file_is_a_clear_error() {
 /// address is loopback (the image asks for `0.0.0.0` itself).
 #[test]
 fn the_binary_listens_on_loopback_by_default() {
-    let mut child = Command::new(SIM)
+    let mut child = Command::new(SIM_BIN)
         .args(["--port", "0"])
         .env_remove("GPUFLOW_SIM_HOST")
         .stdout(Stdio::piped())
@@ -1272,7 +1195,7 @@ fn the_binary_listens_on_loopback_by_default() {
 /// The record says how many prompt tokens a request had, never what they said.
 #[tokio::test]
 async fn the_record_keeps_no_prompt_text() {
-    let server = start(SimConfig::local()).await;
+    let server = serve(SimConfig::local()).await;
     let (status, _) = post(
         server.addr(),
         "/v1/completions",

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::support::text;
 use gpuflow::compare::{
     BaselineSpec, CompareOptions, Comparison, CurrentRun, FailOn, MetricInput, StepInputs, Test,
     Verdict, compare, compare_result, resolve, step_outcome,
@@ -928,10 +929,6 @@ fn gpuflow(store: &Path) -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("gpuflow").unwrap();
     cmd.env("GPUFLOW_STORE", store).env("NO_COLOR", "1");
     cmd
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// 2026-11-30 08:00 UTC plus `minutes`.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as StdCommand, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::text;
 use assert_cmd::Command;
 use serde_json::Value;
 
@@ -174,10 +175,6 @@ fn git(dir: &Path, args: &[&str]) -> Output {
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
     out
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn rev(dir: &Path, what: &str) -> String {
@@ -628,7 +625,7 @@ fn bad_trigger_arguments_say_what_is_wrong() {
 /// container.
 #[tokio::test]
 async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
-    let Some(docker) = crate::docker::connect_or_skip().await else {
+    let Some(docker) = crate::support::docker::connect_or_skip().await else {
         return;
     };
     let node_dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,276 @@
+//! `gpuflow` as a user runs it, in the style of casey/just's `Test` builder (`tests/test.rs`
+//! there): a test says what it runs and what it expects, then how the process must end:
+//!
+//! ```ignore
+//! let out = gpuflow()
+//!     .current_dir(ws.path())
+//!     .args(["run", "--plain", "w.yml"])
+//!     .stdout_contains("hello world")
+//!     .status(1);
+//! assert!(out.stderr.is_empty());
+//! ```
+//!
+//! The finishers ([`Gpuflow::status`], [`Gpuflow::success`], [`Gpuflow::failure`]) check the
+//! exit code and every expected output at once and fail the test with both streams shown
+//! (whole-text expectations as a `pretty_assertions` diff); they return the [`Output`] for
+//! further asserts. [`Gpuflow::output`] only runs, for tests that judge the exit themselves.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+/// What a finished `gpuflow` printed and how it ended.
+#[derive(Debug)]
+pub(crate) struct Output {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+impl Output {
+    /// The exit code; `None` when a signal ended the process.
+    pub(crate) fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// stdout, then stderr: all the process said, as a log of the run shows it.
+    pub(crate) fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// stdout as one JSON value a line (`--json` output).
+    pub(crate) fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+}
+
+/// An expectation on one output stream.
+enum Expected {
+    Equals(String),
+    Contains(String),
+    Lacks(String),
+}
+
+/// How the process must end.
+enum Exit {
+    Code(i32),
+    /// Any non-zero exit code (a signal does not count: that is a crash, not a refusal).
+    #[allow(dead_code)]
+    Failure,
+}
+
+/// A `gpuflow` invocation under construction; nothing runs until a finisher is called.
+#[must_use = "a `gpuflow` command does nothing until `.status(n)`, `.success()`, `.failure()` or `.output()`"]
+pub(crate) struct Gpuflow {
+    command: Command,
+    stdin: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+    stdout: Vec<Expected>,
+    stderr: Vec<Expected>,
+}
+
+/// `gpuflow` with the developer's own settings kept out: no colours, and none of gpuflow's
+/// variables that choose a store, a host file or a log cap (a test sets what it needs).
+pub(crate) fn gpuflow() -> Gpuflow {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuflow"));
+    command
+        .env("NO_COLOR", "1")
+        .env_remove("GPUFLOW_STORE")
+        .env_remove("GPUFLOW_CONFIG")
+        .env_remove("GPUFLOW_LOG_CAP");
+    Gpuflow {
+        command,
+        stdin: None,
+        timeout: None,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    }
+}
+
+impl Gpuflow {
+    pub(crate) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.command.arg(arg);
+        self
+    }
+
+    pub(crate) fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.command.args(args);
+        self
+    }
+
+    pub(crate) fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.command.env(key, value);
+        self
+    }
+
+    pub(crate) fn envs<I, K, V>(mut self, vars: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        self.command.envs(vars);
+        self
+    }
+
+    pub(crate) fn env_remove(mut self, key: impl AsRef<OsStr>) -> Self {
+        self.command.env_remove(key);
+        self
+    }
+
+    pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// What the process reads on stdin (otherwise stdin is empty).
+    // Like `stderr` (whole) and `failure` below: the builder's vocabulary, as just's `Test`
+    // has it, before every word has a test that needs it.
+    #[allow(dead_code)]
+    pub(crate) fn stdin(mut self, input: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(input.into());
+        self
+    }
+
+    /// Kills the process after `limit`; the finishers then report the signal.
+    pub(crate) fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// stdout must be exactly `expected`.
+    pub(crate) fn stdout(mut self, expected: impl Into<String>) -> Self {
+        self.stdout.push(Expected::Equals(expected.into()));
+        self
+    }
+
+    pub(crate) fn stdout_contains(mut self, expected: impl Into<String>) -> Self {
+        self.stdout.push(Expected::Contains(expected.into()));
+        self
+    }
+
+    pub(crate) fn stdout_lacks(mut self, unexpected: impl Into<String>) -> Self {
+        self.stdout.push(Expected::Lacks(unexpected.into()));
+        self
+    }
+
+    /// stderr must be exactly `expected`.
+    #[allow(dead_code)]
+    pub(crate) fn stderr(mut self, expected: impl Into<String>) -> Self {
+        self.stderr.push(Expected::Equals(expected.into()));
+        self
+    }
+
+    pub(crate) fn stderr_contains(mut self, expected: impl Into<String>) -> Self {
+        self.stderr.push(Expected::Contains(expected.into()));
+        self
+    }
+
+    /// Runs it; the process must exit with `code`.
+    pub(crate) fn status(self, code: i32) -> Output {
+        self.finish(&Exit::Code(code))
+    }
+
+    /// Runs it; the process must exit with 0.
+    pub(crate) fn success(self) -> Output {
+        self.status(0)
+    }
+
+    /// Runs it; the process must exit with a non-zero code.
+    #[allow(dead_code)]
+    pub(crate) fn failure(self) -> Output {
+        self.finish(&Exit::Failure)
+    }
+
+    /// Runs it and checks the expected output, whatever the exit.
+    pub(crate) fn output(self) -> Output {
+        let (out, stdout, stderr) = self.run();
+        check("stdout", &out.stdout, &stdout, &out);
+        check("stderr", &out.stderr, &stderr, &out);
+        out
+    }
+
+    /// The process as a `std::process::Command`, for a test that spawns it and talks to it
+    /// while it runs (signals, a worker). Expectations do not apply to it.
+    pub(crate) fn into_std(self) -> Command {
+        assert!(
+            self.stdout.is_empty() && self.stderr.is_empty() && self.stdin.is_none(),
+            "a spawned command is judged by its test, not by expectations"
+        );
+        self.command
+    }
+
+    fn run(self) -> (Output, Vec<Expected>, Vec<Expected>) {
+        let mut command = assert_cmd::Command::from_std(self.command);
+        if let Some(input) = self.stdin {
+            command.write_stdin(input);
+        }
+        if let Some(limit) = self.timeout {
+            command.timeout(limit);
+        }
+        let out = command.output().expect("gpuflow starts");
+        let output = Output {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        (output, self.stdout, self.stderr)
+    }
+
+    fn finish(self, exit: &Exit) -> Output {
+        let (out, stdout, stderr) = self.run();
+        let code = out.status.code();
+        let exited_as_expected = match exit {
+            Exit::Code(expected) => code == Some(*expected),
+            Exit::Failure => code.is_some_and(|c| c != 0),
+        };
+        if !exited_as_expected {
+            let wanted = match exit {
+                Exit::Code(c) => format!("exit code {c}"),
+                Exit::Failure => "a non-zero exit code".to_owned(),
+            };
+            panic!(
+                "gpuflow ended with {} instead of {wanted}\n--- stdout:\n{}\n--- stderr:\n{}",
+                out.status, out.stdout, out.stderr
+            );
+        }
+        check("stdout", &out.stdout, &stdout, &out);
+        check("stderr", &out.stderr, &stderr, &out);
+        out
+    }
+}
+
+/// Fails the test at the first expectation `actual` (the stream `name` of `out`) misses.
+fn check(name: &str, actual: &str, expected: &[Expected], out: &Output) {
+    for e in expected {
+        match e {
+            Expected::Equals(want) => {
+                pretty_assertions::assert_eq!(
+                    want.as_str(),
+                    actual,
+                    "{name} differs (left: expected, right: printed)"
+                );
+            }
+            Expected::Contains(want) => assert!(
+                actual.contains(want.as_str()),
+                "{name} lacks {want:?}\n--- stdout:\n{}\n--- stderr:\n{}",
+                out.stdout,
+                out.stderr
+            ),
+            Expected::Lacks(unwanted) => assert!(
+                !actual.contains(unwanted.as_str()),
+                "{name} has {unwanted:?}\n--- stdout:\n{}\n--- stderr:\n{}",
+                out.stdout,
+                out.stderr
+            ),
+        }
+    }
+}
