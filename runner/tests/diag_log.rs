@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::docker::connect_or_skip;
+use super::support::docker::connect_or_skip;
 
 fn gpuflow_in(dir: &Path) -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"));
