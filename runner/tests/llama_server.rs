@@ -100,12 +100,15 @@ async fn decode_speed_and_ttft_agree_with_the_servers_own_timings() {
         assert_eq!(timings.predicted_n, Some(96), "{timings:?}");
         ours += r.decode_tok_s().unwrap();
         theirs += timings.predicted_per_second.unwrap();
-        // TTFT is the server's prompt time plus the first token and the trip: never less.
+        // TTFT is the server's prompt time plus the first token and the trip: never less, and
+        // more by at most one decode step and a scheduling slack (a step is measured on this
+        // machine, so a busy machine's slower steps widen the bound with it).
         let prompt_ms = timings.prompt_ms.unwrap();
+        let step_ms = timings.predicted_ms.unwrap() / 96.0;
         let ttft = r.ttft_ms().unwrap();
         assert!(
-            ttft >= prompt_ms && ttft < prompt_ms + 50.0,
-            "TTFT {ttft:.2} ms vs the server's prompt_ms {prompt_ms:.2}"
+            ttft >= prompt_ms && ttft < prompt_ms + step_ms + 50.0,
+            "TTFT {ttft:.2} ms vs the server's prompt_ms {prompt_ms:.2} (a decode step: {step_ms:.2} ms)"
         );
     }
     let ratio = ours / theirs;

@@ -52,15 +52,7 @@ struct Captured {
 
 /// Runs the check; returns the step's outputs (`flags`) or why it failed.
 pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
-    let (host, job) = (call.host, call.job);
-    let warn = |message: String| {
-        host.emit(EventKind::Warning {
-            job: Some(job.clone()),
-            message,
-        });
-    };
-    let workspace = host.workspace();
-    let inputs = call.inputs;
+    let (host, job, inputs) = (call.host, call.job, call.inputs);
     let containers: &JobContainers = call.engine()?;
     let text = |k: &str| {
         inputs
@@ -71,26 +63,68 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
     let command_text = text("command").ok_or("the input `command` is required")?;
     let command = words(&command_text, "command")?;
     let container = text("container");
-    let place = match &container {
-        None => Place::Host { workdir: workspace },
-        Some(name) => {
-            let started = containers.started.get(name).ok_or_else(|| {
-                format!(
-                    "no container `{name}` is running in this job (help: start it first with `uses: start-container` and `name: {name}`)"
-                )
-            })?;
-            Place::Container {
-                docker: &containers.docker,
-                id: &started.id,
-                name,
-            }
-        }
-    };
+    let place = place(containers, container.as_deref(), host.workspace())?;
     let help_flag = text("help-flag").unwrap_or_else(|| "--help".into());
-    let mut help_argv = command.clone();
-    help_argv.extend(words(&help_flag, "help-flag")?);
+    let (usage, shown) = read_usage(&place, &command, &command_text, &help_flag).await?;
+
+    let args = match text("args") {
+        Some(a) => words(&a, "args")?,
+        None => Vec::new(),
+    };
+    let checked = check_args(&usage, &args);
+    let mut problems: Vec<String> = checked.problems.iter().map(Problem::message).collect();
+    for (given, full) in &checked.abbreviations {
+        host.emit(EventKind::Warning {
+            job: Some(job.clone()),
+            message: format!(
+                "`{given}` is accepted as an abbreviation of `{full}`; write the whole name, or it breaks when `{command_text}` gains another flag starting with `{given}`"
+            ),
+        });
+    }
+    problems.extend(missing_required(&usage, list(inputs.get("required-flags"))));
+    if let Some(pattern) = text("version-pattern") {
+        let version_flag = text("version-flag").unwrap_or_else(|| "--version".into());
+        problems.extend(version_problem(&place, &command, &version_flag, &pattern).await?);
+    }
+    if !problems.is_empty() {
+        return Err(report(&command_text, &place, &shown, &usage, &problems));
+    }
+    let names: Vec<&str> = usage.flags.iter().map(|f| f.main_name()).collect();
+    Ok(IndexMap::from([("flags".to_string(), names.join(" "))]))
+}
+
+/// Where the command runs: the host's workspace, or the job's container `container`.
+fn place<'a>(
+    containers: &'a JobContainers,
+    container: Option<&'a str>,
+    workspace: &'a Path,
+) -> Result<Place<'a>, String> {
+    let Some(name) = container else {
+        return Ok(Place::Host { workdir: workspace });
+    };
+    let started = containers.started.get(name).ok_or_else(|| {
+        format!(
+            "no container `{name}` is running in this job (help: start it first with `uses: start-container` and `name: {name}`)"
+        )
+    })?;
+    Ok(Place::Container {
+        docker: &containers.docker,
+        id: &started.id,
+        name,
+    })
+}
+
+/// The command's usage, from what `command help_flag` prints, and that command line as shown.
+async fn read_usage(
+    place: &Place<'_>,
+    command: &[String],
+    command_text: &str,
+    help_flag: &str,
+) -> Result<(Usage, String), String> {
+    let mut help_argv = command.to_vec();
+    help_argv.extend(words(help_flag, "help-flag")?);
     let shown = help_argv.join(" ");
-    let help = capture(&place, &help_argv).await?;
+    let help = capture(place, &help_argv).await?;
     if matches!(help.code, 126 | 127) {
         return Err(format!(
             "`{command_text}` could not be run {} (exit code {}): {}",
@@ -108,51 +142,43 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
             indent(&last_lines(&help.text, 20))
         ));
     }
+    Ok((usage, shown))
+}
 
-    let args = match text("args") {
-        Some(a) => words(&a, "args")?,
-        None => Vec::new(),
-    };
-    let checked = check_args(&usage, &args);
-    let mut problems: Vec<String> = checked.problems.iter().map(Problem::message).collect();
-    for (given, full) in &checked.abbreviations {
-        warn(format!(
-            "`{given}` is accepted as an abbreviation of `{full}`; write the whole name, or it breaks when `{command_text}` gains another flag starting with `{given}`"
-        ));
-    }
-    for required in list(inputs.get("required-flags")) {
-        if usage.flag(&required).is_none() {
-            problems.push(match closest_flag(&usage, &required) {
-                Some(c) => format!(
-                    "the required flag `{required}` is not in the usage; did you mean `{}`?",
-                    c.display()
-                ),
-                None => format!("the required flag `{required}` is not in the usage"),
-            });
-        }
-    }
-    if let Some(pattern) = text("version-pattern") {
-        let re = regex::Regex::new(&pattern)
-            .map_err(|e| format!("`version-pattern` is not a regular expression: {e}"))?;
-        let mut version_argv = command.clone();
-        version_argv.extend(words(
-            &text("version-flag").unwrap_or_else(|| "--version".into()),
-            "version-flag",
-        )?);
-        let version = capture(&place, &version_argv).await?;
-        if !re.is_match(&version.text) {
-            problems.push(format!(
-                "the version does not match `{pattern}`: `{}` printed `{}`",
-                version_argv.join(" "),
-                last_lines(version.text.trim(), 3)
-            ));
-        }
-    }
-    if !problems.is_empty() {
-        return Err(report(&command_text, &place, &shown, &usage, &problems));
-    }
-    let names: Vec<&str> = usage.flags.iter().map(|f| f.main_name()).collect();
-    Ok(IndexMap::from([("flags".to_string(), names.join(" "))]))
+/// The `required-flags` the usage lacks, each with the closest flag it has.
+fn missing_required(usage: &Usage, required: Vec<String>) -> Vec<String> {
+    required
+        .into_iter()
+        .filter(|flag| usage.flag(flag).is_none())
+        .map(|flag| match closest_flag(usage, &flag) {
+            Some(c) => format!(
+                "the required flag `{flag}` is not in the usage; did you mean `{}`?",
+                c.display()
+            ),
+            None => format!("the required flag `{flag}` is not in the usage"),
+        })
+        .collect()
+}
+
+/// Whether what `command version_flag` prints matches `version-pattern`; `Some` says why not.
+async fn version_problem(
+    place: &Place<'_>,
+    command: &[String],
+    version_flag: &str,
+    pattern: &str,
+) -> Result<Option<String>, String> {
+    let re = regex::Regex::new(pattern)
+        .map_err(|e| format!("`version-pattern` is not a regular expression: {e}"))?;
+    let mut version_argv = command.to_vec();
+    version_argv.extend(words(version_flag, "version-flag")?);
+    let version = capture(place, &version_argv).await?;
+    Ok((!re.is_match(&version.text)).then(|| {
+        format!(
+            "the version does not match `{pattern}`: `{}` printed `{}`",
+            version_argv.join(" "),
+            last_lines(version.text.trim(), 3)
+        )
+    }))
 }
 
 /// The failure: each problem with its fix, then the real usage.

@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 
 use indexmap::IndexMap;
 
-use crate::compare::{Comparison, FailOn, StepInputs, compare_result, format_value, metric_title};
-use crate::events::{ComparisonFigure, EventKind, Stream};
+use crate::compare::{
+    Comparison, FailOn, StepInputs, StepReport, compare_result, format_value, metric_title,
+};
+use crate::events::{ComparisonFigure, EventKind, JobRef, Masker, Stream};
 use crate::expr::Value;
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, Recorded, StepCall, StepContext};
 use crate::store::{Direction, ResultStore};
 
 /// Runs the step; returns its outputs, or the failure `fail-on` asks for.
@@ -30,27 +32,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
             .filter(|s| !s.is_empty())
     };
     let step_inputs = step_inputs(inputs, &text)?;
-    let recorded = match text("from") {
-        Some(from) => step
-            .recorded
-            .iter()
-            .rev()
-            .find(|r| r.step_id.as_deref() == Some(from.as_str()))
-            .ok_or_else(|| {
-                let ids: Vec<&str> = step
-                    .recorded
-                    .iter()
-                    .filter_map(|r| r.step_id.as_deref())
-                    .collect();
-                let hint = crate::diag::did_you_mean(&from, &ids).unwrap_or_else(|| {
-                    "name the `id` of a `benchmark` step that ran before this one".into()
-                });
-                format!("no `benchmark` step with the id `{from}` recorded a result in this job (help: {hint})")
-            })?,
-        None => step.recorded.last().ok_or(
-            "no `benchmark` step before this one recorded a result in this job (help: put a `benchmark` step before `compare-to-baseline`, or name one with `from:`)",
-        )?,
-    };
+    let recorded = judged_result(step.recorded, text("from"))?;
     let path = host.store();
     let mut store = ResultStore::open(path)
         .map_err(|e| format!("could not open the results store `{}`: {e}", path.display()))?;
@@ -79,27 +61,13 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
             text: text.to_string(),
         });
     };
-    let meanings = recorded.meanings.clone();
-    let meaning = |metric: &str| meanings.get(metric).cloned();
+    let meanings = &recorded.meanings;
     for c in &report.comparisons {
-        say(&explain(c, meaning(&c.metric).as_deref()));
+        say(&explain(c, meanings.get(&c.metric).map(String::as_str)));
     }
     // The verdicts as decided here, for the run's report: judging again with the report's
     // own inputs could pick another baseline and say something else than this step did.
-    let judged: Vec<(String, String, String)> = report
-        .comparisons
-        .iter()
-        .filter_map(|c| {
-            let mut json = serde_json::to_value(c).ok()?;
-            // The store outlives the run, and may be committed with a report.
-            host.masker().mask_json(&mut json);
-            Some((
-                c.metric.clone(),
-                c.verdict.as_str().to_string(),
-                json.to_string(),
-            ))
-        })
-        .collect();
+    let judged = judgements(&report.comparisons, host.masker());
     if let Err(e) = store.record_judgements(recorded.result_id, step.label, &judged) {
         say(&format!(
             "warning: the verdicts could not be kept in `{}` ({e}): a report of this run judges again with its defaults",
@@ -110,6 +78,63 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
         // A failure says its summary as the step's error.
         say(&report.outcome.summary);
     }
+    let outputs = outputs(&report);
+    host.emit(EventKind::StepSummary {
+        job: job.clone(),
+        step: step.key.to_string(),
+        markdown: summary_table(&report.comparisons, meanings),
+    });
+    for c in &report.comparisons {
+        host.emit(EventKind::ComparisonResult(figure(c, job, step, meanings)));
+    }
+    if report.outcome.passed {
+        Ok(outputs)
+    } else {
+        step.outputs_on_failure = outputs;
+        Err(report.outcome.summary)
+    }
+}
+
+/// The result judged: the one the `benchmark` step `from` recorded, else the job's latest.
+fn judged_result(recorded: &[Recorded], from: Option<String>) -> Result<Recorded, String> {
+    let Some(from) = from else {
+        return recorded.last().cloned().ok_or_else(|| {
+            "no `benchmark` step before this one recorded a result in this job (help: put a `benchmark` step before `compare-to-baseline`, or name one with `from:`)".to_string()
+        });
+    };
+    recorded
+        .iter()
+        .rev()
+        .find(|r| r.step_id.as_deref() == Some(from.as_str()))
+        .cloned()
+        .ok_or_else(|| {
+            let ids: Vec<&str> = recorded.iter().filter_map(|r| r.step_id.as_deref()).collect();
+            let hint = crate::diag::did_you_mean(&from, &ids).unwrap_or_else(|| {
+                "name the `id` of a `benchmark` step that ran before this one".into()
+            });
+            format!("no `benchmark` step with the id `{from}` recorded a result in this job (help: {hint})")
+        })
+}
+
+/// Each comparison as the store keeps it: `(metric, verdict, masked JSON)`.
+fn judgements(comparisons: &[Comparison], masker: &Masker) -> Vec<(String, String, String)> {
+    comparisons
+        .iter()
+        .filter_map(|c| {
+            let mut json = serde_json::to_value(c).ok()?;
+            // The store outlives the run, and may be committed with a report.
+            masker.mask_json(&mut json);
+            Some((
+                c.metric.clone(),
+                c.verdict.as_str().to_string(),
+                json.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// `verdict` and the first metric's numbers; with several metrics, each one's too.
+fn outputs(report: &StepReport) -> Outputs {
     let mut outputs = IndexMap::new();
     if let Some(first) = report.comparisons.first() {
         let overall = report.overall_verdict().unwrap_or(first.verdict);
@@ -122,32 +147,29 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
             outputs.extend(numbers(c, &format!("{}-", c.metric)));
         }
     }
-    host.emit(EventKind::StepSummary {
+    outputs
+}
+
+/// The comparison as the run's headline shows it.
+fn figure(
+    c: &Comparison,
+    job: &JobRef,
+    step: &StepContext<'_>,
+    meanings: &BTreeMap<String, String>,
+) -> ComparisonFigure {
+    ComparisonFigure {
         job: job.clone(),
         step: step.key.to_string(),
-        markdown: summary_table(&report.comparisons, &meanings),
-    });
-    for c in &report.comparisons {
-        host.emit(EventKind::ComparisonResult(ComparisonFigure {
-            job: job.clone(),
-            step: step.key.to_string(),
-            name: step.label.to_string(),
-            metric: c.metric.clone(),
-            meaning: meaning(&c.metric),
-            verdict: c.verdict.as_str().to_string(),
-            unit: c.unit.clone(),
-            current: c.current,
-            baseline_value: c.baseline_value,
-            ratio: c.ratio,
-            change_pct: c.change_pct,
-            baseline: c.baseline.clone(),
-        }));
-    }
-    if report.outcome.passed {
-        Ok(outputs)
-    } else {
-        step.outputs_on_failure = outputs;
-        Err(report.outcome.summary)
+        name: step.label.to_string(),
+        metric: c.metric.clone(),
+        meaning: meanings.get(&c.metric).cloned(),
+        verdict: c.verdict.as_str().to_string(),
+        unit: c.unit.clone(),
+        current: c.current,
+        baseline_value: c.baseline_value,
+        ratio: c.ratio,
+        change_pct: c.change_pct,
+        baseline: c.baseline.clone(),
     }
 }
 
