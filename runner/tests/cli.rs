@@ -1,4 +1,4 @@
-pub(crate) use crate::support::repo_root;
+use crate::support::repo_root;
 use crate::support::{Workspace, gpuflow};
 
 #[test]

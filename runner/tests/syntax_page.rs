@@ -3,7 +3,7 @@
 //! workflow or action), a block that is a whole workflow is a whole fixture, and every
 //! `$ gpuflow …` console block prints what the command prints today.
 
-use super::cli::repo_root;
+use crate::support::repo_root;
 use std::path::PathBuf;
 
 fn page() -> String {
