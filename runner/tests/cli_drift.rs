@@ -239,7 +239,7 @@ jobs:
         3,
         "{err}"
     );
-    assert!(located(&err), "{err}");
+    assert!(located(err), "{err}");
 
     let out = repo.trigger(&head);
     assert!(out.status.success(), "{}", out.stderr);
@@ -249,7 +249,7 @@ jobs:
         3,
         "{err}"
     );
-    assert!(located(&err), "{err}");
+    assert!(located(err), "{err}");
     let line: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(line["result"], "invalid");
 }

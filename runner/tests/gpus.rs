@@ -169,7 +169,7 @@ fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
     let out = gpuflow().args(["hosts"]).current_dir(dir.path()).output();
     let stderr = &out.stderr;
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    expect(&stderr);
+    expect(stderr);
     assert!(stderr.contains("gpuflow.toml:3:17"), "{stderr}");
     std::fs::remove_file(dir.path().join("gpuflow.toml")).unwrap();
 
@@ -186,7 +186,7 @@ fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
             .output();
         let stderr = &out.stderr;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        expect(&stderr);
+        expect(stderr);
         assert!(
             stderr.contains("(set by GPUFLOW_GPU_INVENTORY)"),
             "{args:?}: {stderr}"

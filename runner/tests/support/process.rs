@@ -14,8 +14,8 @@ pub(crate) use rustix::process::Signal;
 const POLL: Duration = Duration::from_millis(50);
 
 /// Polls `done` until it holds; fails the test, naming `what`, after `limit`.
-pub(crate) fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    poll_until(what, limit, || done(), |done| *done);
+pub(crate) fn wait_until(what: &str, limit: Duration, done: impl FnMut() -> bool) {
+    poll_until(what, limit, done, |done| *done);
 }
 
 /// Polls `look` until what it sees is `done`, and returns that; fails the test after `limit`,
