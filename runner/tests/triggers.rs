@@ -101,6 +101,15 @@ impl Node {
         out
     }
 
+    /// `gpuflow logs -f ID`: the run's output, followed to its end (a minute at most).
+    fn follow_logs(&self, id: &str) -> String {
+        self.gpuflow()
+            .args(["logs", "-f", id])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .stdout
+    }
+
     fn runs(&self) -> Vec<Value> {
         let out = self.gpuflow().args(["runs", "--json"]).success();
         serde_json::from_str::<Vec<Value>>(&out.stdout).unwrap()
@@ -238,12 +247,7 @@ jobs:
     // The hook queued it before the push returned; `logs -f` follows it to its end.
     let id = node.runs()[0]["id"].as_str().unwrap().to_string();
     let id = id.as_str();
-    let logs = node
-        .gpuflow()
-        .args(["logs", "-f", id])
-        .timeout(Duration::from_secs(60))
-        .output();
-    let logs = logs.stdout;
+    let logs = node.follow_logs(id);
     let runs = node.runs();
     assert_eq!(runs[0]["state"], "success", "{logs}");
     assert!(
@@ -290,12 +294,7 @@ fn a_triggered_run_reads_vars_from_the_commits_gpuflow_toml() {
     let run = &node.runs()[0];
     assert_eq!(run["concurrency_group"], "bench-l40s", "{run:#}");
     let id = run["id"].as_str().unwrap().to_string();
-    let logs = node
-        .gpuflow()
-        .args(["logs", "-f", &id])
-        .timeout(Duration::from_secs(60))
-        .output();
-    let logs = logs.stdout;
+    let logs = node.follow_logs(&id);
     assert_eq!(node.runs()[0]["state"], "success", "{logs}");
     assert!(logs.contains("model=llama-3-8b"), "{logs}");
 }
@@ -316,12 +315,7 @@ fn an_annotated_tag_runs_the_commit_it_tags() {
     node.push("refs/tags/v2.0");
 
     let id = node.runs()[0]["id"].as_str().unwrap().to_string();
-    let logs = node
-        .gpuflow()
-        .args(["logs", "-f", &id])
-        .timeout(Duration::from_secs(60))
-        .output();
-    let logs = logs.stdout;
+    let logs = node.follow_logs(&id);
     assert_eq!(node.runs()[0]["state"], "success", "{logs}");
     // As on GitHub: `github.sha` is the tagged commit, the payload keeps the tag object.
     assert!(

@@ -86,15 +86,7 @@ impl Ran {
 
     /// The outcome of the first step named `name`, in any job.
     pub(crate) fn step(&self, name: &str) -> StepOutcome {
-        self.events
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::StepFinished {
-                    name: n, outcome, ..
-                } if n == name => Some(*outcome),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no step `{name}`"))
+        self.step_finished(name).0
     }
 
     /// (outcome, conclusion) of the step named `name` in the job run displayed as `job`.
@@ -116,12 +108,20 @@ impl Ran {
 
     /// How long the first step named `name` took.
     pub(crate) fn step_duration(&self, name: &str) -> Duration {
+        self.step_finished(name).1
+    }
+
+    /// The outcome and duration of the first step named `name`, in any job.
+    fn step_finished(&self, name: &str) -> (StepOutcome, Duration) {
         self.events
             .iter()
             .find_map(|e| match &e.kind {
                 EventKind::StepFinished {
-                    name: n, duration, ..
-                } if n == name => Some(*duration),
+                    name: n,
+                    outcome,
+                    duration,
+                    ..
+                } if n == name => Some((*outcome, *duration)),
                 _ => None,
             })
             .unwrap_or_else(|| panic!("no step `{name}`"))
