@@ -84,7 +84,7 @@ async fn gpuflow_log_chooses_the_targets() {
     assert!(!err.contains(API_CALL), "{err}");
     assert!(!err.contains("connected"), "{err}");
     // `GPUFLOW_LOG_JSON`: the same lines, as JSON, in a file; stderr stays clean.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let file = dir.path().join("diag.jsonl");
     let json = gc_dry_run(
         &[],
