@@ -26,7 +26,8 @@ use futures_util::StreamExt;
 
 use crate::support::docker::{Unreachable, raw_docker, skip_or_fail, when_missing};
 use crate::support::images::{self, BASE};
-use crate::support::{Workspace, free_port};
+use crate::support::process::signal;
+use crate::support::{Signal, Workspace, free_port};
 
 /// The longest the test's sshd may live, whatever happens to the test process.
 const SSHD_LIFETIME_S: u32 = 300;
@@ -44,9 +45,7 @@ struct Sshd {
 impl Drop for Sshd {
     fn drop(&mut self) {
         // `timeout` passes SIGTERM on to sshd (a SIGKILL would orphan sshd instead).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        let _ = signal(self.child.id() as i32, Signal::TERM);
         let _ = self.child.wait();
     }
 }
