@@ -13,6 +13,7 @@ use gpuflow::sim::{SimConfig, SimServer};
 
 use crate::support::bench::{config, run_ok};
 use crate::support::sim::serve;
+use crate::support::{Workspace, gpuflow};
 use serde_json::Value;
 
 /// The simulator's record, by the client's request id.
@@ -247,7 +248,7 @@ async fn a_concurrency_sweep_gives_one_result_per_level_and_vllm_files() {
         );
     }
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let path = dir.path().join("result.json");
     let written = result.write_files(&path).unwrap();
     let names: Vec<String> = written
@@ -392,7 +393,7 @@ async fn prompt_files_set_the_input_lengths() {
         ..SimConfig::local()
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let path = dir.path().join("p.jsonl");
     std::fs::write(
         &path,
@@ -535,7 +536,7 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
             .unwrap()
             .contains("no data for 150ms")
     );
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     result.write_files(&dir.path().join("r.json")).unwrap();
     let lines = std::fs::read_to_string(dir.path().join("r.requests.jsonl")).unwrap();
     let line: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
@@ -586,14 +587,13 @@ async fn the_bench_command_prints_a_table_or_json() {
     })
     .await;
     let url = server.url();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let save = dir.path().join("out.json");
     let json_run = {
         let url = url.clone();
         let save = save.clone();
         tokio::task::spawn_blocking(move || {
-            assert_cmd::Command::cargo_bin("gpuflow")
-                .unwrap()
+            gpuflow()
                 .args([
                     "bench",
                     &url,
@@ -608,39 +608,26 @@ async fn the_bench_command_prints_a_table_or_json() {
                 .arg("--save-result")
                 .arg(&save)
                 .timeout(Duration::from_secs(60))
-                .output()
-                .unwrap()
+                .success()
         })
         .await
         .unwrap()
     };
-    assert!(
-        json_run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&json_run.stderr)
-    );
-    let json: Value = serde_json::from_slice(&json_run.stdout).unwrap();
+    let json: Value = serde_json::from_str(&json_run.stdout).unwrap();
     assert_eq!(json["completed"], 4);
     assert_eq!(json["total_output_tokens"], 24);
     assert_eq!(json["max_concurrency"], 2);
     assert!(save.exists() && dir.path().join("out.requests.jsonl").exists());
 
     let table_run = tokio::task::spawn_blocking(move || {
-        assert_cmd::Command::cargo_bin("gpuflow")
-            .unwrap()
+        gpuflow()
             .args(["bench", &url, "--output-tokens", "4", "--requests", "1"])
             .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap()
+            .success()
     })
     .await
     .unwrap();
-    let table = String::from_utf8_lossy(&table_run.stdout);
-    assert!(
-        table_run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&table_run.stderr)
-    );
+    let table = &table_run.stdout;
     assert!(table.contains("Successful requests:"), "{table}");
     assert!(table.contains("concurrency 1"), "{table}");
     assert!(
@@ -648,13 +635,10 @@ async fn the_bench_command_prints_a_table_or_json() {
         "no progress line when stderr is not a terminal"
     );
 
-    let bad = assert_cmd::Command::cargo_bin("gpuflow")
-        .unwrap()
+    let bad = gpuflow()
         .args(["bench", "http://127.0.0.1:1", "--mode", "concurency"])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&bad.stderr);
+        .status(2);
+    let stderr = &bad.stderr;
     assert!(
         stderr.contains("error: `--mode` is `concurency`"),
         "{stderr}"

@@ -1,4 +1,4 @@
-pub(crate) use crate::support::repo_root;
+use crate::support::repo_root;
 use crate::support::{Workspace, gpuflow};
 
 #[test]
@@ -54,7 +54,7 @@ fn plan_json_lists_every_matrix_cell_with_its_needs() {
 
 #[test]
 fn plan_refuses_an_invalid_workflow_with_exit_3() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let path = dir.path().join("w.yml");
     std::fs::write(
         &path,
@@ -174,7 +174,7 @@ fn make_test_checks_its_tools_first_and_names_what_is_missing() {
     let llamacpp = std::fs::read_to_string(repo_root().join("images/llamacpp/build.sh")).unwrap();
     assert!(llamacpp.contains("llama-server.sh"));
 
-    let bin = tempfile::tempdir().unwrap();
+    let bin = Workspace::empty();
     for tool in ["bash", "id", "apt-get"] {
         let found = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
             .iter()
@@ -329,7 +329,7 @@ fn validate_judges_scripts_by_the_shell_they_run_with() {
 /// Without a host file there is nothing to hold `runs-on` against, and nothing is said.
 #[test]
 fn validate_warns_of_a_runs_on_no_host_of_gpuflow_toml_matches() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     std::fs::create_dir(dir.path().join(".git")).unwrap();
     std::fs::write(
         dir.path().join("w.yml"),

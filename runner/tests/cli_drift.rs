@@ -5,89 +5,59 @@
 //! ambiguous run id counts what it lists. Real `gpuflow` processes in real git repositories;
 //! host steps only, no Docker.
 
-use std::path::{Path, PathBuf};
+use std::ops::Deref;
+use std::path::Path;
 
-use crate::support::text;
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::support::{Output, Workspace, command::Gpuflow, gpuflow};
 
 /// A git repository (branch `main`) with a private `GPUFLOW_HOME` beside it.
 struct Repo {
-    dir: tempfile::TempDir,
+    repo: Workspace,
+    home: Workspace,
+}
+
+impl Deref for Repo {
+    type Target = Workspace;
+
+    fn deref(&self) -> &Workspace {
+        &self.repo
+    }
 }
 
 impl Repo {
+    fn new() -> Self {
+        Self {
+            repo: Workspace::repository(),
+            home: Workspace::empty(),
+        }
+    }
+
     /// Runs [`HOST_STEPS`] with `--plain`; what it printed.
     fn run_host_steps(&self) -> String {
         self.write("w.yml", HOST_STEPS);
-        let out = self
-            .gpuflow()
+        self.gpuflow()
             .args(["run", "--plain", "w.yml"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout)
+            .success()
+            .stdout
     }
 
-    fn new() -> Self {
-        let repo = Self {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        std::fs::create_dir(repo.path()).unwrap();
-        repo.git(&["init", "-q", "-b", "main"]);
-        repo
+    /// `gpuflow` in `dir`, with the repository's home.
+    fn gpuflow_in(&self, dir: &Path) -> Gpuflow {
+        gpuflow().current_dir(dir).home(self.home.path())
     }
 
-    fn path(&self) -> PathBuf {
-        self.dir.path().join("repo")
-    }
-
-    fn write(&self, path: &str, text: &str) {
-        let path = self.path().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(self.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-        text(&out.stdout).trim().to_string()
-    }
-
-    /// Commits everything; the new commit's id.
-    fn commit(&self) -> String {
-        self.git(&["add", "-A"]);
-        self.git(&["commit", "-q", "-m", "c"]);
-        self.git(&["rev-parse", "HEAD"])
-    }
-
-    fn gpuflow_in(&self, dir: &Path) -> Command {
-        let mut c = Command::cargo_bin("gpuflow").unwrap();
-        c.current_dir(dir)
-            .env("GPUFLOW_HOME", self.dir.path().join("home"))
-            .env_remove("GIT_DIR")
-            .env_remove("GPUFLOW_STORE");
-        c
-    }
-
-    fn gpuflow(&self) -> Command {
-        self.gpuflow_in(&self.path())
+    fn gpuflow(&self) -> Gpuflow {
+        self.gpuflow_in(self.path())
     }
 
     /// `gpuflow trigger --no-worker --json` for a push of `main` from nothing to `after`.
-    fn trigger(&self, after: &str) -> std::process::Output {
+    fn trigger(&self, after: &str) -> Output {
         self.gpuflow()
-            .args(["trigger", "--no-worker", "--json", "--event", "push"])
-            .args(["--ref", "refs/heads/main", "--before"])
-            .arg("0".repeat(40))
-            .args(["--after", after])
+            .trigger_main_push(None, after)
+            .args(["--no-worker", "--json"])
             .output()
-            .unwrap()
     }
 }
 
@@ -127,13 +97,9 @@ fn the_first_line_of_every_view_names_the_log_folder() {
         .unwrap_or_else(|| panic!("no log folder on the first line: {stdout}"));
     assert!(Path::new(dir).join("events.jsonl").is_file(), "{first}");
 
-    let out = repo
-        .gpuflow()
-        .args(["run", "--json", "w.yml"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    let out = repo.gpuflow().args(["run", "--json", "w.yml"]).output();
+    assert!(out.status.success(), "{}", out.stderr);
+    let stdout = &out.stdout;
     let first: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
     assert_eq!(first["type"], "run_started", "{stdout}");
     let dir = first["log_dir"].as_str().unwrap();
@@ -157,13 +123,12 @@ fn logs_replays_a_run_started_by_hand_as_it_was_printed() {
     let out = repo
         .gpuflow_in(&repo.path().join("sub"))
         .args(["logs", &run_id[..20]])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
     assert!(
-        text(&out.stderr).contains(&format!(".gpuflow/runs/{run_id}")),
+        out.stderr.contains(&format!(".gpuflow/runs/{run_id}")),
         "says which folder it read: {}",
-        text(&out.stderr)
+        out.stderr
     );
     // The same lines, less the summary table (its job lines are above it already).
     let table: Vec<&str> = printed
@@ -173,7 +138,7 @@ fn logs_replays_a_run_started_by_hand_as_it_was_printed() {
         .collect();
     assert_eq!(table.len(), 3, "{printed}");
     let want: Vec<&str> = printed.lines().filter(|l| !table.contains(l)).collect();
-    let replayed = text(&out.stdout);
+    let replayed = &out.stdout;
     let got: Vec<&str> = replayed.lines().collect();
     assert_eq!(got, want, "replayed:\n{replayed}\nprinted:\n{printed}");
     assert!(replayed.contains("[greet] say | two"), "{replayed}");
@@ -183,9 +148,9 @@ fn logs_replays_a_run_started_by_hand_as_it_was_printed() {
     );
 
     // Neither queued nor stored: one error that says where a manual run's logs are.
-    let out = repo.gpuflow().args(["logs", "19990101"]).output().unwrap();
+    let out = repo.gpuflow().args(["logs", "19990101"]).output();
     assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    let err = &out.stderr;
     assert!(
         err.contains("no run `19990101` in the queue, nor under `.gpuflow/runs/`"),
         "{err}"
@@ -203,10 +168,10 @@ fn trigger_json_is_one_object_per_workflow_a_line() {
         "workflows/manual.yml",
         "on: workflow_dispatch\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
     );
-    let head = repo.commit();
+    let head = repo.commit("c");
     let out = repo.trigger(&head);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", out.stderr);
+    let stdout = &out.stdout;
     let objects: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -257,7 +222,7 @@ jobs:
       - run: 'true'
 ";
     repo.write("workflows/bad.yml", workflow);
-    let head = repo.commit();
+    let head = repo.commit("c");
     let located = |err: &str| {
         ["bad.yml:4:11", "bad.yml:6:11", "bad.yml:7:10"]
             .iter()
@@ -266,27 +231,26 @@ jobs:
     let out = repo
         .gpuflow()
         .args(["validate", "workflows/bad.yml"])
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let err = &out.stderr;
     assert_eq!(
         err.matches("error: `on.push.paths` pattern").count(),
         3,
         "{err}"
     );
-    assert!(located(&err), "{err}");
+    assert!(located(err), "{err}");
 
     let out = repo.trigger(&head);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}", out.stderr);
+    let err = &out.stderr;
     assert_eq!(
         err.matches("error: `on.push.paths` pattern").count(),
         3,
         "{err}"
     );
-    assert!(located(&err), "{err}");
-    let line: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert!(located(err), "{err}");
+    let line: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(line["result"], "invalid");
 }
 
@@ -294,28 +258,17 @@ jobs:
 #[test]
 fn hooks_install_wait_writes_pre_push_as_its_help_says() {
     let repo = Repo::new();
-    let help = repo
-        .gpuflow()
-        .args(["hooks", "install", "--help"])
-        .output()
-        .unwrap();
+    let help = repo.gpuflow().args(["hooks", "install", "--help"]).output();
     // Wrapped to the terminal's width: compared word by word.
-    let help = text(&help.stdout)
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
+    let help = help.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
         help.contains("with `--wait`, `pre-push`"),
         "the default with --wait: {help}"
     );
-    let out = repo
-        .gpuflow()
-        .args(["hooks", "install", "--wait"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = repo.gpuflow().args(["hooks", "install", "--wait"]).output();
+    assert!(out.status.success(), "{}", out.stderr);
     let hooks = repo.path().join(".git/hooks");
-    assert!(hooks.join("pre-push").is_file(), "{}", text(&out.stdout));
+    assert!(hooks.join("pre-push").is_file(), "{}", out.stdout);
     assert!(!hooks.join("post-commit").exists());
     let written = std::fs::read_to_string(hooks.join("pre-push")).unwrap();
     assert!(written.contains("--wait"), "{written}");
@@ -331,10 +284,11 @@ fn an_ambiguous_run_id_counts_what_it_lists() {
             "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
         );
     }
-    let head = repo.commit();
+    let head = repo.commit("c");
     let out = repo.trigger(&head);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let ids: Vec<String> = text(&out.stdout)
+    assert!(out.status.success(), "{}", out.stderr);
+    let ids: Vec<String> = out
+        .stdout
         .lines()
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap();
@@ -351,9 +305,9 @@ fn an_ambiguous_run_id_counts_what_it_lists() {
         .count();
     let prefix = &ids[0][..shared.max(1)];
     for command in ["cancel", "logs"] {
-        let out = repo.gpuflow().args([command, prefix]).output().unwrap();
+        let out = repo.gpuflow().args([command, prefix]).output();
         assert_eq!(out.status.code(), Some(2), "{command}");
-        let err = text(&out.stderr);
+        let err = &out.stderr;
         assert!(err.contains(&format!("`{prefix}` names 6 runs")), "{err}");
         let listed = ids.iter().filter(|id| err.contains(id.as_str())).count();
         assert_eq!(listed, 5, "{err}");

@@ -2,9 +2,10 @@
 //! Workflows here use only `run:` steps on the host, so no Docker is needed.
 
 use std::io::Read;
+use std::time::Duration;
 
-use crate::support::Workspace;
-use crate::support::text;
+use crate::support::sim::SimProcess;
+use crate::support::{Signal, Workspace, wait_until};
 
 /// A workspace holding `w.yml`.
 fn workspace(yaml: &str) -> Workspace {
@@ -144,27 +145,14 @@ fn ctrl_c_stops_the_step_runs_always_steps_and_exits_130() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo $$ > step.pid; sleep 60\n      - if: always()\n        run: echo cleanup ran > cleanup.txt\n",
     );
-    let bin = assert_cmd::cargo::cargo_bin("gpuflow");
-    let child = std::process::Command::new(bin)
-        .current_dir(dir.path())
-        .args(["run", "w.yml"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = dir.gpuflow().args(["run", "w.yml"]).spawn();
     let pid_file = dir.path().join("step.pid");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !pid_file.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the step never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let runner = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    wait_until("the step to start", Duration::from_secs(30), || {
+        pid_file.exists()
+    });
+    child.signal(Signal::INT);
+    let (status, stderr) = child.wait();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("cleanup.txt")).unwrap(),
         "cleanup ran\n"
@@ -301,32 +289,18 @@ fn a_second_ctrl_c_stops_the_always_steps_and_exits_130() {
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: touch step.started; sleep 60\n      - if: always()\n        run: touch cleanup.started; sleep 60; touch cleanup.finished\n",
     );
-    let bin = assert_cmd::cargo::cargo_bin("gpuflow");
-    let child = std::process::Command::new(bin)
-        .current_dir(dir.path())
-        .args(["run", "--plain", "w.yml"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = dir.gpuflow().args(["run", "--plain", "w.yml"]).spawn();
     let wait_for = |name: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !dir.path().join(name).exists() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "`{name}` never appeared"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        wait_until(&format!("`{name}`"), Duration::from_secs(30), || {
+            dir.path().join(name).exists()
+        });
     };
-    let runner = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
     wait_for("step.started");
-    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
+    child.signal(Signal::INT);
     wait_for("cleanup.started");
-    rustix::process::kill_process(runner, rustix::process::Signal::INT).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    child.signal(Signal::INT);
+    let (status, stderr) = child.wait();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("received SIGINT (#2): forcing"), "{stderr}");
     assert!(
         !dir.path().join("cleanup.finished").exists(),
@@ -343,7 +317,7 @@ fn steps_that_need_no_engine_run_without_docker() {
     );
     let out = dir
         .gpuflow()
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .without_docker()
         .args(["run", "--plain", "w.yml"])
         .status(1);
     let all = format!("{}{}", out.stdout, out.stderr);
@@ -355,36 +329,17 @@ fn steps_that_need_no_engine_run_without_docker() {
 /// measures it, records the result and a comparison judges it, and nothing asks for an engine.
 #[test]
 fn a_benchmark_of_a_server_on_the_host_runs_without_docker() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut sim = std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow-sim"))
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--ttft", "5ms", "--tokens-per-second", "2000"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gpuflow-sim did not listen"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let sim = SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
+    let port = sim.addr().port();
     let dir = workspace(&format!(
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - uses: benchmark\n        with: {{ target: 'http://127.0.0.1:{port}', mode: single-stream, requests: 3, warmup: 0, output-tokens: 8 }}\n      - uses: compare-to-baseline\n        with: {{ metric: output_tok_s, baseline: previous }}\n"
     ));
     let out = dir
         .gpuflow()
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .without_docker()
         .args(["run", "--plain", "w.yml"])
         .output();
-    let _ = sim.kill();
-    let _ = sim.wait();
+    drop(sim);
     let all = out.all();
     assert_eq!(out.status.code(), Some(0), "{all}");
     assert!(all.contains("Successful requests:"), "{all}");
@@ -416,7 +371,7 @@ jobs:
 #[test]
 fn job_folders_are_private_and_new_never_a_path_made_in_advance() {
     let dir = workspace(STATE);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = Workspace::empty();
     // The old, predictable paths of both jobs, made by "another user": a folder, and a symlink
     // to the victim's folder.
     let planted = tmp.path().join("gpuflow-planted-build-1");
@@ -473,7 +428,7 @@ fn a_planted_symlink_for_a_gpu_lock_file_fails_the_job_and_leaves_its_target_alo
     let dir = workspace(
         "on: workflow_dispatch\njobs:\n  hold:\n    gpus: 1\n    steps:\n      - run: echo \"gpus $CUDA_VISIBLE_DEVICES\"\n",
     );
-    let leases = tempfile::tempdir().unwrap();
+    let leases = Workspace::empty();
     let victim = leases.path().join("victim-notes");
     std::fs::write(&victim, "precious\n").unwrap();
     for i in 0..8 {

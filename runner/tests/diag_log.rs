@@ -7,38 +7,21 @@
 //! gc --dry-run`: nextest's `docker-sweep` group.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::support::docker::connect_or_skip;
-
-fn gpuflow_in(dir: &Path) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"));
-    cmd.current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("GPUFLOW_LOG")
-        .env_remove("GPUFLOW_LOG_JSON")
-        .env_remove("GPUFLOW_CONFIG");
-    cmd
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::support::docker::connect_or_skip;
+use crate::support::{Output, Workspace, free_port, gpuflow};
 
 /// `gpuflow gc --dry-run` with `args` before it and `env`: lists containers and networks on
 /// the local engine, removing nothing.
 fn gc_dry_run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let dir = tempfile::tempdir().unwrap();
-    let out = gpuflow_in(dir.path())
+    gpuflow()
+        .in_scratch_folder()
         .args(args)
         .args(["gc", "--dry-run"])
         .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    out
+        .success()
 }
 
 const API_CALL: &str = "docker API call";
@@ -49,12 +32,12 @@ async fn vv_shows_each_docker_api_call_and_the_default_shows_none() {
         return;
     }
     let quiet = gc_dry_run(&[], &[]);
-    let quiet_err = text(&quiet.stderr);
+    let quiet_err = &quiet.stderr;
     assert!(!quiet_err.contains(API_CALL), "{quiet_err}");
     assert!(!quiet_err.contains("gpuflow::"), "{quiet_err}");
 
     let loud = gc_dry_run(&["-vv"], &[]);
-    let err = text(&loud.stderr);
+    let err = &loud.stderr;
     for call in [
         "operation=\"list_containers\"",
         "operation=\"list_networks\"",
@@ -69,18 +52,17 @@ async fn vv_shows_each_docker_api_call_and_the_default_shows_none() {
     assert!(err.contains("endpoint=unix://"), "{err}");
     assert!(err.contains("docker_connect"), "{err}");
     // Diagnostics go to stderr only: what the command prints for the user is unchanged.
-    assert!(!text(&loud.stdout).contains(API_CALL));
+    assert!(!loud.stdout.contains(API_CALL));
 
     // `-vv` is a global flag: after the subcommand too.
-    let dir = tempfile::tempdir().unwrap();
-    let after = gpuflow_in(dir.path())
+    let after = gpuflow()
+        .in_scratch_folder()
         .args(["gc", "--dry-run", "-vv"])
-        .output()
-        .unwrap();
-    assert!(text(&after.stderr).contains(API_CALL));
+        .output();
+    assert!(after.stderr.contains(API_CALL));
     // `-v` is info: the calls are debug.
     let info = gc_dry_run(&["-v"], &[]);
-    assert!(!text(&info.stderr).contains(API_CALL));
+    assert!(!info.stderr.contains(API_CALL));
 }
 
 #[tokio::test]
@@ -93,16 +75,16 @@ async fn gpuflow_log_chooses_the_targets() {
         &[],
         &[("GPUFLOW_LOG", "gpuflow::backend::docker_api=debug")],
     );
-    let err = text(&api.stderr);
+    let err = &api.stderr;
     assert!(err.contains(API_CALL), "{err}");
     assert!(!err.contains("connected"), "{err}");
     // Another target at debug: no API calls; and it replaces `-vv`.
     let other = gc_dry_run(&["-vv"], &[("GPUFLOW_LOG", "gpuflow::report=debug")]);
-    let err = text(&other.stderr);
+    let err = &other.stderr;
     assert!(!err.contains(API_CALL), "{err}");
     assert!(!err.contains("connected"), "{err}");
     // `GPUFLOW_LOG_JSON`: the same lines, as JSON, in a file; stderr stays clean.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let file = dir.path().join("diag.jsonl");
     let json = gc_dry_run(
         &[],
@@ -111,7 +93,7 @@ async fn gpuflow_log_chooses_the_targets() {
             ("GPUFLOW_LOG_JSON", file.to_str().unwrap()),
         ],
     );
-    assert!(!text(&json.stderr).contains(API_CALL));
+    assert!(!json.stderr.contains(API_CALL));
     let lines = json_lines(&file);
     assert!(
         lines.iter().any(|l| l["fields"]["message"] == API_CALL
@@ -123,14 +105,12 @@ async fn gpuflow_log_chooses_the_targets() {
 
 #[test]
 fn a_bad_filter_is_an_error_naming_gpuflow_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = gpuflow_in(dir.path())
+    let out = gpuflow()
+        .in_scratch_folder()
         .args(["eval", "1 + 1"])
         .env("GPUFLOW_LOG", "gpuflow=loud")
-        .output()
-        .unwrap();
-    let err = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+        .status(2);
+    let err = &out.stderr;
     assert!(
         err.starts_with("error: GPUFLOW_LOG=`gpuflow=loud` is not a valid filter: "),
         "{err}"
@@ -138,7 +118,7 @@ fn a_bad_filter_is_an_error_naming_gpuflow_log() {
     assert!(err.contains("help: "), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     // Nothing ran.
-    assert_eq!(text(&out.stdout), "");
+    assert_eq!(out.stdout, "");
 }
 
 /// A job container, a step in it with a secret in its env and its script, and a step on the
@@ -152,10 +132,8 @@ async fn a_run_at_vvv_shows_its_spans_and_calls_and_never_a_secret() {
     }
     const SECRET: &str = "diag-s3cr3t-Zq9";
     let lower = SECRET.to_ascii_lowercase();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(
-        dir.path().join("w.yml"),
+    let dir = Workspace::new().file(
+        "w.yml",
         r#"
 on: workflow_dispatch
 jobs:
@@ -174,14 +152,13 @@ jobs:
       - uses: start-container
         with: { name: "late-${{ steps.hide.outputs.value }}", image: gpuflow-base:test, command: sleep 30 }
 "#,
-    )
-    .unwrap();
-    let out = gpuflow_in(dir.path())
+    );
+    let out = dir
+        .gpuflow()
         .args(["-vvv", "run", "--plain", "w.yml", "--secret", "TOKEN"])
         .env("TOKEN", SECRET)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        .output();
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
     // The run masks its own output, as ever.
     assert!(stdout.contains("token ***"), "{stdout}\n{stderr}");
     assert!(!stdout.contains(SECRET), "{stdout}");
@@ -221,75 +198,38 @@ fn json_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-    text(&out.stdout).trim().to_string()
-}
-
 /// A run queued by `gpuflow trigger` and run by a foreground worker: the worker's diagnostics
 /// and its run's are JSON lines in `worker.diag.jsonl`, at info without `-v`; what the worker
 /// prints and the run's output (`gpuflow logs`) hold none of them.
 #[test]
 fn the_worker_and_its_runs_write_json_lines_beside_worker_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let repo = dir.path().join("repo");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(repo.join("workflows")).unwrap();
-    std::fs::write(
-        repo.join("workflows/w.yml"),
+    let repo = Workspace::repository().file(
+        "workflows/w.yml",
         "on: push\njobs:\n  hello:\n    steps:\n      - run: echo hello from the run\n",
-    )
-    .unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    for (k, v) in [("user.email", "dev@example.com"), ("user.name", "dev")] {
-        git(&repo, &["config", k, v]);
-    }
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "w"]);
-    let sha = git(&repo, &["rev-parse", "HEAD"]);
-    let zeros = "0".repeat(40);
+    );
+    let sha = repo.commit("w");
+    let home = Workspace::empty();
 
     let gpuflow = |args: &[&str]| {
-        let out = gpuflow_in(&repo)
-            .env("GPUFLOW_HOME", &home)
+        repo.gpuflow()
+            .env("GPUFLOW_HOME", home.path())
             .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{args:?}: {}",
-            text(&out.stderr)
-        );
-        out
+            .success()
     };
-    gpuflow(&[
-        "trigger",
-        "--event",
-        "push",
-        "--ref",
-        "refs/heads/main",
-        "--before",
-        &zeros,
-        "--after",
-        &sha,
-        "--no-worker",
-    ]);
+    repo.gpuflow()
+        .home(home.path())
+        .trigger_main_push(None, &sha)
+        .arg("--no-worker")
+        .success();
     let worker = gpuflow(&["worker", "--idle-exit", "500ms"]);
-    let (said, worker_err) = (text(&worker.stdout), text(&worker.stderr));
+    let (said, worker_err) = (&worker.stdout, &worker.stderr);
     assert!(said.contains(": success"), "{said}");
     assert!(
         !said.contains('{') && !worker_err.contains('{'),
         "{said}{worker_err}"
     );
 
-    let lines = json_lines(&home.join("worker.diag.jsonl"));
+    let lines = json_lines(&home.path().join("worker.diag.jsonl"));
     let span_names = |l: &Value| -> Vec<String> {
         l["spans"]
             .as_array()
@@ -323,9 +263,9 @@ fn the_worker_and_its_runs_write_json_lines_beside_worker_log() {
         assert!(l["timestamp"].is_string() && l["level"].is_string(), "{l}");
     }
     // The run's output (`gpuflow logs`) is the user's: no diagnostics in it.
-    let runs: Vec<Value> = serde_json::from_slice(&gpuflow(&["runs", "--json"]).stdout).unwrap();
+    let runs: Vec<Value> = serde_json::from_str(&gpuflow(&["runs", "--json"]).stdout).unwrap();
     let id = runs[0]["id"].as_str().unwrap();
-    let shown = text(&gpuflow(&["logs", id]).stdout);
+    let shown = gpuflow(&["logs", id]).stdout;
     assert!(shown.contains("hello from the run"), "{shown}");
     assert!(!shown.contains("\"timestamp\""), "{shown}");
 }
@@ -334,17 +274,11 @@ fn the_worker_and_its_runs_write_json_lines_beside_worker_log() {
 /// whose `wait-for-health` times out turns on first. A host-only run; no engine needed.
 #[test]
 fn health_probe_retries_show_at_debug_with_their_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
     // A port nothing listens on: bound, then freed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    std::fs::write(
-        dir.path().join("w.yml"),
-        format!(
+    let port = free_port();
+    let dir = Workspace::new().file(
+        "w.yml",
+        &format!(
             r#"
 on: workflow_dispatch
 jobs:
@@ -354,23 +288,18 @@ jobs:
         with: {{ probe: tcp, address: "127.0.0.1:{port}", timeout: 1s, interval: 100ms }}
 "#
         ),
-    )
-    .unwrap();
+    );
     let run = |verbose: &[&str]| {
-        gpuflow_in(dir.path())
+        dir.gpuflow()
             .args(verbose)
             .args(["run", "--plain", "w.yml"])
-            .output()
-            .unwrap()
     };
-    let out = run(&["-vv"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let stderr = text(&out.stderr);
+    let out = run(&["-vv"]).status(1);
+    let stderr = &out.stderr;
     let retries = stderr
         .lines()
         .filter(|l| l.contains("health probe: not ready, retrying") && l.contains("why="))
         .count();
     assert!(retries >= 2, "{stderr}");
-    let quiet = run(&[]);
-    assert!(!text(&quiet.stderr).contains("health probe"));
+    assert!(!run(&[]).output().stderr.contains("health probe"));
 }

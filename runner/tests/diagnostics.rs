@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use gpuflow::diag::{Diagnostics, RenderOptions, SourceFile, render_all};
 use gpuflow::workflow::{Loaded, load_action, load_workflow_in};
 use proptest::prelude::*;
+
+use crate::support::{self, command::Gpuflow};
 use test_case::test_case;
 
 /// Tests run in `runner/`, so this relative path keeps rendered paths stable.
@@ -227,19 +229,17 @@ fn the_eagle3_model_is_complete() {
 
 // --- the CLI ---------------------------------------------------------------------------
 
-fn gpuflow() -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::cargo_bin("gpuflow").unwrap();
-    cmd.current_dir(FIXTURES).env("NO_COLOR", "1");
-    cmd
+/// `gpuflow` run in the fixtures folder.
+fn gpuflow() -> Gpuflow {
+    support::gpuflow().current_dir(FIXTURES)
 }
 
 #[test]
 fn validate_exits_0_for_valid_files_and_counts_them() {
     let out = gpuflow()
         .args(["validate", "valid/minimal.yml", "valid/unicode.yml"])
-        .assert()
-        .code(0);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        .status(0);
+    let stderr = out.stderr;
     assert!(stderr.trim_end().ends_with("2 files valid"), "{stderr}");
 }
 
@@ -251,9 +251,8 @@ fn validate_exits_1_on_errors_with_a_summary() {
             "valid/minimal.yml",
             "invalid/unknown-job-key.yml",
         ])
-        .assert()
-        .code(1);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        .status(1);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("invalid/unknown-job-key.yml:3:5"),
         "{stderr}"
@@ -272,9 +271,8 @@ fn validate_exits_1_on_errors_with_a_summary() {
 fn validate_exits_2_for_a_missing_path() {
     let out = gpuflow()
         .args(["validate", "valid/minimal.yml", "no/such/file.yml"])
-        .assert()
-        .code(2);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        .status(2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("`no/such/file.yml` does not exist"),
         "{stderr}"
@@ -289,8 +287,8 @@ fn validate_exits_2_for_a_missing_path() {
 
 #[test]
 fn validate_searches_folders() {
-    let out = gpuflow().args(["validate", "invalid"]).assert().code(1);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    let out = gpuflow().args(["validate", "invalid"]).status(1);
+    let stderr = out.stderr;
     assert!(
         stderr.contains(&format!("of {} files", INVALID.len())),
         "{stderr}"
@@ -301,9 +299,8 @@ fn validate_searches_folders() {
 fn validate_json_gives_positions_for_editors() {
     let out = gpuflow()
         .args(["validate", "--format", "json", "invalid/unknown-needs.yml"])
-        .assert()
-        .code(1);
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+        .status(1);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(json["errors"], 1);
     let d = &json["diagnostics"][0];
     assert_eq!(d["file"], "invalid/unknown-needs.yml");
@@ -375,8 +372,7 @@ fn validate_text_output_snapshot() {
             "invalid/unknown-needs.yml",
             "invalid/unknown-event.yml",
         ])
-        .assert()
-        .code(1);
-    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        .status(1);
+    let stderr = out.stderr;
     insta::assert_snapshot!("validate-cli", stderr);
 }

@@ -43,8 +43,9 @@ use clap::Parser as _;
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use regex::Regex;
 
-use super::cli::repo_root;
 use crate::support::docker::connect_or_skip;
+use crate::support::process::signal;
+use crate::support::{self, Signal, git, gpuflow, repo_root};
 
 macro_rules! pages {
     ($($test:ident => $path:literal,)*) => {
@@ -123,19 +124,10 @@ fn every_page_has_a_test() {
 /// Every shipped workflow, example and action validates: the docs run them.
 #[test]
 fn the_shipped_workflows_examples_and_actions_validate() {
-    let out = assert_cmd::Command::cargo_bin("gpuflow")
-        .unwrap()
+    gpuflow()
         .args(["validate", "workflows/", "examples/", "actions/"])
         .current_dir(repo_root())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .success();
 }
 
 /// docs/running.md lists every event type `--json` prints: each variant of the event enum
@@ -261,10 +253,11 @@ fn blocks(page: &str) -> Vec<Block> {
     out
 }
 
-/// A scratch workspace for one page: the shipped files, committed, as a fresh clone has them.
+/// A scratch workspace for one page: the shipped files, committed, as a fresh clone has them
+/// (a kit [`support::Workspace`]), and a private `GPUFLOW_HOME`.
 struct Workspace {
-    dir: tempfile::TempDir,
-    home: tempfile::TempDir,
+    dir: support::Workspace,
+    home: support::Workspace,
     /// Process groups of the page's `command &` lines, ended with the page.
     background: std::cell::RefCell<Vec<std::process::Child>>,
 }
@@ -272,9 +265,7 @@ struct Workspace {
 impl Drop for Workspace {
     fn drop(&mut self) {
         for child in self.background.borrow_mut().iter_mut() {
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{}", child.id())])
-                .status();
+            let _ = signal(-(child.id() as i32), Signal::KILL);
             let _ = child.wait();
         }
     }
@@ -283,51 +274,31 @@ impl Drop for Workspace {
 impl Workspace {
     fn new() -> Self {
         let root = repo_root();
-        let dir = tempfile::tempdir().unwrap();
-        let listed = std::process::Command::new("git")
-            .args([
+        let dir = support::Workspace::repository();
+        let listed = git(
+            &root,
+            &[
                 "ls-files",
                 "-z",
                 "--cached",
                 "--others",
                 "--exclude-standard",
-            ])
-            .current_dir(&root)
-            .output()
-            .unwrap();
-        assert!(listed.status.success(), "git ls-files failed");
-        for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-            let name = String::from_utf8_lossy(name);
-            let from = root.join(&*name);
+            ],
+        );
+        for name in listed.split('\0').filter(|n| !n.is_empty()) {
+            let from = root.join(name);
             // A file deleted in the working tree but still in the index.
             if !from.is_file() {
                 continue;
             }
-            let to = dir.path().join(&*name);
+            let to = dir.path().join(name);
             std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             std::fs::copy(&from, &to).unwrap();
         }
-        let git = |args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .args([
-                    "-c",
-                    "user.name=docs",
-                    "-c",
-                    "user.email=docs@example.invalid",
-                ])
-                .args(args)
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::null())
-                .status()
-                .unwrap();
-            assert!(status.success(), "git {args:?}");
-        };
-        git(&["init", "-q", "-b", "main"]);
-        git(&["add", "-A"]);
-        git(&["commit", "-q", "-m", "a fresh clone"]);
+        dir.commit("a fresh clone");
         Self {
             dir,
-            home: tempfile::tempdir().unwrap(),
+            home: support::Workspace::empty(),
             background: Default::default(),
         }
     }
@@ -338,7 +309,7 @@ impl Workspace {
 
     /// `sh -c` in the workspace, with the built binaries first on PATH.
     fn shell(&self, script: &str) -> std::process::Command {
-        let bin = assert_cmd::cargo::cargo_bin("gpuflow");
+        let bin = Path::new(env!("CARGO_BIN_EXE_gpuflow"));
         let bin_dir = bin.parent().unwrap();
         let path = format!(
             "{}:{}",

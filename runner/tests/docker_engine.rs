@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use gpuflow::engine::{EventKind, JobResult, StepOutcome};
 
-use crate::support::Workspace;
 use crate::support::docker::connect_or_skip;
 use crate::support::engine::{on_docker, on_docker_with};
+use crate::support::{Signal, Workspace, wait_until};
 
 #[tokio::test]
 async fn a_long_lived_container_serves_later_steps_and_goes_at_job_end() {
@@ -189,7 +189,6 @@ jobs:
 /// the engine's API, nothing of the run is left.
 #[tokio::test]
 async fn ctrl_c_during_a_step_leaves_no_container() {
-    use std::io::BufRead;
     let Some(docker) = connect_or_skip().await else {
         return;
     };
@@ -208,33 +207,16 @@ jobs:
       - run: touch ready; sleep 60
 "#,
     );
-    let mut child = dir
-        .gpuflow()
-        .args(["run", "--json", "w.yml"])
-        .into_std()
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let started: serde_json::Value = serde_json::from_str(&first).unwrap();
-    let run_id = started["run_id"].as_str().unwrap().to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !dir.path().join("ready").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the step never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut child = dir.gpuflow().args(["run", "--json", "w.yml"]).spawn();
+    let run_id = child.json_line()["run_id"].as_str().unwrap().to_string();
+    wait_until("the step to start", Duration::from_secs(60), || {
+        dir.path().join("ready").exists()
+    });
     assert_eq!(docker.run_containers(&run_id).await.unwrap().len(), 1);
-    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    child.signal(Signal::INT);
     // Drain the events so the runner never blocks on a full pipe.
-    let events: Vec<String> = stdout.lines().map(Result::unwrap).collect();
-    let status = child.wait().unwrap();
+    let events: Vec<String> = child.rest().lines().map(str::to_string).collect();
+    let (status, _) = child.wait();
     let left = docker.run_containers(&run_id).await.unwrap();
     docker.remove_run(&run_id).await.unwrap();
     assert_eq!(status.code(), Some(130));

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use assert_cmd::Command;
+use crate::support::gpuflow;
 use gpuflow::expr::{
     self, ErrorKind, JobStatus, MapContext, Value, evaluate, parse, parse_condition, parse_template,
 };
@@ -1215,19 +1215,14 @@ fn values_convert_to_and_from_json() {
 
 // ---- gpuflow eval ----
 
-fn eval_cmd() -> Command {
-    let mut c = Command::cargo_bin("gpuflow").unwrap();
-    c.arg("eval");
-    c
-}
-
-fn stdout_of(c: &mut Command) -> (i32, String, String) {
-    let out = c.output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// `gpuflow eval ARGS`: (exit code, -1 for a signal; stdout; stderr).
+fn eval<I, S>(args: I) -> (i32, String, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = gpuflow().arg("eval").args(args).output();
+    (out.code().unwrap_or(-1), out.stdout, out.stderr)
 }
 
 #[test]
@@ -1274,8 +1269,7 @@ fn eval_json_prints_kind_and_value() {
         ),
     ];
     for (src, code, want) in cases {
-        let (got_code, out, _) =
-            stdout_of(eval_cmd().args(["--json", "--context", "m={\"os\": \"linux\"}", "--", src]));
+        let (got_code, out, _) = eval(["--json", "--context", "m={\"os\": \"linux\"}", "--", src]);
         assert_eq!(got_code, code, "{src}: {out}");
         assert!(out.starts_with(want), "{src}: {out}");
         assert_eq!(out.lines().count(), 1, "{src}: one line: {out}");
@@ -1284,26 +1278,25 @@ fn eval_json_prints_kind_and_value() {
 
 #[test]
 fn eval_status_flag_feeds_status_functions() {
-    let (code, out, _) = stdout_of(eval_cmd().args(["--status", "failure", "--", "failure()"]));
+    let (code, out, _) = eval(["--status", "failure", "--", "failure()"]);
     assert_eq!((code, out.as_str()), (0, "true\n"));
-    let (_, out, _) = stdout_of(eval_cmd().args(["--status", "cancelled", "--", "success()"]));
+    let (_, out, _) = eval(["--status", "cancelled", "--", "success()"]);
     assert_eq!(out, "false\n");
 }
 
 #[test]
 fn eval_for_people_prints_strings_raw_and_values_as_json() {
-    let (code, out, _) = stdout_of(eval_cmd().args(["--", "'it''s'"]));
+    let (code, out, _) = eval(["--", "'it''s'"]);
     assert_eq!((code, out.as_str()), (0, "it's\n"));
-    let (_, out, _) = stdout_of(eval_cmd().args(["--", "fromJSON('{\"a\": [1]}')"]));
+    let (_, out, _) = eval(["--", "fromJSON('{\"a\": [1]}')"]);
     assert_eq!(out, "{\n  \"a\": [\n    1\n  ]\n}\n");
-    let (_, out, _) = stdout_of(eval_cmd().args(["--", "-1.50"]));
+    let (_, out, _) = eval(["--", "-1.50"]);
     assert_eq!(out, "-1.5\n");
 }
 
 #[test]
 fn eval_errors_render_with_a_caret() {
-    let (code, out, err) =
-        stdout_of(eval_cmd().args(["--color", "never", "--", "1 == startwith('a', 'b')"]));
+    let (code, out, err) = eval(["--color", "never", "--", "1 == startwith('a', 'b')"]);
     assert_eq!(code, 1);
     assert!(out.is_empty());
     assert!(err.contains("error: unknown function `startwith`"), "{err}");
@@ -1311,7 +1304,7 @@ fn eval_errors_render_with_a_caret() {
     assert!(err.contains("^^^^^^^^^"), "{err}");
     assert!(err.contains("help: did you mean `startsWith`?"), "{err}");
 
-    let (_, _, err) = stdout_of(eval_cmd().args(["--color", "never", "--", "github.sha"]));
+    let (_, _, err) = eval(["--color", "never", "--", "github.sha"]);
     assert!(err.contains("unknown context `github`"), "{err}");
     assert!(err.contains("--context NAME=JSON"), "{err}");
 }
@@ -1319,7 +1312,7 @@ fn eval_errors_render_with_a_caret() {
 #[test]
 fn eval_says_expressions_have_no_arithmetic() {
     for (src, op, col) in [("0.1 + 0.2", "+", 5), ("2 * 3", "*", 3), ("5 -1", "-", 3)] {
-        let (code, out, err) = stdout_of(eval_cmd().args(["--color", "never", "--", src]));
+        let (code, out, err) = eval(["--color", "never", "--", src]);
         assert_eq!(code, 1, "{src}: {err}");
         assert!(out.is_empty(), "{src}: {out}");
         assert!(
@@ -1340,7 +1333,7 @@ fn eval_says_expressions_have_no_arithmetic() {
 #[test]
 fn eval_rejects_bad_context_values_as_usage_errors() {
     for bad in ["github", "github={", "1x=1"] {
-        let (code, _, err) = stdout_of(eval_cmd().args(["--context", bad, "--", "1"]));
+        let (code, _, err) = eval(["--context", bad, "--", "1"]);
         assert_eq!(code, 2, "{bad}: {err}");
         assert!(err.contains("--context"), "{bad}: {err}");
     }
@@ -1351,12 +1344,12 @@ fn eval_hash_files_uses_the_workspace() {
     let dir = std::env::temp_dir().join(format!("gpuflow-eval-ws-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("f.txt"), "x").unwrap();
-    let (code, out, _) = stdout_of(eval_cmd().args([
+    let (code, out, _) = eval([
         "--workspace",
         dir.to_str().unwrap(),
         "--",
         "hashFiles('*.txt')",
-    ]));
+    ]);
     assert_eq!(code, 0);
     assert_eq!(out.trim().len(), 64, "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -1476,7 +1469,7 @@ fn rendered_eval_errors() {
     ];
     let mut all = String::new();
     for src in cases {
-        let (code, _, err) = stdout_of(eval_cmd().args([
+        let (code, _, err) = eval([
             "--color",
             "never",
             "--context",
@@ -1487,7 +1480,7 @@ fn rendered_eval_errors() {
             "x=1",
             "--",
             src,
-        ]));
+        ]);
         assert_eq!(code, 1, "{src}");
         all.push_str(&format!("$ gpuflow eval -- {src}\n{err}\n"));
     }

@@ -26,7 +26,7 @@
 //! case at the end of this file: a `#[test]` calling `validate_text` or `check_expression`,
 //! commented out with `// FOUND:` and what failed until the bug is fixed, then enabled.
 
-use super::cli::repo_root;
+use crate::support::repo_root;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 

@@ -6,26 +6,15 @@
 //! exercised with `--dry-run` only: really removing every gpuflow container would take those
 //! of Docker tests running at the same time.
 
-use assert_cmd::Command;
 use gpuflow::backend::Owner;
 
 use crate::support::docker::{base_spec, raw_docker, with_docker};
+use crate::support::{Workspace, gpuflow};
 
+/// `gpuflow gc ARGS` in an empty folder: (exit code, stdout, stderr).
 fn gpuflow_gc(args: &[&str]) -> (i32, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::cargo_bin("gpuflow")
-        .unwrap()
-        .arg("gc")
-        .args(args)
-        .current_dir(dir.path())
-        .env_remove("GPUFLOW_CONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = gpuflow().in_scratch_folder().arg("gc").args(args).output();
+    (out.code().unwrap(), out.stdout, out.stderr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,11 +105,10 @@ async fn gc_all_runs_dry_run_lists_live_runs_too() {
 async fn a_sweep_from_another_pid_namespace_leaves_a_live_runs_containers_alone() {
     with_docker("gc-pidns", |t| async move {
         let alive = t.start(&["sleep", "300"]).await;
-        let gpuflow = assert_cmd::cargo::cargo_bin("gpuflow");
-        let dir = tempfile::tempdir().unwrap();
+        let dir = Workspace::empty();
         let out = std::process::Command::new("unshare")
             .args(["--pid", "--fork", "--mount-proc"])
-            .arg(&gpuflow)
+            .arg(env!("CARGO_BIN_EXE_gpuflow"))
             .arg("gc")
             .current_dir(dir.path())
             .env_remove("GPUFLOW_CONFIG")

@@ -2,7 +2,7 @@
 //! tests fail when they are stale (run `make schema docs`), and check that the schemas accept
 //! exactly the shapes the loader accepts on the project's own files.
 
-use super::cli::repo_root;
+use crate::support::repo_root;
 use std::path::{Path, PathBuf};
 
 use gpuflow::schema::{

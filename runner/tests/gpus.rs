@@ -23,28 +23,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::docker::connect_or_skip;
 use crate::support::engine::prepare;
+use crate::support::{self, Running, Workspace, command::Gpuflow, wait_until};
 
 fn stand_in() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/stand-in-8gpu-pcie.toml")
 }
 
-fn gpuflow() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpuflow"));
-    cmd.env_remove("GPUFLOW_CONFIG")
-        .env_remove("DOCKER_HOST")
-        .env_remove(gpuflow::gpu::STAND_IN_ENV);
-    cmd
+/// `gpuflow` with the developer's `DOCKER_HOST` kept out (it would change host `local`).
+fn gpuflow() -> Gpuflow {
+    support::gpuflow().without_docker_host()
 }
 
 #[test]
 fn hosts_on_a_machine_without_gpus_says_so_and_exits_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = gpuflow()
-        .arg("hosts")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = Workspace::empty();
+    let out = gpuflow().arg("hosts").current_dir(dir.path()).output();
+    let stdout = &out.stdout;
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     // NVML cannot load here: said in words, not as an error.
     assert!(
@@ -54,9 +48,8 @@ fn hosts_on_a_machine_without_gpus_says_so_and_exits_0() {
     let json = gpuflow()
         .args(["hosts", "--json"])
         .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        .output();
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     let inventory = &json["hosts"][0]["inventory"];
     assert_eq!(inventory["source"]["kind"], "none");
     assert_eq!(inventory["gpus"], serde_json::json!([]));
@@ -64,7 +57,7 @@ fn hosts_on_a_machine_without_gpus_says_so_and_exits_0() {
 
 #[test]
 fn hosts_shows_a_stand_in_inventory_with_its_topology_and_leases() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let leases = dir.path().join("leases");
     std::fs::write(
         dir.path().join("gpuflow.toml"),
@@ -86,9 +79,8 @@ fn hosts_shows_a_stand_in_inventory_with_its_topology_and_leases() {
         .args(["hosts", "--config"])
         .arg(dir.path().join("gpuflow.toml"))
         .env("GPUFLOW_LEASE_DIR", &leases)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .output();
+    let stdout = &out.stdout;
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     let ci_row = stdout.lines().find(|l| l.starts_with("ci ")).unwrap();
     assert!(ci_row.ends_with("8 stand-in"), "{stdout}");
@@ -112,7 +104,7 @@ fn hosts_shows_a_stand_in_inventory_with_its_topology_and_leases() {
 
 #[test]
 fn a_broken_stand_in_file_is_reported_in_the_host_file_and_in_itself() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     std::fs::write(
         dir.path().join("inv.toml"),
         "model = \"X\"\n[[gpus]]\nindex = 0\npcie = 1\n",
@@ -126,9 +118,8 @@ fn a_broken_stand_in_file_is_reported_in_the_host_file_and_in_itself() {
     let out = gpuflow()
         .args(["hosts", "--config"])
         .arg(dir.path().join("gpuflow.toml"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        .output();
+    let stderr = &out.stderr;
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("the stand-in GPU inventory `inv.toml` cannot be used"),
@@ -144,7 +135,7 @@ fn a_broken_stand_in_file_is_reported_in_the_host_file_and_in_itself() {
 /// first one, or one plain line.
 #[test]
 fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     std::fs::create_dir(dir.path().join(".git")).unwrap();
     std::fs::write(
         dir.path().join("inv.toml"),
@@ -175,14 +166,10 @@ fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
         "[hosts.ci]\nendpoint = \"tcp://127.0.0.1:9\"\ngpu-inventory = \"inv.toml\"\n",
     )
     .unwrap();
-    let out = gpuflow()
-        .args(["hosts"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = gpuflow().args(["hosts"]).current_dir(dir.path()).output();
+    let stderr = &out.stderr;
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    expect(&stderr);
+    expect(stderr);
     assert!(stderr.contains("gpuflow.toml:3:17"), "{stderr}");
     std::fs::remove_file(dir.path().join("gpuflow.toml")).unwrap();
 
@@ -196,11 +183,10 @@ fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
             .args(args)
             .current_dir(dir.path())
             .env(gpuflow::gpu::STAND_IN_ENV, "inv.toml")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+            .output();
+        let stderr = &out.stderr;
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        expect(&stderr);
+        expect(stderr);
         assert!(
             stderr.contains("(set by GPUFLOW_GPU_INVENTORY)"),
             "{args:?}: {stderr}"
@@ -212,7 +198,7 @@ fn every_problem_of_a_stand_in_file_is_reported_at_its_place() {
 /// A `gpuflow run` process of a one-job workflow asking for `gpus` GPUs, whose script writes
 /// its `CUDA_VISIBLE_DEVICES` to `out-NAME` and, when `hold`, then sleeps (writing the sleeper's
 /// pid to `pid-NAME`). Its stdout goes to `log-NAME`.
-fn start_run(dir: &Path, leases: &Path, name: &str, gpus: u32, hold: bool) -> Child {
+fn start_run(dir: &Path, leases: &Path, name: &str, gpus: u32, hold: bool) -> Running {
     let sub = dir.join(name);
     std::fs::create_dir_all(sub.join(".git")).unwrap();
     let hold = if hold {
@@ -228,23 +214,21 @@ fn start_run(dir: &Path, leases: &Path, name: &str, gpus: u32, hold: bool) -> Ch
         ),
     )
     .unwrap();
-    gpuflow()
+    let child = gpuflow()
         .args(["run", "w.yml", "--plain"])
         .current_dir(&sub)
         .env(gpuflow::gpu::STAND_IN_ENV, stand_in())
         .env("GPUFLOW_LEASE_DIR", leases)
+        .into_std()
         .stdout(std::fs::File::create(dir.join(format!("log-{name}"))).unwrap())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap()
+        .unwrap();
+    Running::new(child)
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while !done() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_for(what: &str, done: impl FnMut() -> bool) {
+    wait_until(what, Duration::from_secs(30), done);
 }
 
 fn set(path: &Path) -> Vec<String> {
@@ -258,18 +242,15 @@ fn set(path: &Path) -> Vec<String> {
     v
 }
 
-/// Kills what a test started on every path, also when an assertion fails.
+/// Kills what a test started on every path, also when an assertion fails (the runs
+/// themselves, when dropped; the sleepers they left, by their pid files).
 struct Reaper {
-    children: Vec<Child>,
+    children: Vec<Running>,
     pid_files: Vec<PathBuf>,
 }
 
 impl Drop for Reaper {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
         for f in &self.pid_files {
             if let Some(pid) = std::fs::read_to_string(f)
                 .ok()
@@ -284,7 +265,7 @@ impl Drop for Reaper {
 
 #[test]
 fn concurrent_runs_never_share_a_gpu_and_a_killed_runner_frees_its_gpus() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let d = dir.path();
     let leases = d.join("leases");
     let mut reaper = Reaper {
@@ -312,11 +293,10 @@ fn concurrent_runs_never_share_a_gpu_and_a_killed_runner_frees_its_gpus() {
     assert!(!d.join("out-c").exists());
 
     // SIGKILL: no clean-up of its own, yet the kernel frees its locks.
-    reaper.children[0].kill().unwrap();
-    reaper.children[0].wait().unwrap();
+    reaper.children[0].kill();
     wait_for("run c's GPUs", || d.join("out-c").exists());
     assert_eq!(set(&d.join("out-c")), a, "c gets exactly what a held");
-    let c_status = reaper.children[2].wait().unwrap();
+    let (c_status, _) = reaper.children.remove(2).wait();
     assert!(c_status.success());
     let log_c = std::fs::read_to_string(d.join("log-c")).unwrap();
     assert!(log_c.contains("[hold] GPUs leased: "), "{log_c}");
@@ -573,7 +553,7 @@ async fn nvidia_engine_runs_eight_two_gpu_cells_four_at_a_time_on_disjoint_devic
 /// "warning", then "skipped", then "failure" — and the run goes on with the other jobs.
 #[test]
 fn a_job_asking_for_more_gpus_than_the_host_has_says_once_that_it_cannot_run() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     std::fs::create_dir(dir.path().join(".git")).unwrap();
     std::fs::write(
         dir.path().join("w.yml"),
@@ -585,9 +565,8 @@ fn a_job_asking_for_more_gpus_than_the_host_has_says_once_that_it_cannot_run() {
         .current_dir(dir.path())
         .env(gpuflow::gpu::STAND_IN_ENV, stand_in())
         .env("GPUFLOW_LEASE_DIR", dir.path().join("leases"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .output();
+    let stdout = &out.stdout;
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     let big: Vec<&str> = stdout.lines().filter(|l| l.starts_with("[big]")).collect();
     assert_eq!(
@@ -606,12 +585,11 @@ fn a_job_asking_for_more_gpus_than_the_host_has_says_once_that_it_cannot_run() {
         .current_dir(dir.path())
         .env(gpuflow::gpu::STAND_IN_ENV, stand_in())
         .env("GPUFLOW_LEASE_DIR", dir.path().join("leases"))
-        .output()
-        .unwrap();
-    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|e: &serde_json::Value| e["job"]["job"] == "big")
+        .output();
+    let events: Vec<serde_json::Value> = out
+        .json_lines()
+        .into_iter()
+        .filter(|e| e["job"]["job"] == "big")
         .collect();
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["job_queued", "job_cannot_run", "job_finished"]);

@@ -4,32 +4,21 @@
 //! containers are watched only when an earlier step reached an engine (runner/tests/health.rs
 //! covers that side).
 
-use assert_cmd::Command;
+use std::time::Duration;
 
+use crate::support::Workspace;
 use crate::support::sim::SimProcess;
 
-/// The engine gpuflow would reach: nothing listens there.
-const NO_DOCKER: &str = "unix:///nonexistent/docker.sock";
-
+/// `gpuflow run --plain` of `yaml` with no engine reachable: its exit code and all it said.
 fn run_without_docker(yaml: &str) -> (Option<i32>, String) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    let out = Command::cargo_bin("gpuflow")
-        .unwrap()
-        .current_dir(dir.path())
-        .env("DOCKER_HOST", NO_DOCKER)
-        .env("NO_COLOR", "1")
+    let out = Workspace::new()
+        .file("w.yml", yaml)
+        .gpuflow()
+        .without_docker()
         .args(["run", "--plain", "w.yml"])
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), all)
+        .timeout(Duration::from_secs(60))
+        .output();
+    (out.code(), out.all())
 }
 
 /// The server loads for a moment (`/health` answers 503), then is ready: each probe waits for

@@ -1,27 +1,20 @@
 //! `gpuflow hosts`, `gpuflow hosts check` and `gpuflow gc`'s argument checks, through the
 //! binary; none of these needs a Docker engine (see gc.rs and remote.rs for those that do).
 
-use assert_cmd::Command;
+use std::path::PathBuf;
 
-fn gpuflow() -> Command {
-    let mut cmd = Command::cargo_bin("gpuflow").unwrap();
-    cmd.env_remove("GPUFLOW_CONFIG").env_remove("DOCKER_HOST");
-    cmd
+use crate::support::{self, Workspace, command::Gpuflow};
+
+/// `gpuflow` with the developer's `DOCKER_HOST` kept out (it would change host `local`).
+fn gpuflow() -> Gpuflow {
+    support::gpuflow().without_docker_host()
 }
 
-fn config(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("gpuflow.toml");
-    std::fs::write(&path, text).unwrap();
-    (dir, path)
-}
-
-fn out(a: &assert_cmd::assert::Assert) -> (String, String) {
-    let o = a.get_output();
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+/// A folder holding `gpuflow.toml` (`text`), and that file's path.
+fn config(text: &str) -> (Workspace, PathBuf) {
+    let ws = Workspace::empty().file("gpuflow.toml", text);
+    let path = ws.path().join("gpuflow.toml");
+    (ws, path)
 }
 
 const TWO_NODES: &str = r#"
@@ -37,13 +30,8 @@ endpoint = "tcp://127.0.0.1:9"
 #[test]
 fn lists_configured_hosts_and_local() {
     let (_dir, path) = config(TWO_NODES);
-    let a = gpuflow()
-        .arg("hosts")
-        .arg("--config")
-        .arg(&path)
-        .assert()
-        .code(0);
-    let (stdout, _) = out(&a);
+    let a = gpuflow().arg("hosts").arg("--config").arg(&path).status(0);
+    let stdout = a.stdout;
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
         lines[0].starts_with("hosts from ") && lines[0].ends_with("gpuflow.toml"),
@@ -75,9 +63,8 @@ fn lists_as_json_and_honours_docker_host_for_local() {
         .args(["hosts", "--json"])
         .env("GPUFLOW_CONFIG", &path)
         .env("DOCKER_HOST", "ssh://me@laptop-engine")
-        .assert()
-        .code(0);
-    let json: serde_json::Value = serde_json::from_str(&out(&a).0).unwrap();
+        .status(0);
+    let json: serde_json::Value = serde_json::from_str(&a.stdout).unwrap();
     assert_eq!(json["hosts"][0]["name"], "local");
     assert_eq!(json["hosts"][0]["endpoint"], "ssh://me@laptop-engine");
     assert_eq!(json["hosts"][0]["endpoint_source"], "DOCKER_HOST");
@@ -92,13 +79,8 @@ fn lists_as_json_and_honours_docker_host_for_local() {
 #[test]
 fn a_bad_host_file_is_reported_with_its_location() {
     let (_dir, path) = config("[hosts.a]\nendpont = \"ssh://a\"\n");
-    let a = gpuflow()
-        .arg("hosts")
-        .arg("--config")
-        .arg(&path)
-        .assert()
-        .code(2);
-    let (_, stderr) = out(&a);
+    let a = gpuflow().arg("hosts").arg("--config").arg(&path).status(2);
+    let stderr = a.stderr;
     assert!(stderr.contains("error: unknown key `endpont`"), "{stderr}");
     assert!(stderr.contains("gpuflow.toml:2:1"), "{stderr}");
     assert!(stderr.contains("did you mean `endpoint`?"), "{stderr}");
@@ -112,9 +94,8 @@ fn the_workspace_roots_file_is_found_from_a_subdirectory() {
     let a = gpuflow()
         .args(["hosts", "--json"])
         .current_dir(dir.path().join("sub/dir"))
-        .assert()
-        .code(0);
-    let json: serde_json::Value = serde_json::from_str(&out(&a).0).unwrap();
+        .status(0);
+    let json: serde_json::Value = serde_json::from_str(&a.stdout).unwrap();
     assert_eq!(json["hosts"].as_array().unwrap().len(), 3);
 }
 
@@ -124,9 +105,8 @@ fn check_names_an_unreachable_endpoint_and_exits_4() {
     let a = gpuflow()
         .args(["hosts", "check", "old", "--config"])
         .arg(&path)
-        .assert()
-        .code(4);
-    let (_, stderr) = out(&a);
+        .status(4);
+    let stderr = a.stderr;
     assert!(
         stderr.contains("error: cannot reach the Docker engine at `tcp://127.0.0.1:9`"),
         "{stderr}"
@@ -144,9 +124,8 @@ fn check_of_an_unknown_host_suggests_one() {
     let a = gpuflow()
         .args(["hosts", "check", "node-b", "--config"])
         .arg(&path)
-        .assert()
-        .code(2);
-    let (_, stderr) = out(&a);
+        .status(2);
+    let stderr = a.stderr;
     assert!(stderr.contains("error: no host named `node-b`"), "{stderr}");
     assert!(stderr.contains("did you mean `node-a`?"), "{stderr}");
 }
@@ -158,9 +137,8 @@ fn an_ssh_node_that_cannot_be_logged_in_to_is_explained() {
     let a = gpuflow()
         .args(["hosts", "check", "gone", "--config"])
         .arg(&path)
-        .assert()
-        .code(4);
-    let (_, stderr) = out(&a);
+        .status(4);
+    let stderr = a.stderr;
     assert!(
         stderr.contains("cannot reach the Docker engine at `ssh://me@gpuflow-test.invalid`: ssh could not log in"),
         "{stderr}"
@@ -170,13 +148,11 @@ fn an_ssh_node_that_cannot_be_logged_in_to_is_explained() {
 
 #[test]
 fn gc_all_runs_asks_for_yes() {
-    let dir = tempfile::tempdir().unwrap();
     let a = gpuflow()
+        .in_scratch_folder()
         .args(["gc", "--all-runs"])
-        .current_dir(dir.path())
-        .assert()
-        .code(2);
-    let (stdout, stderr) = out(&a);
+        .status(2);
+    let (stdout, stderr) = (a.stdout, a.stderr);
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
         stderr.contains("`--all-runs` removes every gpuflow container and network on `local`"),
@@ -190,13 +166,11 @@ fn gc_all_runs_asks_for_yes() {
 
 #[test]
 fn gc_of_an_unknown_host_lists_the_hosts() {
-    let dir = tempfile::tempdir().unwrap();
     let a = gpuflow()
+        .in_scratch_folder()
         .args(["gc", "--host", "blackwell"])
-        .current_dir(dir.path())
-        .assert()
-        .code(2);
-    let (_, stderr) = out(&a);
+        .status(2);
+    let stderr = a.stderr;
     assert!(stderr.contains("no host named `blackwell`"), "{stderr}");
     assert!(stderr.contains("[hosts.blackwell]"), "{stderr}");
 }

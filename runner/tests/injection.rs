@@ -3,38 +3,10 @@
 //! environment variable, not as shell text; a panicking job ends the run instead of hanging
 //! it. These run `gpuflow run` (which sweeps orphans): nextest's `docker-sweep` group.
 
-use std::path::Path;
 use std::time::Duration;
 
-use assert_cmd::Command;
-
-use crate::support::docker::connect_or_skip;
-use crate::support::git;
-
-fn gpuflow_in(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("gpuflow").unwrap();
-    c.current_dir(dir).env_remove("GPUFLOW_STORE");
-    c
-}
-
-/// A git repository holding `w.yml`, committed; `None` only when Docker tests are skipped.
-async fn repository(yaml: &str) -> Option<tempfile::TempDir> {
-    connect_or_skip().await?;
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    git(dir.path(), &["add", "w.yml"]);
-    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
-    Some(dir)
-}
-
-fn output(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use crate::support::Workspace;
+use crate::support::images::BASE;
 
 /// The value reaches both commands through `--input` (what `validate` cannot see), in plain,
 /// double-quoted and single-quoted places.
@@ -64,7 +36,7 @@ jobs:
 
 #[tokio::test]
 async fn hostile_values_in_builtin_commands_are_data_not_code() {
-    let Some(dir) = repository(COMMANDS).await else {
+    let Some(dir) = Workspace::workflow_repository(COMMANDS, &[]).await else {
         return;
     };
     let marker = dir.path().join("pwned");
@@ -73,15 +45,15 @@ async fn hostile_values_in_builtin_commands_are_data_not_code() {
     let hostile = format!(
         "x$(touch${{IFS}}{marker_text})`touch${{IFS}}{marker_text}`;touch${{IFS}}{marker_text}"
     );
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--plain", "w.yml", "--input"])
         .arg(format!("tag={hostile}"))
         .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let text = output(&out);
+        .output();
+    let text = out.all();
     assert!(!marker.exists(), "a value ran as shell code:\n{text}");
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(out.code(), Some(0), "{text}");
     assert!(text.contains("took=12"), "{text}");
     // The value is still there, as the text it is.
     assert!(text.contains(&format!("took 12 ms {hostile}")), "{text}");
@@ -91,19 +63,12 @@ async fn hostile_values_in_builtin_commands_are_data_not_code() {
 /// place, instead of panicking the run's request builder.
 #[test]
 fn a_target_no_request_can_be_sent_to_is_refused_by_validate() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("w.yml"),
+    let dir = Workspace::empty().file(
+        "w.yml",
         "jobs:\n  bench:\n    steps:\n      - uses: benchmark\n        with:\n          target: \"http://localhost:30000/my model\"\n",
-    )
-    .unwrap();
-    let out = gpuflow_in(dir.path())
-        .args(["validate", "w.yml"])
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let text = output(&out);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    );
+    let out = dir.gpuflow().args(["validate", "w.yml"]).status(1);
+    let text = out.all();
     assert!(text.contains("w.yml:6:20"), "{text}");
     assert!(text.contains("holds a blank"), "{text}");
     assert!(text.contains("%20"), "{text}");
@@ -116,7 +81,7 @@ fn a_target_no_request_can_be_sent_to_is_refused_by_validate() {
 /// writes the input into a `bash` script (which gets it as a variable), validate.
 #[test]
 fn a_hostile_value_reaching_shell_text_through_a_composite_action_is_refused_by_validate() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let workflow = |tag: &str, action: &str| {
         format!(
             "on: push\njobs:\n  bench:\n    steps:\n      - uses: ./actions/{action}\n        with:\n          tag: {tag}\n"
@@ -129,28 +94,21 @@ fn a_hostile_value_reaching_shell_text_through_a_composite_action_is_refused_by_
         ),
         ("echo", "    - run: echo ${{ inputs.tag }}\n"),
     ] {
-        let folder = dir.path().join("actions").join(name);
-        std::fs::create_dir_all(&folder).unwrap();
-        std::fs::write(
-            folder.join("action.yml"),
-            format!(
+        dir.write(
+            &format!("actions/{name}/action.yml"),
+            &format!(
                 "name: {name}\ninputs:\n  tag: {{ required: true }}\nruns:\n  using: composite\n  steps:\n{steps}"
             ),
-        )
-        .unwrap();
+        );
     }
     let validate = |yaml: String| {
-        std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-        gpuflow_in(dir.path())
-            .args(["validate", "w.yml"])
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap()
+        dir.write("w.yml", &yaml);
+        dir.gpuflow().args(["validate", "w.yml"]).output()
     };
 
     let out = validate(workflow("${{ github.head_ref }}", "bench"));
-    let text = output(&out);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let text = out.all();
+    assert_eq!(out.code(), Some(1), "{text}");
     assert!(
         text.contains(
             "error: `github.head_ref` is handed to input `tag` of `./actions/bench`, which writes it into `command` of `benchmark`, a shell command"
@@ -170,12 +128,7 @@ fn a_hostile_value_reaching_shell_text_through_a_composite_action_is_refused_by_
         ("${{ github.head_ref }}", "echo"),
     ] {
         let out = validate(workflow(tag, action));
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{tag} into {action}: {}",
-            output(&out)
-        );
+        assert_eq!(out.code(), Some(0), "{tag} into {action}: {}", out.all());
     }
 }
 
@@ -184,9 +137,6 @@ fn a_hostile_value_reaching_shell_text_through_a_composite_action_is_refused_by_
 /// The panic is a real one, asked for through a debug-build-only variable.
 #[tokio::test]
 async fn a_panicking_step_fails_its_job_and_the_run_ends_with_nothing_left() {
-    let Some(docker) = connect_or_skip().await else {
-        return;
-    };
     let yaml = r#"
 jobs:
   boom:
@@ -197,23 +147,23 @@ jobs:
       - if: always()
         run: echo "always ran"
 "#;
-    let Some(dir) = repository(yaml).await else {
+    let Some(dir) = Workspace::workflow_repository(yaml, &[BASE]).await else {
         return;
     };
     let started = std::time::Instant::now();
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--plain", "w.yml"])
         .env("GPUFLOW_TEST_PANIC_IN_STEP", "2")
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let text = output(&out);
+        .output();
+    let text = out.all();
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "the run took {:?}:\n{text}",
         started.elapsed()
     );
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(out.code(), Some(1), "{text}");
     assert!(
         text.contains("gpuflow panicked in this step: a panic asked for by GPUFLOW_TEST_PANIC_IN_STEP in step 2"),
         "{text}"
@@ -234,5 +184,4 @@ jobs:
         "containers left: {}",
         String::from_utf8_lossy(&left.stdout)
     );
-    drop(docker);
 }

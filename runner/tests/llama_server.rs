@@ -15,7 +15,7 @@ use gpuflow::bench::{self, BenchError, BenchResult};
 
 use super::llama_process::{LlamaServer, health, llama_dir};
 use crate::support::bench::{config, run_ok};
-use crate::support::free_port;
+use crate::support::{Workspace, free_port};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_of_500_requests_at_concurrency_1_4_and_8_lose_none() {
@@ -266,11 +266,9 @@ fn watch_health(addr: SocketAddr, until: Duration) -> Vec<(Option<u16>, Instant)
 fn in_a_workflow_wait_for_health_follows_the_real_503_to_200_switch() {
     let port = free_port();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(
-        dir.path().join("w.yml"),
-        format!(
+    let dir = Workspace::new().file(
+        "w.yml",
+        &format!(
             r#"
 name: real-server
 on: workflow_dispatch
@@ -294,16 +292,8 @@ jobs:
         run: echo "ready after ${{{{ steps.ready.outputs.ready-after }}}} s, ${{{{ steps.bench.outputs.errors }}}} errors"
 "#
         ),
-    )
-    .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_gpuflow"))
-        .args(["run", "w.yml", "--plain"])
-        .current_dir(dir.path())
-        .env_remove("GPUFLOW_STORE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    );
+    let mut run = dir.gpuflow().args(["run", "w.yml", "--plain"]).spawn();
     let run_started = Instant::now();
     std::thread::sleep(Duration::from_millis(800));
     // The `small` model takes long enough to load that a 503 phase is there to be seen.
@@ -318,15 +308,11 @@ jobs:
         .spawn()
         .unwrap();
     let states = watch_health(addr, Duration::from_secs(60));
-    let output = run.wait_with_output().unwrap();
+    let stdout = run.rest();
+    let (status, stderr) = run.wait();
     let _ = server.kill();
     let _ = server.wait();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert!(status.success(), "{stdout}\n{stderr}");
     let codes: Vec<Option<u16>> = states.iter().map(|(s, _)| *s).collect();
     assert!(
         codes.contains(&Some(503)) && codes.last() == Some(&Some(200)),

@@ -13,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use gpuflow::backend::{BackendError, ExecSpec, LogLine, VolumeMount};
 use gpuflow::engine::JobResult;
 
+use crate::support::Workspace;
 use crate::support::docker::{base_spec, raw_docker, with_docker};
 use crate::support::engine::on_docker_with;
 use crate::support::images::BASE;
@@ -31,7 +32,7 @@ fn volume(source: &Path, target: &str) -> VolumeMount {
 #[tokio::test]
 async fn a_missing_host_folder_is_refused_and_not_created() {
     with_docker("mount-missing", |t| async move {
-        let host = tempfile::tempdir().unwrap();
+        let host = Workspace::empty();
         let missing = host.path().join("no/such/models");
         let mut spec = base_spec(&["sleep", "300"]);
         spec.volumes = vec![volume(&missing, "/models")];
@@ -147,7 +148,7 @@ fn place_of(yaml: &str, key: &str) -> String {
 /// started and no folder appears on the host.
 #[tokio::test]
 async fn a_missing_models_folder_fails_preflight_naming_the_input() {
-    let host = tempfile::tempdir().unwrap();
+    let host = Workspace::empty();
     let missing = host.path().join("modles");
     let yaml = server(&format!(
         "          models: {}\n          model: /models/Qwen3-8B\n",
@@ -181,7 +182,7 @@ async fn a_missing_models_folder_fails_preflight_naming_the_input() {
 /// `volumes` item; no folder appears on the host.
 #[tokio::test]
 async fn a_missing_host_folder_fails_the_step_naming_the_input() {
-    let host = tempfile::tempdir().unwrap();
+    let host = Workspace::empty();
     let models = host.path().join("models");
     std::fs::create_dir(&models).unwrap();
     let missing = host.path().join("hf-cahce");

@@ -25,8 +25,9 @@ use bollard::query_parameters::EventsOptionsBuilder;
 use futures_util::StreamExt;
 
 use crate::support::docker::{Unreachable, raw_docker, skip_or_fail, when_missing};
-use crate::support::free_port;
 use crate::support::images::{self, BASE};
+use crate::support::process::signal;
+use crate::support::{Signal, Workspace, free_port};
 
 /// The longest the test's sshd may live, whatever happens to the test process.
 const SSHD_LIFETIME_S: u32 = 300;
@@ -38,15 +39,13 @@ const SSHD_PATHS: [&str; 2] = ["/usr/sbin/sshd", "/usr/bin/sshd"];
 /// when the test panics.
 struct Sshd {
     child: Child,
-    dir: tempfile::TempDir,
+    dir: Workspace,
 }
 
 impl Drop for Sshd {
     fn drop(&mut self) {
         // `timeout` passes SIGTERM on to sshd (a SIGKILL would orphan sshd instead).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        let _ = signal(self.child.id() as i32, Signal::TERM);
         let _ = self.child.wait();
     }
 }
@@ -113,7 +112,7 @@ fn keygen(path: &Path) {
 
 /// Starts sshd on `node_port` (a normal node) and `bare_port` (no docker on the `PATH`).
 fn start_sshd(sshd: &Path, node_port: u16, bare_port: u16) -> Sshd {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let d = dir.path();
     keygen(&d.join("host_key"));
     keygen(&d.join("id"));
@@ -214,7 +213,7 @@ fn client(server: &Sshd, node_port: u16, bare_port: u16) -> String {
 }
 
 fn gpuflow(server: &Sshd, path: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"))
+    let out = crate::support::gpuflow()
         .args(args)
         .arg("--config")
         .arg(server.path("gpuflow.toml"))
@@ -222,15 +221,9 @@ fn gpuflow(server: &Sshd, path: &str, args: &[&str]) -> (i32, String, String) {
         .env("HOME", server.path("home"))
         .env_remove("XDG_STATE_HOME")
         .env_remove("SSH_AUTH_SOCK")
-        .env_remove("DOCKER_HOST")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .without_docker_host()
+        .output();
+    (out.code().unwrap_or(-1), out.stdout, out.stderr)
 }
 
 /// The text between the first pair of backticks after `marker`.

@@ -5,27 +5,16 @@
 //! still sweeps at start, hence the docker-sweep group).
 
 use std::path::{Path, PathBuf};
-use std::process::Command as Process;
+use std::process::{Command as Process, Stdio};
+use std::time::Duration;
 
-use crate::support::text;
-use assert_cmd::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Process::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+use crate::support::{Running, Workspace, free_port, git, gpuflow, wait_until};
 
 /// A team's action repository (`team/gpu-actions`, the action in `hello/`) with tag `v1`,
 /// pushed to a bare "server" repository, and a workspace whose `gpuflow.toml` names a
 /// source without it first, then the server.
 struct Setup {
-    root: tempfile::TempDir,
+    root: Workspace,
 }
 
 const ACTION: &str = r#"name: hello
@@ -51,7 +40,7 @@ const WORKFLOW: &str = r#"jobs:
 
 impl Setup {
     fn new() -> Self {
-        let root = tempfile::tempdir().unwrap();
+        let root = Workspace::empty();
         let p = &root.path().to_path_buf();
         let src = p.join("src");
         std::fs::create_dir_all(src.join("hello")).unwrap();
@@ -119,17 +108,8 @@ impl Setup {
     }
 
     fn gpuflow(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::cargo_bin("gpuflow")
-            .unwrap()
-            .current_dir(self.workspace())
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            text(&out.stdout),
-            text(&out.stderr),
-        )
+        let out = gpuflow().current_dir(self.workspace()).args(args).output();
+        (out.code().unwrap_or(-1), out.stdout, out.stderr)
     }
 
     fn locked_commit(&self) -> String {
@@ -252,17 +232,15 @@ fn concurrent_first_uses_pin_one_commit_and_share_one_checkout() {
     let s = Setup::new();
     let children: Vec<_> = (0..6)
         .map(|_| {
-            std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuflow"))
+            gpuflow()
                 .current_dir(s.workspace())
                 .args(["validate", "w.yml"])
-                .stderr(std::process::Stdio::piped())
                 .spawn()
-                .unwrap()
         })
         .collect();
     for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        let (status, stderr) = child.wait();
+        assert!(status.success(), "{stderr}");
     }
     assert_eq!(s.locked_commit(), s.tag_commit());
     let trees: Vec<String> = std::fs::read_dir(s.path().join("cache/trees"))
@@ -272,50 +250,32 @@ fn concurrent_first_uses_pin_one_commit_and_share_one_checkout() {
     assert_eq!(trees, [s.tag_commit()]);
 }
 
-/// A `git daemon` on 127.0.0.1 serving the server's repositories, stopped when dropped.
-struct GitDaemon(std::process::Child);
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A source that is not `file://` is fetched by the `git` program: here a real `git daemon`
 /// on the loopback, as a team's server would serve it over `git://` (or `ssh://`, `https://`).
 #[test]
 fn a_git_server_source_is_fetched_with_the_git_program() {
     let s = Setup::new();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let srv = s.path().join("srv");
     // `git-daemon` itself, not `git daemon`: the wrapper would run it as a child that
     // outlives the wrapper's kill.
     let exec_path = git(s.path(), &["--exec-path"]);
-    let _daemon = GitDaemon(
+    // Stopped when dropped.
+    let _daemon = Running::new(
         Process::new(Path::new(&exec_path).join("git-daemon"))
             .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", srv.display()))
             .arg(&srv)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
             .spawn()
             .expect("git daemon starts"),
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "git daemon never listened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("git daemon to listen", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
     std::fs::write(
         s.workspace().join("gpuflow.toml"),
         format!(

@@ -16,6 +16,8 @@ use gpuflow::store::{
     Fingerprint, GitInfo, Identity, Info, NewMetric, NewResult, ResultStore, RunStatus,
 };
 
+use crate::support::{Workspace, git, gpuflow};
+
 /// 2026-11-30 09:00 UTC: fixed so reports are the same on every run.
 const T0: i64 = 1_796_029_200_000;
 
@@ -131,39 +133,20 @@ fn gather(store: &ResultStore, run: &str, run_dir: Option<&Path>) -> ReportData 
     .unwrap()
 }
 
-/// The `gpuflow` binary; `CARGO_BIN_EXE_gpuflow` at run time wins, as it does for
-/// `assert_cmd::Command::cargo_bin`, so a test run can point at a binary of its own.
-fn gpuflow_bin() -> PathBuf {
-    std::env::var_os("CARGO_BIN_EXE_gpuflow")
-        .map_or_else(|| assert_cmd::cargo::cargo_bin("gpuflow"), PathBuf::from)
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// A user's repository: one commit, a tracked file with uncommitted changes, a staged file
-/// and an untracked one, so "untouched" covers every state a checkout can be in.
-fn user_repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path();
-    git(p, &["init", "-q", "-b", "main"]);
-    git(p, &["config", "user.name", "Test"]);
-    git(p, &["config", "user.email", "test@example.com"]);
-    std::fs::write(p.join("workflow.yml"), "name: eagle3\n").unwrap();
-    git(p, &["add", "workflow.yml"]);
-    git(p, &["commit", "-q", "-m", "initial"]);
-    std::fs::write(p.join("workflow.yml"), "name: eagle3\n# edited\n").unwrap();
-    std::fs::write(p.join("staged.txt"), "staged\n").unwrap();
-    git(p, &["add", "staged.txt"]);
-    std::fs::write(p.join("notes.txt"), "untracked\n").unwrap();
-    dir
+/// and an untracked one, so "untouched" covers every state a checkout can be in. Its own
+/// identity, as a user's has, for the commits gpuflow makes to the results branch.
+fn user_repo() -> Workspace {
+    let repo = Workspace::repository();
+    repo.git(&["config", "user.name", "Test"]);
+    repo.git(&["config", "user.email", "test@example.com"]);
+    repo.write("workflow.yml", "name: eagle3\n");
+    repo.commit("initial");
+    repo.write("workflow.yml", "name: eagle3\n# edited\n");
+    repo.write("staged.txt", "staged\n");
+    repo.git(&["add", "staged.txt"]);
+    repo.write("notes.txt", "untracked\n");
+    repo
 }
 
 /// Everything a checkout is: HEAD, the index file's bytes, the status and every file.
@@ -188,7 +171,7 @@ fn checkout_state(p: &Path) -> (String, Vec<u8>, String, BTreeMap<PathBuf, Vec<u
 
 #[test]
 fn the_markdown_report_of_the_write_ups_run() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
     let store = ResultStore::open(&db).unwrap();
@@ -223,7 +206,7 @@ fn the_markdown_report_of_the_write_ups_run() {
 
 #[test]
 fn a_baseline_from_another_environment_is_reported_with_what_changed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
     let mut store = ResultStore::open(&db).unwrap();
@@ -264,7 +247,7 @@ fn a_baseline_from_another_environment_is_reported_with_what_changed() {
 
 #[test]
 fn the_report_shows_the_failing_servers_log() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
     let run_dir = dir.path().join("runs").join("run-current");
@@ -296,7 +279,7 @@ fn the_report_shows_the_failing_servers_log() {
 
 #[test]
 fn a_template_error_is_shown_at_its_line_and_column() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
     let template = dir.path().join("bad.md.tera");
@@ -305,19 +288,17 @@ fn a_template_error_is_shown_at_its_line_and_column() {
         "# {{ title }}\n{% for c in cells %}\n- {{ c.lable | upper }}\n{% endfor %}\n",
     )
     .unwrap();
-    let out = assert_cmd::Command::cargo_bin("gpuflow")
-        .unwrap()
+    let out = gpuflow()
+        .in_scratch_folder()
         .args(["report", "run-current", "--color", "never", "--store"])
         .arg(&db)
         .arg("--template")
         .arg(&template)
         .arg("--out")
         .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        .status(2);
+    let stderr = &out.stderr;
     eprintln!("{stderr}");
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("bad.md.tera:3:6"), "{stderr}");
     assert!(stderr.contains("lable"), "{stderr}");
     assert!(stderr.contains("docs/reports.md"), "{stderr}");
@@ -326,7 +307,7 @@ fn a_template_error_is_shown_at_its_line_and_column() {
 #[test]
 fn eight_concurrent_runs_commit_eight_reports_and_leave_the_checkout_alone() {
     let repo = user_repo();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     {
         let mut store = ResultStore::open(&db).unwrap();
@@ -347,21 +328,17 @@ fn eight_concurrent_runs_commit_eight_reports_and_leave_the_checkout_alone() {
     // All spawned before any is waited for, so they really race for the branch.
     let children: Vec<_> = (0..8)
         .map(|i| {
-            Command::new(gpuflow_bin())
+            repo.gpuflow()
                 .args(["report", &format!("run-{i}"), "--commit", "--store"])
                 .arg(&db)
                 .arg("--out")
                 .arg(dir.path().join(format!("race-{i}")))
-                .current_dir(repo.path())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
                 .spawn()
-                .unwrap()
         })
         .collect();
     for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{out:?}");
+        let (status, stderr) = child.wait();
+        assert!(status.success(), "{status}: {stderr}");
     }
     {
         let branch = "gpuflow-results";
@@ -409,7 +386,7 @@ fn eight_concurrent_runs_commit_eight_reports_and_leave_the_checkout_alone() {
 #[test]
 fn threads_racing_in_one_process_lose_no_commit() {
     let repo = user_repo();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
     let store = ResultStore::open(&db).unwrap();
@@ -435,14 +412,13 @@ fn threads_racing_in_one_process_lose_no_commit() {
 #[test]
 fn the_branch_is_pushed_to_a_file_remote() {
     let repo = user_repo();
-    let remote = tempfile::tempdir().unwrap();
+    let remote = Workspace::empty();
     git(remote.path(), &["init", "-q", "--bare"]);
     let url = format!("file://{}", remote.path().display());
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
-    let out = assert_cmd::Command::cargo_bin("gpuflow")
-        .unwrap()
+    repo.gpuflow()
         .args([
             "report",
             "run-current",
@@ -454,10 +430,7 @@ fn the_branch_is_pushed_to_a_file_remote() {
         .arg(&db)
         .arg("--out")
         .arg(dir.path().join("out"))
-        .current_dir(repo.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+        .success();
     let local = git(repo.path(), &["rev-parse", "gpuflow-results"]);
     let pushed = git(remote.path(), &["rev-parse", "gpuflow-results"]);
     assert_eq!(local, pushed);
@@ -491,7 +464,7 @@ fn the_html_reports_charts_render_in_chromium() {
         eprintln!("skipped: no chromium on this machine (apt-get install -y chromium)");
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let db = dir.path().join("results.db");
     write_ups_store(&db);
     let store = ResultStore::open(&db).unwrap();
@@ -577,14 +550,12 @@ fn the_html_reports_charts_render_in_chromium() {
 /// it names, and passes `path` and `commit` on to later steps.
 #[tokio::test]
 async fn the_report_step_reports_on_its_own_run_and_commits_it() {
-    use gpuflow::check::load_and_check;
-    use gpuflow::engine::{CollectSink, EventKind, JobResult, LogStore, RunOptions, Tee};
-    use gpuflow::plan::{build, from_workflow};
-    use gpuflow::workflow::Loaded;
-    use std::sync::Arc;
+    use crate::support::engine::with_engine_in;
+    use gpuflow::engine::{JobResult, RunOptions};
 
     let repo = user_repo();
-    let ws = repo.path();
+    let ws = repo.path().to_path_buf();
+    let ws = ws.as_path();
     let run_id = "20261130-100000-abcd";
     {
         // What the run's benchmark steps would have recorded, and five earlier runs.
@@ -613,9 +584,7 @@ async fn the_report_step_reports_on_its_own_run_and_commits_it() {
             .unwrap();
     }
     std::fs::write(ws.join(".git/info/exclude"), ".gpuflow/\nw.yml\n").unwrap();
-    std::fs::write(
-        ws.join("w.yml"),
-        r#"name: eagle3
+    let yaml = r#"name: eagle3
 on: workflow_dispatch
 jobs:
   report:
@@ -628,44 +597,21 @@ jobs:
       - run: |
           test -f "${{ steps.r.outputs.path }}"
           echo "commit=${{ steps.r.outputs.commit }}"
-"#,
-    )
-    .unwrap();
+"#;
+    std::fs::write(ws.join("w.yml"), yaml).unwrap();
     let before = checkout_state(ws);
-    let (loaded, diags) = load_and_check(&ws.join("w.yml")).unwrap();
-    assert!(!diags.has_errors(), "{diags:#?}");
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).unwrap();
     // The engine runs built-ins with the job's containers at hand, so it wants an engine even
     // for this step, which starts none.
     let Some(docker) = crate::support::docker::connect_or_skip().await else {
         return;
     };
-    let opts = RunOptions::new(run_id, ws);
-    let collect = CollectSink::new();
-    let logs = Arc::new(LogStore::create(&opts.log_dir).unwrap());
-    let sink = Arc::new(Tee(vec![Arc::new(collect.clone()), logs]));
-    let report = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        sink,
-        Some(docker),
-        tokio_util::sync::CancellationToken::new(),
-    )
-    .await
-    .unwrap();
-    let lines: Vec<String> = collect
-        .events()
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::LogLine { text, .. } => Some(text.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(report.jobs[0].result, JobResult::Success, "{lines:#?}");
+    let ran = with_engine_in(repo, docker, yaml, |opts| {
+        *opts = RunOptions::new(run_id, ws)
+    })
+    .await;
+    let ws = ran.workspace.path();
+    let lines = ran.lines_of_jobs_starting_with("");
+    assert_eq!(ran.report.jobs[0].result, JobResult::Success, "{lines:#?}");
     let tip = git(ws, &["rev-parse", "results"]);
     assert!(
         lines.iter().any(|l| l == &format!("commit={}", tip.trim())),
@@ -698,7 +644,7 @@ jobs:
 fn the_report_step_reads_the_store_the_run_was_given_with_store() {
     let repo = user_repo();
     let ws = repo.path();
-    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = Workspace::empty();
     let db = elsewhere.path().join("results.db");
     std::fs::write(
         ws.join("w.yml"),
@@ -721,20 +667,13 @@ jobs:
 "#,
     )
     .unwrap();
-    let out = assert_cmd::Command::cargo_bin("gpuflow")
-        .unwrap()
-        .current_dir(ws)
-        .env_remove("GPUFLOW_STORE")
+    let out = repo
+        .gpuflow()
         .args(["run", "--plain", "w.yml", "--store"])
         .arg(&db)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{text}");
+        .output();
+    let text = out.all();
+    assert_eq!(out.code(), Some(0), "{text}");
     assert!(text.contains("the report has the speed"), "{text}");
     assert!(db.is_file(), "{text}");
     assert!(!gpuflow::store::default_path(ws).exists(), "{text}");

@@ -3,33 +3,12 @@
 //! the runner's memory while a step prints a gigabyte. Outcomes are asserted through the
 //! engine's API and the run's events, never through timings.
 
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use crate::support::docker::connect_or_skip;
-
-fn gpuflow_in(dir: &Path) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"));
-    cmd.current_dir(dir).env("NO_COLOR", "1");
-    cmd
-}
-
-/// A workspace (it has `.git`, so it is the root) holding `w.yml`.
-fn workspace(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    dir
-}
-
-fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use crate::support::{Workspace, peak_rss_kib_of, wait_until};
 
 const TWO_HOSTS: &str = r#"
 on: workflow_dispatch
@@ -61,24 +40,20 @@ async fn each_job_runs_on_the_host_its_runs_on_selects() {
         return;
     };
     let endpoint = docker.endpoint().to_string();
-    let dir = workspace(TWO_HOSTS);
-    std::fs::write(
-        dir.path().join("gpuflow.toml"),
-        format!(
+    let dir = Workspace::new().file("w.yml", TWO_HOSTS).file(
+        "gpuflow.toml",
+        &format!(
             "[hosts.alpha]\nendpoint = \"{endpoint}\"\nlabels = [\"alpha-label\"]\n\n\
              [hosts.beta]\nendpoint = \"{endpoint}\"\nlabels = [\"beta-label\"]\n"
         ),
-    )
-    .unwrap();
+    );
 
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--json", "w.yml"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!stderr.contains("runs-on"), "no warning left: {stderr}");
-    let events = events(&out.stdout);
+        .stderr_lacks("runs-on")
+        .success();
+    let events = out.json_lines();
     let started: Vec<(String, String, String)> = events
         .iter()
         .filter(|e| e["type"] == "container_started")
@@ -103,17 +78,12 @@ async fn each_job_runs_on_the_host_its_runs_on_selects() {
     assert_eq!(docker.run_containers(&run_id).await.unwrap().len(), 0);
 
     // `--host` wins over every job's `runs-on`.
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--json", "--host", "beta", "w.yml"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let hosts: Vec<String> = self::events(&out.stdout)
+        .success();
+    let hosts: Vec<String> = out
+        .json_lines()
         .iter()
         .filter(|e| e["type"] == "container_started")
         .map(|e| e["host"].as_str().unwrap().to_string())
@@ -125,20 +95,20 @@ async fn each_job_runs_on_the_host_its_runs_on_selects() {
 /// unknown `--host` is a bad argument, exit 2. Needs no engine.
 #[test]
 fn an_unknown_runs_on_or_host_is_refused_before_anything_starts() {
-    let dir = workspace(
-        "on: workflow_dispatch\njobs:\n  j:\n    runs-on: gamma\n    steps:\n      - run: touch ran\n",
-    );
-    std::fs::write(
-        dir.path().join("hosts.toml"),
-        "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
-    )
-    .unwrap();
-    let out = gpuflow_in(dir.path())
+    let dir = Workspace::new()
+        .file(
+            "w.yml",
+            "on: workflow_dispatch\njobs:\n  j:\n    runs-on: gamma\n    steps:\n      - run: touch ran\n",
+        )
+        .file(
+            "hosts.toml",
+            "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
+        );
+    let out = dir
+        .gpuflow()
         .args(["run", "--config", "hosts.toml", "w.yml"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+        .status(3);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("no host matches `runs-on: gamma`"),
         "{stderr}"
@@ -148,12 +118,11 @@ fn an_unknown_runs_on_or_host_is_refused_before_anything_starts() {
     assert!(!dir.path().join("ran").exists());
     assert!(!dir.path().join(".gpuflow").exists(), "no run was started");
 
-    let out = gpuflow_in(dir.path())
+    let out = dir
+        .gpuflow()
         .args(["run", "--config", "hosts.toml", "--host", "alpah", "w.yml"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+        .status(2);
+    let stderr = &out.stderr;
     assert!(stderr.contains("no host named `alpah`"), "{stderr}");
     assert!(stderr.contains("did you mean `alpha`?"), "{stderr}");
 }
@@ -162,20 +131,17 @@ fn an_unknown_runs_on_or_host_is_refused_before_anything_starts() {
 /// is refused (exit 3), naming that value.
 #[test]
 fn runs_on_is_chosen_per_matrix_cell() {
-    let dir = workspace(
-        "on: workflow_dispatch\njobs:\n  j:\n    strategy:\n      matrix:\n        node: [alpha-label, gamma]\n    runs-on: ${{ matrix.node }}\n    steps:\n      - run: touch ran\n",
-    );
-    std::fs::write(
-        dir.path().join("gpuflow.toml"),
-        "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
-    )
-    .unwrap();
-    let out = gpuflow_in(dir.path())
-        .args(["run", "w.yml"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let dir = Workspace::new()
+        .file(
+            "w.yml",
+            "on: workflow_dispatch\njobs:\n  j:\n    strategy:\n      matrix:\n        node: [alpha-label, gamma]\n    runs-on: ${{ matrix.node }}\n    steps:\n      - run: touch ran\n",
+        )
+        .file(
+            "gpuflow.toml",
+            "[hosts.alpha]\nendpoint = \"unix:///var/run/docker.sock\"\nlabels = [\"alpha-label\"]\n",
+        );
+    let out = dir.gpuflow().args(["run", "w.yml"]).status(3);
+    let stderr = &out.stderr;
     assert!(
         stderr.contains("no host matches `runs-on: gamma`"),
         "{stderr}"
@@ -191,7 +157,8 @@ async fn the_next_run_sweeps_the_containers_of_a_runner_killed_with_sigkill() {
     let Some(docker) = connect_or_skip().await else {
         return;
     };
-    let dir = workspace(
+    let dir = Workspace::new().file(
+        "w.yml",
         r#"
 on: workflow_dispatch
 jobs:
@@ -202,24 +169,12 @@ jobs:
       - run: touch ready; sleep 30
 "#,
     );
-    let mut child = gpuflow_in(dir.path())
-        .args(["run", "--json", "w.yml"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    let killed_run: serde_json::Value = serde_json::from_str(&first).unwrap();
-    let killed_run = killed_run["run_id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !dir.path().join("ready").exists() {
-        assert!(Instant::now() < deadline, "the step never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let mut child = dir.gpuflow().args(["run", "--json", "w.yml"]).spawn();
+    let killed_run = child.json_line()["run_id"].as_str().unwrap().to_string();
+    wait_until("the step to start", Duration::from_secs(60), || {
+        dir.path().join("ready").exists()
+    });
+    child.kill();
     let left = docker.run_containers(&killed_run).await.unwrap();
     assert_eq!(
         left.len(),
@@ -227,23 +182,14 @@ jobs:
         "the killed runner's container is still there"
     );
 
-    std::fs::write(
-        dir.path().join("next.yml"),
+    dir.write(
+        "next.yml",
         "on: workflow_dispatch\njobs:\n  k:\n    steps:\n      - uses: start-container\n        with: { name: b, image: gpuflow-base:test, command: 'true' }\n",
-    )
-    .unwrap();
-    let out = gpuflow_in(dir.path())
-        .args(["run", "next.yml"])
-        .output()
-        .unwrap();
+    );
+    let out = dir.gpuflow().args(["run", "next.yml"]).output();
     let survivors = docker.run_containers(&killed_run).await.unwrap();
     docker.remove_run(&killed_run).await.unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert_eq!(
         survivors,
         Vec::<String>::new(),
@@ -255,21 +201,18 @@ jobs:
 /// `/proc` until the process exits (VmHWM only grows, so the last reading is the peak up to
 /// a few milliseconds before the end).
 fn peak_memory_of_run(dir: &Path) -> (u64, std::process::ExitStatus) {
-    let mut child = gpuflow_in(dir)
+    let mut child = crate::support::gpuflow()
+        .current_dir(dir)
         .args(["run", "--plain", "w.yml"])
+        .into_std()
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("stderr.txt")).unwrap())
         .spawn()
         .unwrap();
-    let status_file = format!("/proc/{}/status", child.id());
+    let pid = child.id().to_string();
     let mut peak_kib = 0;
     loop {
-        if let Ok(status) = std::fs::read_to_string(&status_file)
-            && let Some(kib) = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
+        if let Some(kib) = peak_rss_kib_of(&pid) {
             peak_kib = peak_kib.max(kib);
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -286,7 +229,7 @@ const GIB_OF_LINES: &str = r#"{ yes "$(printf '%01023d' 0)" || true; } | head -c
 const MEMORY_LIMIT: u64 = 100 * 1024 * 1024;
 
 fn assert_memory_bounded(yaml: &str) {
-    let dir = workspace(yaml);
+    let dir = Workspace::new().file("w.yml", yaml);
     let (peak, status) = peak_memory_of_run(dir.path());
     assert!(
         status.success(),

@@ -9,12 +9,7 @@
 //! orphans: nextest's
 //! `docker-sweep` group.
 
-use std::path::Path;
-
-use assert_cmd::Command;
-
-use crate::support::docker::connect_or_skip;
-use crate::support::git;
+use crate::support::Workspace;
 use crate::support::sim::SimProcess;
 
 /// How the verdict and the benchmark's table both name the single-stream `output_tok_s`.
@@ -56,33 +51,10 @@ jobs:
     )
 }
 
-fn run(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::cargo_bin("gpuflow")
-        .unwrap()
-        .current_dir(dir)
-        .env_remove("GPUFLOW_STORE")
-        .arg("run")
-        .args(args)
-        .arg("w.yml")
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// A git repository holding the workflow against `sim`; `None` only when Docker tests are
 /// skipped.
-async fn repository(sim: &SimProcess) -> Option<tempfile::TempDir> {
-    connect_or_skip().await?;
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("w.yml"), workflow(sim.addr().port())).unwrap();
-    git(dir.path(), &["add", "w.yml"]);
-    git(dir.path(), &["commit", "-q", "-m", "workflow"]);
-    Some(dir)
+async fn repository(sim: &SimProcess) -> Option<Workspace> {
+    Workspace::workflow_repository(&workflow(sim.addr().port()), &[]).await
 }
 
 /// The value after `label` on the first line that has it, up to the first space.
@@ -99,12 +71,16 @@ async fn plain_output_ends_with_the_headline_and_the_verdict_names_the_figure_it
     let Some(dir) = repository(&sim).await else {
         return;
     };
-    let (code, out, err) = run(dir.path(), &["--plain"]);
-    assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.contains(&format!("{TITLE} no-baseline")), "{out}");
+    dir.gpuflow()
+        .args(["run", "--plain", "w.yml"])
+        .stdout_contains(format!("{TITLE} no-baseline"))
+        .success();
 
-    let (code, out, err) = run(dir.path(), &["--plain"]);
-    assert_eq!(code, Some(0), "{out}{err}");
+    let out = dir
+        .gpuflow()
+        .args(["run", "--plain", "w.yml"])
+        .success()
+        .stdout;
 
     // Defect 7: the figure the verdict judges is in the benchmark's table under its name.
     let table = value_after(&out, &format!("gpuflow: {TITLE}:"))
@@ -183,14 +159,10 @@ async fn json_output_ends_with_a_run_headline_event() {
     let Some(dir) = repository(&sim).await else {
         return;
     };
-    let (code, out, err) = run(dir.path(), &["--plain"]);
-    assert_eq!(code, Some(0), "{out}{err}");
-    let (code, out, err) = run(dir.path(), &["--json"]);
-    assert_eq!(code, Some(0), "{out}{err}");
-    let events: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    dir.gpuflow().args(["run", "--plain", "w.yml"]).success();
+    let run = dir.gpuflow().args(["run", "--json", "w.yml"]).success();
+    let events = run.json_lines();
+    let out = run.stdout;
     let n = events.len();
     assert_eq!(events[n - 2]["type"], "run_finished", "{out}");
     let h = &events[n - 1];

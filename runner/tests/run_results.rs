@@ -10,12 +10,11 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-use crate::support::docker::connect_or_skip;
-use crate::support::git;
+use crate::support::images::{BASE, docker_with};
 use crate::support::sim::SimProcess;
+use crate::support::{Workspace, command::Gpuflow};
 
 /// The simulator benchmarked single-stream, compared with the previous run whatever its
 /// environment, and reported. `output_tokens` is part of the benchmark's identity: two values
@@ -54,41 +53,27 @@ jobs:
     )
 }
 
-fn gpuflow_in(dir: &Path, home: &Path) -> Command {
-    let mut c = Command::cargo_bin("gpuflow").unwrap();
-    c.current_dir(dir)
-        .env("GPUFLOW_HOME", home)
-        .env_remove("GPUFLOW_STORE");
-    c
+/// `gpuflow` in `repo` with its own home `home`.
+fn gpuflow_in(repo: &Workspace, home: &Workspace) -> Gpuflow {
+    repo.gpuflow().home(home.path())
 }
 
 /// `gpuflow run --plain w.yml` with `yaml`: exit code and stdout + stderr.
-fn run(dir: &Path, home: &Path, yaml: &str, args: &[&str]) -> (Option<i32>, String) {
-    std::fs::write(dir.join("w.yml"), yaml).unwrap();
-    let out = gpuflow_in(dir, home)
+fn run(repo: &Workspace, home: &Workspace, yaml: &str, args: &[&str]) -> (Option<i32>, String) {
+    repo.write("w.yml", yaml);
+    let out = gpuflow_in(repo, home)
         .args(["run", "--plain"])
         .args(args)
         .arg("w.yml")
-        .output()
-        .unwrap();
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+        .output();
+    (out.code(), out.all())
 }
 
 /// A git repository with one commit (reports and commits need one).
-fn repository() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(dir.path().join("README.md"), "bench\n").unwrap();
-    git(dir.path(), &["add", "README.md"]);
-    git(dir.path(), &["commit", "-q", "-m", "start"]);
-    dir
+fn repository() -> Workspace {
+    Workspace::repository()
+        .file("README.md", "bench\n")
+        .committed("start")
 }
 
 /// The id `gpuflow run` printed on its first line.
@@ -108,22 +93,12 @@ fn the_report_gives_the_verdict_the_run_gave_and_says_where_it_is() {
     let fast = SimProcess::start(&["--ttft", "10ms", "--tokens-per-second", "200"]);
     let slow = SimProcess::start(&["--ttft", "10ms", "--tokens-per-second", "100"]);
     let repo = repository();
-    let home = tempfile::tempdir().unwrap();
+    let home = Workspace::empty();
     let dir = repo.path();
 
-    let (code, out) = run(
-        dir,
-        home.path(),
-        &pair_workflow(fast.addr().port(), 16),
-        &[],
-    );
+    let (code, out) = run(&repo, &home, &pair_workflow(fast.addr().port(), 16), &[]);
     assert_eq!(code, Some(0), "{out}");
-    let (code, out) = run(
-        dir,
-        home.path(),
-        &pair_workflow(slow.addr().port(), 17),
-        &[],
-    );
+    let (code, out) = run(&repo, &home, &pair_workflow(slow.addr().port(), 17), &[]);
     assert_eq!(code, Some(1), "the regression fails the run: {out}");
     assert!(
         out.contains("(decode tok/s, per-request median): regression — "),
@@ -155,16 +130,9 @@ fn the_report_gives_the_verdict_the_run_gave_and_says_where_it_is() {
         md.contains("(judged by `compare with the previous run`)"),
         "{md}"
     );
-    let out = gpuflow_in(dir, home.path())
+    gpuflow_in(&repo, &home)
         .args(["report", &id, "--out", "again", "--commit"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .success();
     let md = std::fs::read_to_string(dir.join("again/report.md")).unwrap();
     assert!(md.contains("**Verdict: regression**"), "{md}");
     assert!(md.contains("- regression: 1\n"), "{md}");
@@ -191,15 +159,8 @@ fn the_report_gives_the_verdict_the_run_gave_and_says_where_it_is() {
         "the step's baseline, not the report's window: {tok}"
     );
 
-    let title = std::process::Command::new("git")
-        .args(["log", "-1", "--format=%s", "gpuflow-results"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&title.stdout).trim(),
-        format!("gpuflow: pair run {id}: regression")
-    );
+    let title = repo.git(&["log", "-1", "--format=%s", "gpuflow-results"]);
+    assert_eq!(title, format!("gpuflow: pair run {id}: regression"));
 }
 
 fn kept_workflow(name: &str) -> String {
@@ -224,24 +185,14 @@ jobs:
 /// next `gpuflow run`'s sweep (their runner had ended). They stay until `gpuflow gc`.
 #[tokio::test]
 async fn kept_containers_stay_until_gc_removes_them() {
-    let Some(docker) = connect_or_skip().await else {
+    let Some(docker) = docker_with(&[BASE]).await else {
         return;
     };
-    assert!(
-        docker.has_image("gpuflow-base:test").await.unwrap(),
-        "the test image `gpuflow-base:test` is missing: run `make test-images`"
-    );
     let repo = repository();
     // A private runner-lock folder: `gc` judges only this test's runners gone.
-    let home = tempfile::tempdir().unwrap();
-    let dir = repo.path();
+    let home = Workspace::empty();
 
-    let (code, out) = run(
-        dir,
-        home.path(),
-        &kept_workflow("kept"),
-        &["--keep-containers"],
-    );
+    let (code, out) = run(&repo, &home, &kept_workflow("kept"), &["--keep-containers"]);
     assert_eq!(code, Some(0), "{out}");
     assert!(
         out.contains("they stay until `gpuflow gc` removes them"),
@@ -252,7 +203,7 @@ async fn kept_containers_stay_until_gc_removes_them() {
     assert_eq!(kept.len(), 1, "{out}");
 
     // The next run connects to the engine, and so sweeps what runners that are gone left.
-    let (code, out) = run(dir, home.path(), &kept_workflow("other"), &[]);
+    let (code, out) = run(&repo, &home, &kept_workflow("other"), &[]);
     assert_eq!(code, Some(0), "{out}");
     let other_run = run_id(&out);
     assert_eq!(
@@ -262,26 +213,17 @@ async fn kept_containers_stay_until_gc_removes_them() {
     );
     assert!(docker.run_containers(&other_run).await.unwrap().is_empty());
 
-    let out = gpuflow_in(dir, home.path())
-        .args(["gc", "--dry-run"])
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{listed}");
+    let out = gpuflow_in(&repo, &home).args(["gc", "--dry-run"]).success();
+    let listed = &out.stdout;
     assert!(
         listed.contains(&format!("run `{kept_run}`"))
             && listed.contains("kept with `--keep-containers`"),
         "{listed}"
     );
-    let out = gpuflow_in(dir, home.path()).arg("gc").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = gpuflow_in(&repo, &home).arg("gc").success();
     assert!(
         docker.run_containers(&kept_run).await.unwrap().is_empty(),
         "{}",
-        String::from_utf8_lossy(&out.stdout)
+        out.stdout
     );
 }

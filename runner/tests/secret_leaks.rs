@@ -8,10 +8,9 @@
 
 use std::path::Path;
 
-use assert_cmd::Command;
-
-use crate::support::docker::connect_or_skip;
-use crate::support::git;
+use crate::support::images::SIM;
+use crate::support::sim::{SimProcess, container_steps};
+use crate::support::{Output, Workspace, free_port};
 
 /// `/`, `+`, `?` and `=` make its URL-encoded form differ from it; long enough that its base64
 /// forms are told apart from chance.
@@ -71,21 +70,7 @@ on: workflow_dispatch
 jobs:
   bench:
     steps:
-      - uses: start-container
-        with:
-          name: server
-          image: gpuflow-sim:test
-          command: sh -c 'exec gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 5ms --tokens-per-second 400' sim --api-key ${{{{ secrets.K }}}}
-          ports: ["127.0.0.1:{port}:30000"]
-      - name: wait until it answers
-        container: server
-        run: |
-          for i in $(seq 1 100); do
-            if wget -qO- http://127.0.0.1:30000/health >/dev/null 2>&1; then exit 0; fi
-            sleep 0.1
-          done
-          exit 1
-      - name: print ${{{{ secrets.K }}}} in every form
+{server}      - name: print ${{{{ secrets.K }}}} in every form
         env:
           K: ${{{{ secrets.K }}}}
         run: |
@@ -111,7 +96,11 @@ jobs:
         with:
           format: html
           commit: {{ branch: results }}
-"#
+"#,
+        server = container_steps(
+            "sh -c 'exec gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 5ms --tokens-per-second 400' sim --api-key ${{ secrets.K }}",
+            Some(port),
+        ),
     )
 }
 
@@ -136,39 +125,21 @@ fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[tokio::test]
 async fn a_secret_is_found_in_no_file_the_run_wrote_in_any_form() {
-    let Some(docker) = connect_or_skip().await else {
+    let port = free_port();
+    let Some(dir) = Workspace::workflow_repository(&workflow(port), &[SIM]).await else {
         return;
     };
-    assert!(
-        docker.has_image("gpuflow-sim:test").await.unwrap(),
-        "the test image `gpuflow-sim:test` is missing: run `make test-images`"
-    );
-    let dir = tempfile::tempdir().unwrap();
+    dir.write(".git/info/exclude", ".gpuflow/\n");
     let ws = dir.path();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    git(ws, &["init", "-q", "-b", "main"]);
-    std::fs::write(ws.join("w.yml"), workflow(port)).unwrap();
-    std::fs::write(ws.join(".git/info/exclude"), ".gpuflow/\n").unwrap();
-    git(ws, &["add", "w.yml"]);
-    git(ws, &["commit", "-q", "-m", "workflow"]);
 
-    let out = Command::cargo_bin("gpuflow")
-        .unwrap()
-        .current_dir(ws)
-        .env_remove("GPUFLOW_STORE")
+    let out = dir
+        .gpuflow()
         .env("K", SECRET)
         .args(["run", "--json", "w.yml", "--secret", "K"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    let mut found = leaks("stdout", out.stdout.as_slice());
-    found.extend(leaks("stderr", out.stderr.as_slice()));
+        .success();
+    let stdout = &out.stdout;
+    let mut found = leaks("stdout", out.stdout.as_bytes());
+    found.extend(leaks("stderr", out.stderr.as_bytes()));
     let written = files_under(&ws.join(".gpuflow"));
     assert!(
         written.iter().any(|p| p.ends_with("results.db")),
@@ -187,15 +158,9 @@ async fn a_secret_is_found_in_no_file_the_run_wrote_in_any_form() {
         found.extend(leaks(&path.display().to_string(), &bytes));
     }
     // The results branch: every file of its tip and the commit's message.
-    let branch = std::process::Command::new("git")
-        .args(["log", "-p", "--format=%B", "results"])
-        .current_dir(ws)
-        .output()
-        .unwrap();
-    assert!(branch.status.success(), "no results branch");
-    let log = String::from_utf8_lossy(&branch.stdout).into_owned();
+    let log = dir.git(&["log", "-p", "--format=%B", "results"]);
     assert!(log.contains("record.json"), "{log}");
-    found.extend(leaks("the results branch", &branch.stdout));
+    found.extend(leaks("the results branch", log.as_bytes()));
     assert!(found.is_empty(), "leaked: {found:#?}");
     // The long lines did reach the output, masked where the cut fell.
     assert!(
@@ -217,10 +182,10 @@ const HTML_SECRET_START: &str = "s3cr3t";
 
 /// The run's output (stdout, stderr) and every file under `.gpuflow/` holding the start of
 /// [`HTML_SECRET`], by name.
-fn html_secret_leaks(ws: &Path, out: &std::process::Output) -> Vec<String> {
+fn html_secret_leaks(ws: &Path, out: &Output) -> Vec<String> {
     let mut found = Vec::new();
-    for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
-        if String::from_utf8_lossy(bytes).contains(HTML_SECRET_START) {
+    for (name, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        if text.contains(HTML_SECRET_START) {
             found.push(name.to_string());
         }
     }
@@ -243,14 +208,10 @@ fn html_secret_leaks(ws: &Path, out: &std::process::Output) -> Vec<String> {
 /// the host with `gpuflow-sim`, so neither Docker nor an image is needed.
 #[test]
 fn an_html_report_holds_no_escaped_form_of_a_secret() {
-    let sim =
-        crate::support::sim::SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    git(ws, &["init", "-q", "-b", "main"]);
-    std::fs::write(
-        ws.join("w.yml"),
-        format!(
+    let sim = SimProcess::start(&["--ttft", "5ms", "--tokens-per-second", "2000"]);
+    let dir = Workspace::repository().file(
+        "w.yml",
+        &format!(
             r#"
 name: html
 on: workflow_dispatch
@@ -275,25 +236,17 @@ jobs:
 "#,
             addr = sim.addr()
         ),
-    )
-    .unwrap();
-    std::fs::write(ws.join(".git/info/exclude"), ".gpuflow/\n").unwrap();
-    git(ws, &["add", "w.yml"]);
-    git(ws, &["commit", "-q", "-m", "workflow"]);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow"))
-        .current_dir(ws)
-        .env_remove("GPUFLOW_STORE")
-        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    );
+    dir.write(".git/info/exclude", ".gpuflow/\n");
+    dir.commit("workflow");
+    let ws = dir.path();
+    let out = dir
+        .gpuflow()
+        .without_docker()
         .env("K", HTML_SECRET)
         .args(["run", "--plain", "w.yml", "--secret", "K"])
-        .output()
-        .unwrap();
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{all}");
+        .success();
+    let all = out.all();
     let report = files_under(&ws.join(".gpuflow"))
         .into_iter()
         .find(|p| p.ends_with("report/report.html"))
@@ -309,14 +262,11 @@ jobs:
 /// (and so every other line, and all of `--json`) was masked. Host `run:` steps only.
 #[test]
 fn the_closing_summary_holds_no_secret_from_a_matrix_value_or_a_job_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path();
-    std::fs::create_dir(ws.join(".git")).unwrap();
     // Inside single-quoted YAML: its `'` doubled.
     let quoted = HTML_SECRET.replace('\'', "''");
-    std::fs::write(
-        ws.join("w.yml"),
-        format!(
+    let dir = Workspace::new().file(
+        "w.yml",
+        &format!(
             r#"
 name: summary
 on: workflow_dispatch
@@ -333,23 +283,17 @@ jobs:
       - run: echo deployed
 "#
         ),
-    )
-    .unwrap();
+    );
     for mode in ["--plain", "--json"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gpuflow"))
-            .current_dir(ws)
-            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        let out = dir
+            .gpuflow()
+            .without_docker()
             .env("K", HTML_SECRET)
             .args(["run", mode, "w.yml", "--secret", "K"])
-            .output()
-            .unwrap();
-        let all = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.status.code(), Some(0), "{mode}: {all}");
-        let found = html_secret_leaks(ws, &out);
+            .output();
+        let all = out.all();
+        assert_eq!(out.code(), Some(0), "{mode}: {all}");
+        let found = html_secret_leaks(dir.path(), &out);
         assert!(found.is_empty(), "{mode}: leaked: {found:#?}\n{all}");
         if mode == "--plain" {
             let summary = all

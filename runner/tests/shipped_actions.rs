@@ -164,9 +164,9 @@ jobs:
 #[tokio::test]
 async fn server_actions_pass_models_hf_cache_env_and_shm_size_to_the_server() {
     let port = free_port();
-    let models = tempfile::tempdir().unwrap();
+    let models = Workspace::empty();
     std::fs::create_dir(models.path().join("Qwen3-235B")).unwrap();
-    let cache = tempfile::tempdir().unwrap();
+    let cache = Workspace::empty();
     let Some(dir) = repository(&format!(
         r#"
 on: workflow_dispatch
@@ -288,7 +288,7 @@ jobs:
     }
 
     // The same with a folder lacking the model: preflight stops it before the server starts.
-    let empty = tempfile::tempdir().unwrap();
+    let empty = Workspace::empty();
     std::fs::write(dir.path().join("w.yml"), yaml(empty.path())).unwrap();
     let (code, out) = run(&dir);
     assert_eq!(code, 1, "{out}");

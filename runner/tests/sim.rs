@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::support::Signal;
+use crate::support::process::signal;
 use crate::support::sim::{SIM_BIN, SimProcess, serve};
 
 // ---------------------------------------------------------------------------------------------
@@ -1084,11 +1086,7 @@ fn prints_the_ready_line_and_stops_cleanly_on_sigterm() {
         ready.ends_with("] The server is fired up and ready to roll!"),
         "{ready}"
     );
-    let status = Command::new("kill")
-        .args(["-TERM", &sim.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    assert!(signal(sim.child.id() as i32, Signal::TERM).is_ok());
     std::thread::sleep(Duration::from_millis(50));
     let rest = sim.remaining_stdout();
     let (code, stderr) = sim.exit();

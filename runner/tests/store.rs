@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::support::text;
+use crate::support::{self, Workspace, command::Gpuflow};
 use gpuflow::compare::{
     BaselineSpec, CompareOptions, Comparison, CurrentRun, FailOn, MetricInput, StepInputs, Test,
     Verdict, compare, compare_result, resolve, step_outcome,
@@ -42,13 +42,14 @@ fn identity() -> Identity {
     }
 }
 
+/// A store's path, `.gpuflow/results.db` of an empty folder (no file yet).
 struct Tmp {
-    _dir: tempfile::TempDir,
+    _dir: Workspace,
     path: PathBuf,
 }
 
 fn tmp_store() -> Tmp {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let path = dir.path().join(".gpuflow").join("results.db");
     Tmp { _dir: dir, path }
 }
@@ -925,10 +926,9 @@ fn a_newer_schema_file_is_refused_untouched() {
 
 // --- commands --------------------------------------------------------------------------------
 
-fn gpuflow(store: &Path) -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::cargo_bin("gpuflow").unwrap();
-    cmd.env("GPUFLOW_STORE", store).env("NO_COLOR", "1");
-    cmd
+/// `gpuflow` with the results store at `store`.
+fn gpuflow(store: &Path) -> Gpuflow {
+    support::gpuflow().env("GPUFLOW_STORE", store)
 }
 
 /// 2026-11-30 08:00 UTC plus `minutes`.
@@ -964,9 +964,8 @@ fn history_shows_each_series_with_a_sparkline() {
     let tmp = write_up_store();
     let out = gpuflow(&tmp.path)
         .args(["history", "output_tok_s"])
-        .assert()
         .success();
-    let stdout = text(&out.get_output().stdout);
+    let stdout = out.stdout;
     let key = identity().series_key();
     let expected = format!(
         "output_tok_s (tok/s, higher is better) · series {} · blackwell, 8× NVIDIA RTX PRO 6000 Blackwell, driver 580.65.06, CUDA 12.9
@@ -994,9 +993,8 @@ fn history_shows_each_series_with_a_sparkline() {
             "--limit",
             "2",
         ])
-        .assert()
         .success();
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let series = json["series"].as_array().unwrap();
     assert_eq!(series.len(), 1);
     assert_eq!(series[0]["key"], key.0);
@@ -1015,7 +1013,6 @@ fn history_svg_draws_one_line_per_series() {
     gpuflow(&tmp.path)
         .args(["history", "output_tok_s", "--svg"])
         .arg(&svg_path)
-        .assert()
         .success();
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<svg"), "{svg}");
@@ -1031,9 +1028,8 @@ fn history_of_a_mistyped_metric_suggests_the_name() {
     let tmp = write_up_store();
     let out = gpuflow(&tmp.path)
         .args(["history", "output_toks"])
-        .assert()
-        .code(1);
-    let stderr = text(&out.get_output().stderr);
+        .status(1);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("error: no results of metric `output_toks`"),
         "{stderr}"
@@ -1042,9 +1038,8 @@ fn history_of_a_mistyped_metric_suggests_the_name() {
 
     let out = gpuflow(&tmp.path)
         .args(["history", "output_tok_s", "--series", "81d3*"])
-        .assert()
-        .code(2);
-    let stderr = text(&out.get_output().stderr);
+        .status(2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("error: `81d3*` is not a series key"),
         "{stderr}"
@@ -1052,9 +1047,8 @@ fn history_of_a_mistyped_metric_suggests_the_name() {
 
     let out = gpuflow(&tmp.path)
         .args(["history", "output_tok_s", "--workflow", "vllm"])
-        .assert()
-        .code(1);
-    let stderr = text(&out.get_output().stderr);
+        .status(1);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("error: no results of `output_tok_s` match"),
         "{stderr}"
@@ -1065,15 +1059,13 @@ fn history_of_a_mistyped_metric_suggests_the_name() {
     );
     gpuflow(&tmp.path)
         .args(["history", "output_tok_s", "--workflow", "eagle3"])
-        .assert()
         .success();
 
     let missing = tmp.path.with_file_name("nothing.db");
     let out = gpuflow(&missing)
         .args(["history", "output_tok_s"])
-        .assert()
-        .code(2);
-    let stderr = text(&out.get_output().stderr);
+        .status(2);
+    let stderr = out.stderr;
     assert!(stderr.contains("no results store at"), "{stderr}");
     assert!(!missing.exists(), "reading must not create a store");
 }
@@ -1083,12 +1075,8 @@ fn baseline_commands_set_list_and_remove() {
     let tmp = write_up_store();
     let out = gpuflow(&tmp.path)
         .args(["baseline", "set", "nccl", "run-3"])
-        .assert()
         .success();
-    assert_eq!(
-        text(&out.get_output().stdout),
-        "pinned `nccl` to run `run-3` (all metrics)\n"
-    );
+    assert_eq!(out.stdout, "pinned `nccl` to run `run-3` (all metrics)\n");
     gpuflow(&tmp.path)
         .args([
             "baseline",
@@ -1098,13 +1086,9 @@ fn baseline_commands_set_list_and_remove() {
             "--metric",
             "output_tok_s",
         ])
-        .assert()
         .success();
-    let out = gpuflow(&tmp.path)
-        .args(["baseline", "list"])
-        .assert()
-        .success();
-    let stdout = text(&out.get_output().stdout);
+    let out = gpuflow(&tmp.path).args(["baseline", "list"]).success();
+    let stdout = out.stdout;
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines[0], "NAME  METRIC        RUN    PINNED (UTC)");
     assert!(
@@ -1118,9 +1102,8 @@ fn baseline_commands_set_list_and_remove() {
 
     let out = gpuflow(&tmp.path)
         .args(["baseline", "set", "x", "run-9"])
-        .assert()
-        .code(2);
-    let stderr = text(&out.get_output().stderr);
+        .status(2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("error: no run `run-9` in the results store"),
         "{stderr}"
@@ -1129,13 +1112,9 @@ fn baseline_commands_set_list_and_remove() {
 
     gpuflow(&tmp.path)
         .args(["baseline", "rm", "nccl"])
-        .assert()
         .success();
-    let out = gpuflow(&tmp.path)
-        .args(["baseline", "rm", "slw"])
-        .assert()
-        .code(2);
-    let stderr = text(&out.get_output().stderr);
+    let out = gpuflow(&tmp.path).args(["baseline", "rm", "slw"]).status(2);
+    let stderr = out.stderr;
     assert!(
         stderr.contains("error: no baseline named `slw`"),
         "{stderr}"
@@ -1143,9 +1122,8 @@ fn baseline_commands_set_list_and_remove() {
     assert!(stderr.contains("did you mean `slow`?"), "{stderr}");
     let out = gpuflow(&tmp.path)
         .args(["baseline", "list", "--json"])
-        .assert()
         .success();
-    let json: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 1);
     assert_eq!(json[0]["name"], "slow");
 }

@@ -4,39 +4,14 @@
 //! but they run `gpuflow run` (nextest's `docker-sweep` group, one at a time).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
 use gpuflow::run_logs::files::{compressed_path, disk_size, last_lines, stored_len};
 
+use crate::support::{Output, Signal, Workspace, text, wait_until};
+
 const MIB: u64 = 1 << 20;
-
-fn gpuflow_in(dir: &Path) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("gpuflow"));
-    cmd.current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("GPUFLOW_LOG_CAP")
-        .env_remove("GPUFLOW_CONFIG");
-    cmd
-}
-
-/// A workspace (it has `.git`, so it is the root) holding `w.yml`.
-fn workspace(yaml: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    std::fs::write(dir.path().join("w.yml"), yaml).unwrap();
-    dir
-}
-
-/// The only run folder under `.gpuflow/runs`.
-fn run_dir(workspace: &Path) -> PathBuf {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(workspace.join(".gpuflow/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    runs.pop().unwrap()
-}
 
 /// `bytes` of 1024-byte lines (1023 digits and a newline), as a shell command.
 fn print_bytes(bytes: u64) -> String {
@@ -59,22 +34,21 @@ fn a_step_printing_128_mib_is_stored_once_and_compressed_when_it_ends() {
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: print\n        run: |\n          {}\n          sleep 2\n          run=.gpuflow/runs/$GPUFLOW_RUN_ID\n          du -sb \"$run\" > during-total.txt\n          du -sb \"$run/events.jsonl\" > during-events.txt\n          ls \"$run/j\" > during-files.txt\n",
         print_bytes(N)
     );
-    let dir = workspace(&yaml);
+    let dir = Workspace::new().file("w.yml", &yaml);
     let started = Instant::now();
-    let out = gpuflow_in(dir.path())
+    // stdout discarded: the plain view shows all 128 MiB again.
+    let out = dir
+        .gpuflow()
         .args(["run", "w.yml", "--plain"])
+        .into_std()
         .stdout(Stdio::null())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
     let during_total = number(&dir.path().join("during-total.txt"));
     let during_events = number(&dir.path().join("during-events.txt"));
     let during_files = std::fs::read_to_string(dir.path().join("during-files.txt")).unwrap();
-    let run = run_dir(dir.path());
+    let run = dir.only_run();
     let after_total = disk_size(&run);
     let after_events = std::fs::metadata(run.join("events.jsonl")).unwrap().len();
     eprintln!(
@@ -130,22 +104,21 @@ fn a_run_past_its_log_cap_says_so_in_its_log_and_at_its_end() {
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: print\n        run: |\n          {}\n",
         print_bytes(N)
     );
-    let dir = workspace(&yaml);
-    let out = gpuflow_in(dir.path())
+    let dir = Workspace::new().file("w.yml", &yaml);
+    let out = dir
+        .gpuflow()
         .args(["run", "w.yml", "--json", "--log-cap", "1MiB"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+        .success();
+    let stderr = &out.stderr;
     // The live stream keeps every line.
-    let shown = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let shown = out
+        .json_lines()
+        .into_iter()
         .filter(|e| e["type"] == "log_line" && e["text"].as_str().is_some_and(|t| t.len() == 1023))
         .count() as u64;
     assert_eq!(shown, N / 1024);
 
-    let run = run_dir(dir.path());
+    let run = dir.only_run();
     let log = run.join("j/1-print.log");
     let stored = stored_len(&log).unwrap();
     let marker = last_lines(&log, 1).unwrap().pop().unwrap();
@@ -171,36 +144,29 @@ fn a_run_past_its_log_cap_says_so_in_its_log_and_at_its_end() {
     );
 
     // The environment variable does the same; a run within its cap says nothing.
-    let dir = workspace(&yaml);
-    let out = gpuflow_in(dir.path())
+    let dir = Workspace::new().file("w.yml", &yaml);
+    dir.gpuflow()
         .args(["run", "w.yml", "--plain"])
         .env("GPUFLOW_LOG_CAP", "512KiB")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let log = run_dir(dir.path()).join("j/1-print.log");
+        .success();
+    let log = dir.only_run().join("j/1-print.log");
     let marker = last_lines(&log, 1).unwrap().pop().unwrap();
     assert!(marker.contains("(log cap 512 KiB reached;"), "{marker}");
-    let out = gpuflow_in(dir.path())
+    dir.gpuflow()
         .args(["run", "w.yml", "--plain", "--log-cap", "5MiB"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("truncated"));
+        .stderr_lacks("truncated")
+        .success();
 }
 
 /// A failed step's report excerpt: its last lines, read from its compressed log.
 #[test]
 fn the_failure_excerpt_reads_the_failed_steps_compressed_log() {
-    let dir = workspace(
+    let dir = Workspace::new().file(
+        "w.yml",
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - name: fail\n        run: |\n          seq 1 5000\n          echo 'CUDA error: out of memory'\n          exit 3\n",
     );
-    let out = gpuflow_in(dir.path())
-        .args(["run", "w.yml", "--plain"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let run = run_dir(dir.path());
+    dir.gpuflow().args(["run", "w.yml", "--plain"]).status(1);
+    let run = dir.only_run();
     let log = run.join("j/1-fail.log");
     assert!(!log.exists() && compressed_path(&log).is_file());
     let excerpt = gpuflow::report::failure_excerpt(&run).unwrap();
@@ -250,19 +216,18 @@ fn finished_run(runs: &Path, id: &str, bytes: usize) -> PathBuf {
     dir
 }
 
-fn gc(dir: &Path, args: &[&str]) -> (i32, String) {
-    let out = gpuflow_in(dir).arg("gc").args(args).output().unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
+/// `gpuflow gc ARGS` in `dir`: its exit code and all it said.
+fn gc(dir: &Workspace, args: &[&str]) -> (i32, String) {
+    let out: Output = dir.gpuflow().arg("gc").args(args).output();
+    (out.code().unwrap(), out.all())
 }
 
 /// `gc --logs-older-than` removes old runs' folders, keeps a fresh one, and keeps a run in
 /// progress however old its files look (its store holds the lock on `events.jsonl`).
 #[test]
 fn gc_logs_older_than_removes_old_runs_and_keeps_fresh_and_running_ones() {
-    let dir = workspace(
+    let dir = Workspace::new().file(
+        "w.yml",
         "on: workflow_dispatch\njobs:\n  j:\n    steps:\n      - run: echo started; sleep 60\n",
     );
     let runs = dir.path().join(".gpuflow/runs");
@@ -270,7 +235,8 @@ fn gc_logs_older_than_removes_old_runs_and_keeps_fresh_and_running_ones() {
     age(&old, 30);
     let fresh = finished_run(&runs, "20250102-000000-fresh", 1000);
 
-    let mut running = gpuflow_in(dir.path())
+    let running = dir
+        .gpuflow()
         .args([
             "run",
             "w.yml",
@@ -278,20 +244,15 @@ fn gc_logs_older_than_removes_old_runs_and_keeps_fresh_and_running_ones() {
             "--run-id",
             "20250103-000000-running",
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .spawn();
     let live = runs.join("20250103-000000-running");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_dir(live.join("j")).is_ok_and(|mut d| d.next().is_some()) {
-        assert!(Instant::now() < deadline, "the run did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the run to start", Duration::from_secs(30), || {
+        std::fs::read_dir(live.join("j")).is_ok_and(|mut d| d.next().is_some())
+    });
     // Its files look a month old: only the lock keeps it.
     age(&live, 30);
 
-    let (code, out) = gc(dir.path(), &["--logs-older-than", "7d", "--dry-run"]);
+    let (code, out) = gc(&dir, &["--logs-older-than", "7d", "--dry-run"]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("would remove the logs of run `20250101-000000-old` (")
@@ -300,7 +261,7 @@ fn gc_logs_older_than_removes_old_runs_and_keeps_fresh_and_running_ones() {
     );
     assert!(old.is_dir(), "a dry run removed it");
 
-    let (code, out) = gc(dir.path(), &["--logs-older-than", "7d"]);
+    let (code, out) = gc(&dir, &["--logs-older-than", "7d"]);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("removed the logs of run `20250101-000000-old`"),
@@ -315,12 +276,10 @@ fn gc_logs_older_than_removes_old_runs_and_keeps_fresh_and_running_ones() {
     assert!(live.join("events.jsonl").is_file(), "{out}");
 
     // Stopped (SIGTERM: cancelled, its step stopped), the run is old like the other.
-    let _ = Command::new("kill")
-        .args(["-TERM", &running.id().to_string()])
-        .status();
-    assert!(!running.wait().unwrap().success());
+    running.signal(Signal::TERM);
+    assert!(!running.wait().0.success());
     age(&live, 30);
-    let (code, out) = gc(dir.path(), &["--logs-older-than", "7d"]);
+    let (code, out) = gc(&dir, &["--logs-older-than", "7d"]);
     assert_eq!(code, 0, "{out}");
     assert!(!live.exists(), "{out}");
     assert!(fresh.is_dir(), "{out}");
@@ -329,13 +288,13 @@ fn gc_logs_older_than_removes_old_runs_and_keeps_fresh_and_running_ones() {
 /// `gc --logs-max-total` keeps the newest runs within the size and removes the older ones.
 #[test]
 fn gc_logs_max_total_keeps_the_newest_runs_within_the_size() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Workspace::empty();
     let runs = dir.path().join(".gpuflow/runs");
     for (i, id) in ["r1", "r2", "r3", "r4"].iter().enumerate() {
         let run = finished_run(&runs, id, 400 * 1024);
         age(&run, 10 - i as u64);
     }
-    let (code, out) = gc(dir.path(), &["--logs-max-total", "1MiB"]);
+    let (code, out) = gc(&dir, &["--logs-max-total", "1MiB"]);
     assert_eq!(code, 0, "{out}");
     let left: Vec<bool> = ["r1", "r2", "r3", "r4"]
         .iter()

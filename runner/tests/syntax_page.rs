@@ -3,7 +3,7 @@
 //! workflow or action), a block that is a whole workflow is a whole fixture, and every
 //! `$ gpuflow …` console block prints what the command prints today.
 
-use super::cli::repo_root;
+use crate::support::{gpuflow, repo_root};
 use std::path::PathBuf;
 
 fn page() -> String {
@@ -148,18 +148,11 @@ fn every_console_example_prints_what_gpuflow_prints() {
         let args = command
             .strip_prefix("$ gpuflow ")
             .unwrap_or_else(|| panic!("not a `$ gpuflow` command: {command}"));
-        let out = assert_cmd::Command::cargo_bin("gpuflow")
-            .unwrap()
+        let printed = gpuflow()
             .current_dir(repo_root())
-            .env("NO_COLOR", "1")
             .args(args.split_whitespace())
             .output()
-            .unwrap();
-        let printed = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .all();
         pretty_assertions::assert_eq!(
             printed.trim_end(),
             expected.trim_end(),

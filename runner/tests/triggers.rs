@@ -3,18 +3,23 @@
 //! the queued runs (host steps here; the crash test uses Docker), `runs`/`logs`/`cancel`, and
 //! hooks chained to the ones a repository already had.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::text;
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::support::process::signal;
+use crate::support::{
+    Signal, Workspace, command::Gpuflow, git, gpuflow, poll_until, text, wait_until,
+};
 
 /// A bare node repository with gpuflow's hook, a developer clone of it, and a private
 /// `GPUFLOW_HOME` (queue, worker lock). Dropping it stops the worker it started.
 struct Node {
-    dir: tempfile::TempDir,
+    bare: Workspace,
+    dev: Workspace,
+    home: Workspace,
 }
 
 const IDLE_EXIT: &str = "3s";
@@ -24,22 +29,17 @@ impl Node {
     /// `README.md`.
     fn new(workflows: &[(&str, &str)]) -> Self {
         let node = Self {
-            dir: tempfile::tempdir().unwrap(),
+            bare: Workspace::empty(),
+            dev: Workspace::repository(),
+            home: Workspace::empty(),
         };
-        git(node.dir.path(), &["init", "-q", "--bare", "node.git"]);
-        git(node.dir.path(), &["init", "-q", "-b", "main", "dev"]);
+        node.bare.git(&["init", "-q", "--bare"]);
+        // The hooks run plain `git commit` and `git push`: the clone has an identity.
         for (k, v) in [("user.email", "dev@example.com"), ("user.name", "dev")] {
-            git(&node.dev(), &["config", k, v]);
+            node.dev.git(&["config", k, v]);
         }
-        git(
-            &node.dev(),
-            &[
-                "remote",
-                "add",
-                "node",
-                &format!("file://{}", node.bare().display()),
-            ],
-        );
+        let url = format!("file://{}", node.bare().display());
+        node.dev.git(&["remote", "add", "node", &url]);
         for (name, text) in workflows {
             node.write(&format!("workflows/{name}"), text);
         }
@@ -50,49 +50,43 @@ impl Node {
     }
 
     fn bare(&self) -> PathBuf {
-        self.dir.path().join("node.git")
+        self.bare.path().to_path_buf()
     }
 
     fn dev(&self) -> PathBuf {
-        self.dir.path().join("dev")
+        self.dev.path().to_path_buf()
     }
 
     fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
+        self.home.path().to_path_buf()
     }
 
     fn write(&self, path: &str, text: &str) {
-        let path = self.dev().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        self.dev.write(path, text);
     }
 
     fn commit(&self, message: &str) {
-        git(&self.dev(), &["add", "-A"]);
-        git(&self.dev(), &["commit", "-q", "-m", message]);
+        self.dev.commit(message);
     }
 
-    fn gpuflow(&self) -> Command {
-        let mut c = Command::cargo_bin("gpuflow").unwrap();
-        c.current_dir(self.dev())
-            .env("GPUFLOW_HOME", self.home())
+    fn gpuflow(&self) -> Gpuflow {
+        self.dev
+            .gpuflow()
+            .home(self.home())
             .env("GPUFLOW_WORKER_IDLE_EXIT", IDLE_EXIT)
-            .env_remove("GIT_DIR");
-        c
     }
 
     fn install_node_hook(&self) {
         self.gpuflow()
             .args(["hooks", "install", "--repo"])
             .arg(self.bare())
-            .assert()
-            .code(0);
+            .success();
     }
 
     /// `git push node <refspec>` from the clone, with the test's `GPUFLOW_HOME` (the hook
     /// runs in the push's environment).
-    fn push(&self, refspec: &str) -> Output {
-        let out = StdCommand::new("git")
+    fn push(&self, refspec: &str) -> std::process::Output {
+        let out = std::process::Command::new("git")
             .args(["push", "-q", "node", refspec])
             .current_dir(self.dev())
             .env("GPUFLOW_HOME", self.home())
@@ -107,10 +101,18 @@ impl Node {
         out
     }
 
+    /// `gpuflow logs -f ID`: the run's output, followed to its end (a minute at most).
+    fn follow_logs(&self, id: &str) -> String {
+        self.gpuflow()
+            .args(["logs", "-f", id])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .stdout
+    }
+
     fn runs(&self) -> Vec<Value> {
-        let out = self.gpuflow().args(["runs", "--json"]).output().unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+        let out = self.gpuflow().args(["runs", "--json"]).success();
+        serde_json::from_str::<Vec<Value>>(&out.stdout).unwrap()
     }
 
     fn workflows_of_runs(&self) -> Vec<(String, String)> {
@@ -131,18 +133,7 @@ impl Node {
         timeout: Duration,
         done: impl Fn(&[Value]) -> bool,
     ) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let runs = self.runs();
-            if done(&runs) {
-                return runs;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {runs:#?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        poll_until(what, timeout, || self.runs(), |runs| done(runs))
     }
 
     fn worker_pid(&self) -> Option<u32> {
@@ -156,7 +147,7 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         if let Some(pid) = self.worker_pid() {
-            let _ = StdCommand::new("kill").arg(pid.to_string()).status();
+            let _ = signal(pid as i32, Signal::TERM);
             // The worker cancels its run and leaves; give it a moment before the folder goes.
             let deadline = Instant::now() + Duration::from_secs(20);
             while self.worker_pid().is_some() && Instant::now() < deadline {
@@ -166,21 +157,9 @@ impl Drop for Node {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> Output {
-    let out = StdCommand::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env_remove("GIT_DIR")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
-    out
-}
-
-fn rev(dir: &Path, what: &str) -> String {
-    text(&git(dir, &["rev-parse", what]).stdout)
-        .trim()
-        .to_string()
+/// The commit `what` names in `dir`.
+fn rev(dir: &std::path::Path, what: &str) -> String {
+    git(dir, &["rev-parse", what])
 }
 
 const ON_CONFIGS: &str =
@@ -268,13 +247,7 @@ jobs:
     // The hook queued it before the push returned; `logs -f` follows it to its end.
     let id = node.runs()[0]["id"].as_str().unwrap().to_string();
     let id = id.as_str();
-    let logs = node
-        .gpuflow()
-        .args(["logs", "-f", id])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let logs = text(&logs.stdout);
+    let logs = node.follow_logs(id);
     let runs = node.runs();
     assert_eq!(runs[0]["state"], "success", "{logs}");
     assert!(
@@ -321,13 +294,7 @@ fn a_triggered_run_reads_vars_from_the_commits_gpuflow_toml() {
     let run = &node.runs()[0];
     assert_eq!(run["concurrency_group"], "bench-l40s", "{run:#}");
     let id = run["id"].as_str().unwrap().to_string();
-    let logs = node
-        .gpuflow()
-        .args(["logs", "-f", &id])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let logs = text(&logs.stdout);
+    let logs = node.follow_logs(&id);
     assert_eq!(node.runs()[0]["state"], "success", "{logs}");
     assert!(logs.contains("model=llama-3-8b"), "{logs}");
 }
@@ -348,13 +315,7 @@ fn an_annotated_tag_runs_the_commit_it_tags() {
     node.push("refs/tags/v2.0");
 
     let id = node.runs()[0]["id"].as_str().unwrap().to_string();
-    let logs = node
-        .gpuflow()
-        .args(["logs", "-f", &id])
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let logs = text(&logs.stdout);
+    let logs = node.follow_logs(&id);
     assert_eq!(node.runs()[0]["state"], "success", "{logs}");
     // As on GitHub: `github.sha` is the tagged commit, the payload keeps the tag object.
     assert!(
@@ -390,7 +351,7 @@ fn a_hook_already_there_still_runs_and_uninstall_puts_it_back() {
         "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
     )]);
     let hook = node.bare().join("hooks/post-receive");
-    let seen = node.dir.path().join("seen");
+    let seen = node.home().join("seen");
     let original = format!("#!/bin/sh\ncat >> '{}'\n", seen.display());
     std::fs::write(&hook, &original).unwrap();
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -399,19 +360,13 @@ fn a_hook_already_there_still_runs_and_uninstall_puts_it_back() {
         .gpuflow()
         .args(["hooks", "install", "--repo"])
         .arg(node.bare())
-        .output()
-        .unwrap();
-    assert!(
-        text(&out.stdout).contains("kept as"),
-        "{}",
-        text(&out.stdout)
-    );
+        .output();
+    assert!(out.stdout.contains("kept as"), "{}", out.stdout);
     // Installing twice rewrites gpuflow's hook; it does not chain gpuflow to itself.
     node.gpuflow()
         .args(["hooks", "install", "--repo"])
         .arg(node.bare())
-        .assert()
-        .code(0);
+        .status(0);
     node.push("HEAD:refs/heads/main");
     let head = rev(&node.dev(), "HEAD");
     let seen_text = std::fs::read_to_string(&seen).unwrap();
@@ -425,8 +380,7 @@ fn a_hook_already_there_still_runs_and_uninstall_puts_it_back() {
     node.gpuflow()
         .args(["hooks", "uninstall", "--repo"])
         .arg(node.bare())
-        .assert()
-        .code(0);
+        .status(0);
     assert_eq!(std::fs::read_to_string(&hook).unwrap(), original);
     assert!(
         !node
@@ -444,14 +398,13 @@ fn pre_push_with_wait_fails_the_push_when_the_run_fails() {
     )]);
     node.gpuflow()
         .args(["hooks", "install", "--hook", "pre-push", "--wait"])
-        .assert()
-        .code(0);
+        .status(0);
     node.push("HEAD:refs/heads/main");
     assert_eq!(node.runs()[0]["state"], "success");
 
     node.write("configs/broken", "x");
     node.commit("break it");
-    let out = StdCommand::new("git")
+    let out = std::process::Command::new("git")
         .args(["push", "-q", "node", "HEAD:refs/heads/main"])
         .current_dir(node.dev())
         .env("GPUFLOW_HOME", node.home())
@@ -461,18 +414,18 @@ fn pre_push_with_wait_fails_the_push_when_the_run_fails() {
     assert!(!out.status.success(), "the push went through: {stderr}");
     assert!(stderr.contains("failure"), "{stderr}");
     // The node did not get the commit.
-    let remote = text(&git(&node.bare(), &["rev-parse", "refs/heads/main"]).stdout);
+    let remote = git(&node.bare(), &["rev-parse", "refs/heads/main"]);
     assert_ne!(remote.trim(), rev(&node.dev(), "HEAD"));
 }
 
 #[test]
 fn a_commit_with_the_post_commit_hook_queues_a_run() {
     let node = Node::new(&[("on-commit.yml", ON_CONFIGS)]);
-    node.gpuflow().args(["hooks", "install"]).assert().code(0);
+    node.gpuflow().args(["hooks", "install"]).status(0);
     assert!(node.dev().join(".git/hooks/post-commit").is_file());
     node.write("configs/b.toml", "b = 1\n");
     git(&node.dev(), &["add", "-A"]);
-    let out = StdCommand::new("git")
+    let out = std::process::Command::new("git")
         .args(["commit", "-q", "-m", "b"])
         .current_dir(node.dev())
         .env("GPUFLOW_HOME", node.home())
@@ -502,21 +455,12 @@ fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
     let trigger = |before: &str, after: &str| {
         let out = node
             .gpuflow()
-            .args([
-                "trigger",
-                "--no-worker",
-                "--json",
-                "--event",
-                "push",
-                "--ref",
-                "refs/heads/main",
-            ])
-            .args(["--before", before, "--after", after])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
+            .trigger_main_push(Some(before), after)
+            .args(["--no-worker", "--json"])
+            .output();
+        assert!(out.status.success(), "{}", out.stderr);
         // JSON Lines: one object per workflow.
-        text(&out.stdout)
+        out.stdout
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
             .collect::<Vec<_>>()
@@ -539,8 +483,8 @@ fn a_newer_run_of_a_concurrency_group_supersedes_the_queued_one() {
 
     // `cancel` takes a queued run out; a second cancel says it already ended (exit 1).
     let b_id = b[0]["run_id"].as_str().unwrap();
-    node.gpuflow().args(["cancel", b_id]).assert().code(0);
-    node.gpuflow().args(["cancel", b_id]).assert().code(1);
+    node.gpuflow().args(["cancel", b_id]).status(0);
+    node.gpuflow().args(["cancel", b_id]).status(1);
     assert_eq!(node.runs()[1]["state"], "cancelled");
 }
 
@@ -556,7 +500,7 @@ fn cancel_stops_a_running_run() {
         r[0]["state"] == "running"
     });
     let id = runs[0]["id"].as_str().unwrap().to_string();
-    node.gpuflow().args(["cancel", &id]).assert().code(0);
+    node.gpuflow().args(["cancel", &id]).status(0);
     let runs = node.wait_for("the run to be cancelled", Duration::from_secs(30), |r| {
         r[0]["state"] != "running"
     });
@@ -571,53 +515,32 @@ fn bad_trigger_arguments_say_what_is_wrong() {
         .args([
             "trigger", "--event", "push", "--ref", "main", "--before", "x", "--after", "y",
         ])
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("`main` is not a full ref"),
+        out.stderr.contains("`main` is not a full ref"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
     let out = node
         .gpuflow()
-        .args([
-            "trigger",
-            "--event",
-            "push",
-            "--ref",
-            "refs/heads/main",
-            "--before",
-        ])
-        .arg("0".repeat(40))
-        .arg("--after")
-        .arg("1".repeat(40))
-        .output()
-        .unwrap();
+        .trigger_main_push(None, &"1".repeat(40))
+        .output();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("is not in the repository"),
+        out.stderr.contains("is not in the repository"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
-    let out = node.gpuflow().args(["logs", "nope"]).output().unwrap();
+    let out = node.gpuflow().args(["logs", "nope"]).output();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("no run `nope`"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(out.stderr.contains("no run `nope`"), "{}", out.stderr);
     let out = node
         .gpuflow()
         .args(["hooks", "install", "--hook", "post-commit", "--wait"])
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("pre-push"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(out.stderr.contains("pre-push"), "{}", out.stderr);
 }
 
 /// The worker and its `gpuflow run` are killed together with SIGKILL (their process group,
@@ -628,7 +551,7 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
     let Some(docker) = crate::support::docker::connect_or_skip().await else {
         return;
     };
-    let node_dir = tempfile::tempdir().unwrap();
+    let node_dir = Workspace::empty();
     let ready = node_dir.path().join("ready");
     let workflow = format!(
         "on: push\njobs:\n  j:\n    steps:\n      - uses: start-container\n        with: {{ name: box, image: gpuflow-base:test, command: sleep 300 }}\n      - run: touch '{}'; sleep 120\n",
@@ -639,39 +562,17 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
     let head = rev(&node.dev(), "HEAD");
     let mut worker = spawn_worker(&node);
     node.gpuflow()
-        .args([
-            "trigger",
-            "--no-worker",
-            "--event",
-            "push",
-            "--ref",
-            "refs/heads/main",
-            "--before",
-        ])
-        .arg("0".repeat(40))
-        .args(["--after", &head])
-        .assert()
-        .code(0);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the step never started: {:#?}",
-            node.runs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        .trigger_main_push(None, &head)
+        .arg("--no-worker")
+        .status(0);
+    wait_until("the step to start", Duration::from_secs(60), || {
+        ready.exists()
+    });
     let run = node.runs().remove(0);
     let run_id = run["id"].as_str().unwrap().to_string();
     assert!(run["process"]["pid"].as_u64().is_some(), "{run:#?}");
-    let group = format!("-{}", worker.id());
-    assert!(
-        StdCommand::new("kill")
-            .args(["-KILL", "--", &group])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let group = -i32::try_from(worker.id()).unwrap();
+    assert!(signal(group, Signal::KILL).is_ok());
     worker.wait().unwrap();
     assert_eq!(
         docker.run_containers(&run_id).await.unwrap().len(),
@@ -679,17 +580,16 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
         "nothing was left to sweep"
     );
     assert_eq!(node.runs()[0]["state"], "running");
-    let table = text(&node.gpuflow().args(["runs"]).output().unwrap().stdout);
+    let table = node.gpuflow().args(["runs"]).output().stdout;
     assert!(table.contains("its worker is gone"), "{table}");
 
     let out = node
         .gpuflow()
         .args(["worker", "--idle-exit", "1s"])
-        .output()
-        .unwrap();
+        .output();
     let left = docker.run_containers(&run_id).await.unwrap();
     docker.remove_run(&run_id).await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
     assert_eq!(left, Vec::<String>::new(), "the container survived");
     let run = node.runs().remove(0);
     assert_eq!(run["state"], "failure");
@@ -704,32 +604,29 @@ async fn killing_the_worker_mid_run_leaves_no_run_running_and_no_container() {
 /// `gpuflow run` children join, so the test can kill them all at once.
 fn spawn_worker(node: &Node) -> std::process::Child {
     use std::os::unix::process::CommandExt;
-    StdCommand::new(assert_cmd::cargo::cargo_bin("gpuflow"))
-        .process_group(0)
-        .arg("worker")
+    gpuflow()
         .current_dir(node.dev())
-        .env("GPUFLOW_HOME", node.home())
+        .home(node.home())
+        .arg("worker")
+        .into_std()
+        .process_group(0)
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(node.dir.path().join("worker.err")).unwrap())
+        .stderr(std::fs::File::create(node.home().join("worker.err")).unwrap())
         .spawn()
         .unwrap()
 }
 
 #[test]
 fn validate_points_at_a_bad_filter_pattern() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("w.yml"),
+    let dir = Workspace::empty().file(
+        "w.yml",
         "on:\n  push:\n    branches: [main, 'release/[0-9']\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
-    )
-    .unwrap();
-    let out = Command::cargo_bin("gpuflow")
-        .unwrap()
-        .current_dir(dir.path())
+    );
+    let out = dir
+        .gpuflow()
         .args(["validate", "w.yml", "--color", "never"])
-        .output()
-        .unwrap();
-    let stderr = text(&out.stderr) + &text(&out.stdout);
+        .output();
+    let stderr = out.stderr.clone() + &out.stdout;
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("w.yml:3:31"), "{stderr}");
     assert!(stderr.contains("never closed"), "{stderr}");
@@ -771,22 +668,17 @@ fn wait_returns_when_the_runs_worker_is_gone_without_recording_its_end() {
         "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n",
     )]);
     let sha = rev(&node.dev(), "HEAD");
-    let mut waiter = StdCommand::new(assert_cmd::cargo::cargo_bin("gpuflow"))
-        .args(["trigger", "--no-worker", "--wait", "--event", "push"])
-        .args(["--ref", "refs/heads/main", "--before", &"0".repeat(40)])
-        .args(["--after", &sha])
+    let mut waiter = gpuflow()
         .current_dir(node.dev())
-        .env("GPUFLOW_HOME", node.home())
-        .env_remove("GIT_DIR")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .home(node.home())
+        .trigger_main_push(None, &sha)
+        .args(["--no-worker", "--wait"])
+        .spawn();
     node.wait_for("the run to be queued", Duration::from_secs(30), |r| {
         r.len() == 1
     });
     // A worker claimed it and died before recording its end: a pid that no longer runs.
-    let mut dead = StdCommand::new("true").spawn().unwrap();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = dead.id();
     dead.wait().unwrap();
     let queue = gpuflow::trigger::Queue::open(&node.home().join("queue.db")).unwrap();
@@ -797,19 +689,12 @@ fn wait_returns_when_the_runs_worker_is_gone_without_recording_its_end() {
         rusqlite::params![dead_pid, id],
     )
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = waiter.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = waiter.kill();
-            panic!("`gpuflow trigger --wait` still waits for a run whose worker is gone");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut waiter.stderr.take().unwrap(), &mut stderr).unwrap();
+    wait_until(
+        "`gpuflow trigger --wait` to end, though the run's worker is gone",
+        Duration::from_secs(30),
+        || waiter.try_wait().is_some(),
+    );
+    let (status, stderr) = waiter.wait();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is gone"), "{stderr}");
     let runs = node.runs();

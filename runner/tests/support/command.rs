@@ -17,8 +17,10 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
+
+use super::process::Running;
 
 /// What a finished `gpuflow` printed and how it ended.
 #[derive(Debug)]
@@ -48,6 +50,10 @@ impl Output {
     }
 }
 
+/// A Docker engine address nothing listens on: with it, any attempt to reach an engine fails
+/// the run, which proves a run never needed one.
+pub(crate) const NO_DOCKER: &str = "unix:///nonexistent/docker.sock";
+
 /// An expectation on one output stream.
 enum Expected {
     Equals(String),
@@ -67,23 +73,32 @@ enum Exit {
 #[must_use = "a `gpuflow` command does nothing until `.status(n)`, `.success()`, `.failure()` or `.output()`"]
 pub(crate) struct Gpuflow {
     command: Command,
+    /// The folder of [`Gpuflow::in_scratch_folder`], removed when the command has run.
+    scratch: Option<tempfile::TempDir>,
     stdin: Option<Vec<u8>>,
     timeout: Option<Duration>,
     stdout: Vec<Expected>,
     stderr: Vec<Expected>,
 }
 
-/// `gpuflow` with the developer's own settings kept out: no colours, and none of gpuflow's
-/// variables that choose a store, a host file or a log cap (a test sets what it needs).
+/// `gpuflow` with the developer's own settings kept out: no colours, none of gpuflow's
+/// variables that choose a store, a host file, a log cap, a stand-in GPU inventory or its own
+/// diagnostics (a test sets what it needs), and no `GIT_DIR` (set when the suite runs from a git hook) pointing its git
+/// at another repository.
 pub(crate) fn gpuflow() -> Gpuflow {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpuflow"));
     command
         .env("NO_COLOR", "1")
         .env_remove("GPUFLOW_STORE")
         .env_remove("GPUFLOW_CONFIG")
-        .env_remove("GPUFLOW_LOG_CAP");
+        .env_remove("GPUFLOW_LOG_CAP")
+        .env_remove("GPUFLOW_LOG")
+        .env_remove("GPUFLOW_LOG_JSON")
+        .env_remove(gpuflow::gpu::STAND_IN_ENV)
+        .env_remove("GIT_DIR");
     Gpuflow {
         command,
+        scratch: None,
         stdin: None,
         timeout: None,
         stdout: Vec::new(),
@@ -126,8 +141,42 @@ impl Gpuflow {
         self
     }
 
+    /// With `GPUFLOW_HOME` at `dir`: a private home (runner locks, the run queue, the
+    /// worker's log), so runs elsewhere on the machine are none of this test's business.
+    pub(crate) fn home(self, dir: impl AsRef<Path>) -> Self {
+        self.env("GPUFLOW_HOME", dir.as_ref())
+    }
+
+    /// `trigger` for a push of `main` from `before` (`None`: a new branch, forty zeros) to
+    /// `after`, as a git hook reports it; a test adds `--no-worker`, `--json`, `--wait`.
+    pub(crate) fn trigger_main_push(self, before: Option<&str>, after: &str) -> Self {
+        let zeros = "0".repeat(40);
+        self.args(["trigger", "--event", "push", "--ref", "refs/heads/main"])
+            .args(["--before", before.unwrap_or(&zeros), "--after", after])
+    }
+
+    /// With no `DOCKER_HOST`: host `local` is the engine's default socket, whatever the
+    /// developer's environment says (for tests of what `hosts` shows).
+    pub(crate) fn without_docker_host(self) -> Self {
+        self.env_remove("DOCKER_HOST")
+    }
+
+    /// With `DOCKER_HOST` at [`NO_DOCKER`]: the run must not need an engine.
+    pub(crate) fn without_docker(self) -> Self {
+        self.env("DOCKER_HOST", NO_DOCKER)
+    }
+
     pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.command.current_dir(dir);
+        self
+    }
+
+    /// Run in a fresh empty folder (no workspace, no `gpuflow.toml` above it), removed once it
+    /// has run: for commands that must not see the checkout (`gc`, `eval`, `hosts`).
+    pub(crate) fn in_scratch_folder(mut self) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        self.command.current_dir(dir.path());
+        self.scratch = Some(dir);
         self
     }
 
@@ -174,6 +223,11 @@ impl Gpuflow {
         self
     }
 
+    pub(crate) fn stderr_lacks(mut self, unexpected: impl Into<String>) -> Self {
+        self.stderr.push(Expected::Lacks(unexpected.into()));
+        self
+    }
+
     /// Runs it; the process must exit with `code`.
     pub(crate) fn status(self, code: i32) -> Output {
         self.finish(&Exit::Code(code))
@@ -198,11 +252,28 @@ impl Gpuflow {
         out
     }
 
+    /// Starts it with stdout and stderr piped and stdin empty, for a test that talks to it
+    /// while it runs (reads its lines, signals it); killed when the [`Running`] is dropped.
+    /// Expectations do not apply to it.
+    pub(crate) fn spawn(self) -> Running {
+        let mut command = self.into_std();
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gpuflow starts");
+        Running::new(child)
+    }
+
     /// The process as a `std::process::Command`, for a test that spawns it and talks to it
     /// while it runs (signals, a worker). Expectations do not apply to it.
     pub(crate) fn into_std(self) -> Command {
         assert!(
-            self.stdout.is_empty() && self.stderr.is_empty() && self.stdin.is_none(),
+            self.stdout.is_empty()
+                && self.stderr.is_empty()
+                && self.stdin.is_none()
+                && self.scratch.is_none(),
             "a spawned command is judged by its test, not by expectations"
         );
         self.command

@@ -86,15 +86,7 @@ impl Ran {
 
     /// The outcome of the first step named `name`, in any job.
     pub(crate) fn step(&self, name: &str) -> StepOutcome {
-        self.events
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::StepFinished {
-                    name: n, outcome, ..
-                } if n == name => Some(*outcome),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no step `{name}`"))
+        self.step_finished(name).0
     }
 
     /// (outcome, conclusion) of the step named `name` in the job run displayed as `job`.
@@ -116,12 +108,20 @@ impl Ran {
 
     /// How long the first step named `name` took.
     pub(crate) fn step_duration(&self, name: &str) -> Duration {
+        self.step_finished(name).1
+    }
+
+    /// The outcome and duration of the first step named `name`, in any job.
+    fn step_finished(&self, name: &str) -> (StepOutcome, Duration) {
         self.events
             .iter()
             .find_map(|e| match &e.kind {
                 EventKind::StepFinished {
-                    name: n, duration, ..
-                } if n == name => Some(*duration),
+                    name: n,
+                    outcome,
+                    duration,
+                    ..
+                } if n == name => Some((*outcome, *duration)),
                 _ => None,
             })
             .unwrap_or_else(|| panic!("no step `{name}`"))
@@ -221,10 +221,7 @@ pub(crate) async fn on_host_in(
     yaml: &str,
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Ran {
-    match try_on_host(workspace, yaml, tweak).await {
-        Ok(r) => r,
-        Err((e, _)) => panic!("refused: {e:?}"),
-    }
+    accepted(try_in(workspace, None, yaml, tweak).await)
 }
 
 /// [`on_host_in`], giving back the engine's refusal and the workspace instead of failing.
@@ -233,8 +230,38 @@ pub(crate) async fn try_on_host(
     yaml: &str,
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Result<Ran, (RunError, Workspace)> {
+    try_in(workspace, None, yaml, tweak).await
+}
+
+/// [`on_host_in`] with the local Docker engine at hand (the engine runs built-ins with the
+/// job's containers at hand, so it wants one even for a step that starts none). The caller
+/// has connected (or skipped); nothing here sweeps the run's containers.
+pub(crate) async fn with_engine_in(
+    workspace: Workspace,
+    docker: DockerBackend,
+    yaml: &str,
+    tweak: impl FnOnce(&mut RunOptions),
+) -> Ran {
+    accepted(try_in(workspace, Some(docker), yaml, tweak).await)
+}
+
+/// `yaml`, checked, run in `workspace` with `docker` (none: the host backend only).
+async fn try_in(
+    workspace: Workspace,
+    docker: Option<DockerBackend>,
+    yaml: &str,
+    tweak: impl FnOnce(&mut RunOptions),
+) -> Result<Ran, (RunError, Workspace)> {
     let (workflow, plan) = load_checked(&workspace, yaml);
-    host_run(workspace, workflow, plan, tweak).await
+    engine_run(workspace, workflow, plan, docker, tweak).await
+}
+
+/// The run, or the test fails with the engine's refusal.
+fn accepted(result: Result<Ran, (RunError, Workspace)>) -> Ran {
+    match result {
+        Ok(r) => r,
+        Err((e, _)) => panic!("refused: {e:?}"),
+    }
 }
 
 /// [`try_on_host`] of a workflow even when `validate` refuses it (as `gpuflow run` does
@@ -245,13 +272,16 @@ pub(crate) async fn try_on_host_unchecked(
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Result<Ran, (RunError, Workspace)> {
     let (workflow, plan) = load_unchecked(&workspace, yaml);
-    host_run(workspace, workflow, plan, tweak).await
+    engine_run(workspace, workflow, plan, None, tweak).await
 }
 
-async fn host_run(
+/// Runs `workflow` in `workspace` with `docker` (none: the host backend only), its events
+/// collected and its logs stored as `gpuflow run` stores them.
+async fn engine_run(
     workspace: Workspace,
     workflow: Box<Workflow>,
     plan: Plan,
+    docker: Option<DockerBackend>,
     tweak: impl FnOnce(&mut RunOptions),
 ) -> Result<Ran, (RunError, Workspace)> {
     let mut opts = RunOptions::new(gpuflow::engine::new_run_id(), workspace.path());
@@ -266,7 +296,7 @@ async fn host_run(
         plan,
         opts,
         sink,
-        None,
+        docker.clone(),
         CancellationToken::new(),
     )
     .await;
@@ -277,7 +307,7 @@ async fn host_run(
             workspace,
             seen_jobs: Vec::new(),
             took: started.elapsed(),
-            docker: None,
+            docker,
         }),
         Err(e) => Err((e, workspace)),
     }

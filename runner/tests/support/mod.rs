@@ -10,6 +10,8 @@
 //! - [`sim`]: the simulator as a process, as a container of a workflow, or in this process.
 //! - [`engine`]: a workflow run through the engine's API, on the host or on Docker, and [`Ran`].
 //! - [`git`], [`ports`]: a git helper with a throw-away identity; a free port of 127.0.0.1.
+//! - [`process`]: a spawned `gpuflow` a test talks to while it runs, killed when dropped;
+//!   [`wait_until`] and [`poll_until`], the one polling loop with a deadline.
 
 pub(crate) mod bench;
 pub(crate) mod command;
@@ -18,6 +20,7 @@ pub(crate) mod engine;
 pub(crate) mod git;
 pub(crate) mod images;
 pub(crate) mod ports;
+pub(crate) mod process;
 pub(crate) mod sim;
 pub(crate) mod workspace;
 
@@ -27,6 +30,7 @@ pub(crate) use command::{Output, gpuflow};
 pub(crate) use engine::Ran;
 pub(crate) use git::git;
 pub(crate) use ports::free_port;
+pub(crate) use process::{Running, Signal, poll_until, wait_until};
 pub(crate) use workspace::Workspace;
 
 /// The repository root: tests run in `runner/`, the shipped files (`workflows/`, `actions/`,
@@ -52,10 +56,15 @@ pub(crate) fn text(bytes: &[u8]) -> String {
 /// The peak resident memory of this process so far, in KiB (`VmHWM`). Per process: meaningful
 /// under nextest, which runs each test in a process of its own (`make test`).
 pub(crate) fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    peak_rss_kib_of("self").unwrap()
+}
+
+/// The peak resident memory of process `pid` (a number, or `self`) so far, in KiB; `None`
+/// once it is gone.
+pub(crate) fn peak_rss_kib_of(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }

@@ -77,6 +77,23 @@ impl Workspace {
         self.git(&["rev-parse", "HEAD"])
     }
 
+    /// The folders of the runs started here (`.gpuflow/runs/*`), sorted; none when none ran.
+    pub(crate) fn runs(&self) -> Vec<std::path::PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.path().join(".gpuflow/runs")) else {
+            return Vec::new();
+        };
+        let mut runs: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+        runs.sort();
+        runs
+    }
+
+    /// The folder of the one run started here; fails the test when there are more or none.
+    pub(crate) fn only_run(&self) -> std::path::PathBuf {
+        let mut runs = self.runs();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs.pop().unwrap()
+    }
+
     /// `gpuflow` run in this workspace.
     pub(crate) fn gpuflow(&self) -> Gpuflow {
         gpuflow().current_dir(self.path())
