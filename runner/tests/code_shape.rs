@@ -28,12 +28,10 @@ const ALLOWED: &[&str] = &[
     "steps/wait_for_health/run.rs::HealthSpec::from_inputs",
     "steps/wait_for_health/run.rs::run",
     "engine/dispatcher.rs::run",
-    "events/event.rs::EventKind::strings_mut",
     "engine/executor.rs::run_job",
     "engine/executor.rs::JobRun::run_step",
     "engine/executor.rs::JobRun::execute",
     "engine/executor.rs::JobRun::run_script",
-    "run_logs/store.rs::LogStore::record",
     "engine/preflight_checks.rs::run_job_checks",
     // Outside engine/ and steps/: not cut yet, each to become named parts as cli/run.rs did.
     "bench/config.rs::BenchConfig::from_inputs",
