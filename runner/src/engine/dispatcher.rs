@@ -18,8 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::engines::Engines;
 use super::evaluate::object;
-use super::executor::{JobOutcome, Shared, run_job};
+use super::executor::{JobOutcome, run_job};
 use super::options::RunOptions;
+use super::shared::Shared;
 use crate::diag::{Diagnostics, ExitCode};
 use crate::events::Masker;
 use crate::events::{EventKind, EventSink, JobRef, JobResult, JobSummary};
@@ -131,7 +132,7 @@ pub async fn run(
         shared.emit(EventKind::JobQueued { job: r.clone() });
     }
     // Before anything long starts: the checks whose answers cannot change by their step.
-    let preflight = super::preflight_checks::run(&shared, &runs, &refs, &cancel).await;
+    let preflight = super::preflight::run(&shared, &runs, &refs, &cancel).await;
     if !preflight.passed() || shared.opts.preflight_only {
         let (result, reason) = if preflight.passed() {
             (
