@@ -25,7 +25,6 @@ const ALLOWED: &[&str] = &[
     "steps/compare_to_baseline/run.rs::run",
     "steps/wait_for_health/run.rs::HealthSpec::from_inputs",
     "steps/wait_for_health/run.rs::run",
-    "engine/dispatcher.rs::run",
     // Outside engine/ and steps/: not cut yet, each to become named parts as cli/run.rs did.
     "bench/config.rs::BenchConfig::from_inputs",
     "bench/report.rs::render_level",
