@@ -13,7 +13,6 @@
 //! the engine does the first time a job there needs Docker; the engine chooses neither hosts
 //! nor how to render anything.
 
-mod composite;
 pub mod container_inputs;
 pub mod container_runner;
 pub mod containers;
@@ -28,9 +27,9 @@ pub mod options;
 pub mod output_file;
 mod panic_text;
 pub mod preflight;
-pub mod preflight_checks;
 pub mod script;
 pub mod script_runner;
+pub mod shared;
 pub mod step_host;
 pub mod step_inputs;
 pub mod step_shell;
@@ -45,5 +44,5 @@ pub use crate::events::{
 };
 pub use crate::run_logs::LogStore;
 pub use options::{RunOptions, new_run_id};
-pub use preflight_checks::PreflightReport;
+pub use preflight::PreflightReport;
 pub use script_runner::ScriptRunner;

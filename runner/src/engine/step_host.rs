@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::executor::Shared;
+use super::shared::Shared;
 use crate::events::Masker;
 use crate::events::{EventKind, JobRef};
 use crate::expr::Value;

@@ -362,6 +362,16 @@ impl JobRef {
         m(&mut self.job);
         m(&mut self.display);
     }
+
+    /// The job's texts, then each of `texts`, handed to `m`.
+    fn and<'a>(
+        &mut self,
+        m: &mut dyn FnMut(&mut String),
+        texts: impl IntoIterator<Item = &'a mut String>,
+    ) {
+        self.strings_mut(m);
+        each(m, texts);
+    }
 }
 
 impl EventKind {
@@ -376,78 +386,46 @@ impl EventKind {
                 workflow,
                 log_dir,
                 jobs: _,
-            } => {
-                m(run_id);
-                m(workflow);
-                m(log_dir);
-            }
+            } => each(m, [run_id, workflow, log_dir]),
             K::RunFinished { run_id, result: _ } => m(run_id),
-            K::JobQueued { job } | K::JobStarted { job } => job.strings_mut(m),
+            K::JobQueued { job } | K::JobStarted { job } | K::JobFinished { job, .. } => {
+                job.strings_mut(m);
+            }
             K::JobSkipped { job, reason }
             | K::JobCannotRun { job, reason }
-            | K::JobWaiting { job, reason } => {
-                job.strings_mut(m);
-                m(reason);
-            }
+            | K::JobWaiting { job, reason } => job.and(m, [reason]),
             K::GpusLeased {
                 job,
                 indexes: _,
                 uuids,
                 stand_in: _,
-            } => {
-                job.strings_mut(m);
-                uuids.iter_mut().for_each(&mut *m);
-            }
-            K::JobFinished { job, .. } => job.strings_mut(m),
+            } => job.and(m, uuids),
             K::StepStarted { job, step, name }
             | K::StepFinished {
                 job, step, name, ..
-            } => {
-                job.strings_mut(m);
-                m(step);
-                m(name);
-            }
+            } => job.and(m, [step, name]),
             K::LogLine {
                 job,
                 step,
                 container,
                 stream: _,
                 text,
-            } => {
-                job.strings_mut(m);
-                step.iter_mut()
-                    .chain(container.iter_mut())
-                    .for_each(&mut *m);
-                m(text);
-            }
+            } => job.and(m, step.iter_mut().chain(container).chain([text])),
             K::StepProgress {
                 job, step, message, ..
-            } => {
-                job.strings_mut(m);
-                m(step);
-                m(message);
-            }
+            } => job.and(m, [step, message]),
             K::StepSummary {
                 job,
                 step,
                 markdown,
-            } => {
-                job.strings_mut(m);
-                m(step);
-                m(markdown);
-            }
+            } => job.and(m, [step, markdown]),
             K::BenchmarkProgress {
                 job,
                 step,
                 level,
                 phase,
                 ..
-            } => {
-                job.strings_mut(m);
-                m(step);
-                m(level);
-                m(phase);
-            }
+            } => job.and(m, [step, level, phase]),
             K::ContainerStarted {
                 job,
                 name,
@@ -455,16 +433,8 @@ impl EventKind {
                 image,
                 host,
                 endpoint,
-            } => {
-                job.strings_mut(m);
-                for s in [name, id, image, host, endpoint] {
-                    m(s);
-                }
-            }
-            K::ContainerRemoved { job, name } => {
-                job.strings_mut(m);
-                m(name);
-            }
+            } => job.and(m, [name, id, image, host, endpoint]),
+            K::ContainerRemoved { job, name } => job.and(m, [name]),
             K::Warning { job, message } => {
                 if let Some(job) = job {
                     job.strings_mut(m);
@@ -477,23 +447,28 @@ impl EventKind {
                 name,
                 message,
                 ..
-            } => {
-                job.strings_mut(m);
-                step.iter_mut().chain(message.iter_mut()).for_each(&mut *m);
-                m(name);
-            }
+            } => job.and(m, step.iter_mut().chain(message).chain([name])),
             K::BenchmarkResult(b) => b.strings_mut(m),
             K::ComparisonResult(c) => c.strings_mut(m),
             K::ReportWritten(r) => r.strings_mut(m),
-            K::RunHeadline(h) => {
-                m(&mut h.run_id);
-                m(&mut h.log_dir);
-                h.benchmarks.iter_mut().for_each(|b| b.strings_mut(m));
-                h.comparisons.iter_mut().for_each(|c| c.strings_mut(m));
-                h.reports.iter_mut().for_each(|r| r.strings_mut(m));
-            }
+            K::RunHeadline(h) => h.strings_mut(m),
             K::PreflightFinished { .. } => {}
         }
+    }
+}
+
+/// Hands each of `texts` to `m`.
+fn each<'a>(m: &mut dyn FnMut(&mut String), texts: impl IntoIterator<Item = &'a mut String>) {
+    texts.into_iter().for_each(m);
+}
+
+impl Headline {
+    fn strings_mut(&mut self, m: &mut dyn FnMut(&mut String)) {
+        m(&mut self.run_id);
+        m(&mut self.log_dir);
+        self.benchmarks.iter_mut().for_each(|b| b.strings_mut(m));
+        self.comparisons.iter_mut().for_each(|c| c.strings_mut(m));
+        self.reports.iter_mut().for_each(|r| r.strings_mut(m));
     }
 }
 

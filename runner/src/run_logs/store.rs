@@ -118,25 +118,7 @@ impl LogStore {
     fn record(&self, state: &mut State, event: &Event) -> std::io::Result<()> {
         // A log line's text goes to its file only; its record is written later (log_files.rs).
         if !matches!(event.kind, EventKind::LogLine { .. }) {
-            let records = state.ranges.flush(state.events.as_mut())?;
-            state.cap.used(records);
-            if let Some(w) = state.events.as_mut() {
-                if let EventKind::RunFinished { .. } = event.kind
-                    && let Some(message) = state.cap.warning()
-                {
-                    let warning = EventKind::Warning { job: None, message };
-                    serde_json::to_writer(
-                        &mut *w,
-                        &Event {
-                            kind: warning,
-                            ..event.clone()
-                        },
-                    )?;
-                    w.write_all(b"\n")?;
-                }
-                serde_json::to_writer(&mut *w, event)?;
-                w.write_all(b"\n")?;
-            }
+            Self::append_record(state, event)?;
         }
         match &event.kind {
             EventKind::StepStarted { job, step, name } => {
@@ -149,42 +131,7 @@ impl LogStore {
                     .step_files
                     .insert((job.job.clone(), job.cell, step.clone()), path);
             }
-            EventKind::LogLine {
-                job,
-                step,
-                container,
-                stream,
-                text,
-            } => {
-                let path = match (container, step) {
-                    (Some(c), _) => self.job_dir(job).join(format!("container-{}.log", slug(c))),
-                    (None, Some(step)) => {
-                        match state
-                            .step_files
-                            .get(&(job.job.clone(), job.cell, step.clone()))
-                        {
-                            Some(p) => p.clone(),
-                            None => self.job_dir(job).join("job.log"),
-                        }
-                    }
-                    (None, None) => self.job_dir(job).join("job.log"),
-                };
-                let line = match stream {
-                    Stream::Runner => format!("gpuflow: {text}"),
-                    _ => text.clone(),
-                };
-                let bytes = line.len() as u64 + 1;
-                if state.cap.admit(&path, *stream, bytes) {
-                    self.write(state, path.clone(), &line)?;
-                    let rel = path.strip_prefix(&self.dir).unwrap_or(&path);
-                    let rel = rel.to_string_lossy().into_owned();
-                    let records =
-                        state
-                            .ranges
-                            .stored(state.events.as_mut(), event, &path, &rel, bytes)?;
-                    state.cap.used(records);
-                }
-            }
+            EventKind::LogLine { .. } => self.store_line(state, event)?,
             EventKind::StepSummary { job, markdown, .. } => {
                 let path = self.job_dir(job).join("summary.md");
                 self.write(state, path, markdown.trim_end())?;
@@ -200,37 +147,113 @@ impl LogStore {
             }
             EventKind::JobFinished { job, .. }
             | EventKind::JobSkipped { job, .. }
-            | EventKind::JobCannotRun { job, .. } => {
-                let dir = self.job_dir(job);
-                let done: Vec<PathBuf> = state
-                    .open
-                    .keys()
-                    .filter(|p| p.starts_with(&dir))
-                    .cloned()
-                    .collect();
-                for p in done {
-                    self.close(state, p)?;
-                }
-                // A report step of a later job reads what this one logged.
-                if let Some(w) = state.events.as_mut() {
-                    w.flush()?;
-                }
-            }
+            | EventKind::JobCannotRun { job, .. } => self.end_job(state, job)?,
             // The headline comes last, after `run_finished`.
-            EventKind::RunFinished { .. } | EventKind::RunHeadline(_) => {
-                let open: Vec<PathBuf> = state.open.keys().cloned().collect();
-                for p in open {
-                    self.close(state, p)?;
-                }
-                if let Some(w) = state.events.as_mut() {
-                    w.flush()?;
-                }
-                // The run is over when its logs are whole and compressed.
-                if let Some(e) = state.compressor.wait().into_iter().next() {
-                    return Err(std::io::Error::other(e));
+            EventKind::RunFinished { .. } | EventKind::RunHeadline(_) => self.end_run(state)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes `event` to `events.jsonl`, after the log lines' records waiting before it; at
+    /// the run's end, first the warning that the cap dropped lines, if it did.
+    fn append_record(state: &mut State, event: &Event) -> std::io::Result<()> {
+        let records = state.ranges.flush(state.events.as_mut())?;
+        state.cap.used(records);
+        let Some(w) = state.events.as_mut() else {
+            return Ok(());
+        };
+        if let EventKind::RunFinished { .. } = event.kind
+            && let Some(message) = state.cap.warning()
+        {
+            let warning = EventKind::Warning { job: None, message };
+            serde_json::to_writer(
+                &mut *w,
+                &Event {
+                    kind: warning,
+                    ..event.clone()
+                },
+            )?;
+            w.write_all(b"\n")?;
+        }
+        serde_json::to_writer(&mut *w, event)?;
+        w.write_all(b"\n")
+    }
+
+    /// A `log_line`'s text into its file (its container's, its step's, else the job's), when
+    /// the cap admits it, and its record into the ranges waiting for `events.jsonl`.
+    fn store_line(&self, state: &mut State, event: &Event) -> std::io::Result<()> {
+        let EventKind::LogLine {
+            job,
+            step,
+            container,
+            stream,
+            text,
+        } = &event.kind
+        else {
+            return Ok(());
+        };
+        let path = match (container, step) {
+            (Some(c), _) => self.job_dir(job).join(format!("container-{}.log", slug(c))),
+            (None, Some(step)) => {
+                match state
+                    .step_files
+                    .get(&(job.job.clone(), job.cell, step.clone()))
+                {
+                    Some(p) => p.clone(),
+                    None => self.job_dir(job).join("job.log"),
                 }
             }
-            _ => {}
+            (None, None) => self.job_dir(job).join("job.log"),
+        };
+        let line = match stream {
+            Stream::Runner => format!("gpuflow: {text}"),
+            _ => text.clone(),
+        };
+        let bytes = line.len() as u64 + 1;
+        if state.cap.admit(&path, *stream, bytes) {
+            self.write(state, path.clone(), &line)?;
+            let rel = path.strip_prefix(&self.dir).unwrap_or(&path);
+            let rel = rel.to_string_lossy().into_owned();
+            let records = state
+                .ranges
+                .stored(state.events.as_mut(), event, &path, &rel, bytes)?;
+            state.cap.used(records);
+        }
+        Ok(())
+    }
+
+    /// A job run ended: its files are closed, and `events.jsonl` flushed.
+    fn end_job(&self, state: &mut State, job: &JobRef) -> std::io::Result<()> {
+        let dir = self.job_dir(job);
+        let done: Vec<PathBuf> = state
+            .open
+            .keys()
+            .filter(|p| p.starts_with(&dir))
+            .cloned()
+            .collect();
+        for p in done {
+            self.close(state, p)?;
+        }
+        // A report step of a later job reads what this one logged.
+        if let Some(w) = state.events.as_mut() {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The run ended: every file closed and flushed, the compressions waited for.
+    fn end_run(&self, state: &mut State) -> std::io::Result<()> {
+        let open: Vec<PathBuf> = state.open.keys().cloned().collect();
+        for p in open {
+            self.close(state, p)?;
+        }
+        if let Some(w) = state.events.as_mut() {
+            w.flush()?;
+        }
+        // The run is over when its logs are whole and compressed.
+        if let Some(e) = state.compressor.wait().into_iter().next() {
+            return Err(std::io::Error::other(e));
         }
         Ok(())
     }

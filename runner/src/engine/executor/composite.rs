@@ -5,8 +5,8 @@
 
 use indexmap::IndexMap;
 
-use super::evaluate::{eval_string, eval_value};
-use super::executor::{JobRun, Scope, StepResult};
+use super::job_run::{JobRun, Scope, StepResult};
+use crate::engine::evaluate::{eval_string, eval_value};
 use crate::events::StepOutcome;
 use crate::expr::{JobStatus, Value};
 use crate::workflow::model::Step;

@@ -1,0 +1,60 @@
+//! GPUs are leased before a job starts and held for its whole life: a ready job that does not
+//! fit now waits (others that fit start meanwhile), one that can never fit fails at once.
+
+use std::time::Duration;
+
+use crate::engine::shared::Shared;
+use crate::events::JobRef;
+use crate::expr::MapContext;
+use crate::gpu::{JobGpus, Leased};
+use crate::workflow::model::Job;
+
+/// How often a run with jobs waiting for GPUs looks whether another process freed some.
+pub(super) const GPU_POLL: Duration = Duration::from_millis(250);
+
+/// What a ready job's GPUs allow.
+pub(super) enum GpuStart {
+    /// Start, with these GPUs leased (`None`: it asks for none, or nobody said what its host
+    /// has, in which case its `gpus:` goes to Docker as written).
+    Go(Option<JobGpus>),
+    /// Wait; why, in words.
+    Wait(String),
+    /// It cannot ever start; why.
+    Fail(String),
+}
+
+pub(super) async fn lease_gpus(
+    shared: &Shared,
+    job: &Job,
+    ctx: &MapContext,
+    jref: &JobRef,
+) -> GpuStart {
+    let Some(gpus) = &job.gpus else {
+        return GpuStart::Go(None);
+    };
+    let request = match crate::engine::job_gpus::request(gpus, ctx, &shared.wf.file) {
+        Ok(Some(request)) => request,
+        Ok(None) => return GpuStart::Go(None),
+        Err(message) => return GpuStart::Fail(format!("its `gpus` failed: {message}")),
+    };
+    let Some(host) = shared.engines.gpus_for(jref) else {
+        return GpuStart::Go(None);
+    };
+    let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
+    match host.try_lease(&request, &holder).await {
+        Ok(Leased::Now(gpus)) => GpuStart::Go(Some(gpus)),
+        Ok(Leased::Wait) => {
+            let (free, total) = host.free_count().await;
+            GpuStart::Wait(format!(
+                "waiting for {} ({free} of {total} free)",
+                request.describe()
+            ))
+        }
+        // "cannot run: the job asks for 9 GPUs, and the host has 8 (host `local`)".
+        Ok(Leased::Never(why)) => GpuStart::Fail(match shared.engines.host_of(jref) {
+            Some(name) => format!("{why} (host `{name}`)"),
+            None => why,
+        }),
+        Err(why) => GpuStart::Fail(why),
+    }
+}

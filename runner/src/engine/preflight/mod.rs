@@ -1,0 +1,32 @@
+//! Before any job starts: steps the engine cannot run are refused ([`refusals`]), and every
+//! check whose answer cannot change by the time its step runs is run now, so a wrong flag or a
+//! missing file costs seconds instead of a model load. `check-cli-interface` and `assert-file`
+//! steps on a container that a `start-container` step starts from an image are run in a
+//! throw-away container of that image (labelled with the run, removed after); the same steps
+//! on the host run on the host; the images of `start-container` steps must be on the engine
+//! (or pullable).
+//!
+//! A check qualifies only when nothing before it can change its answer ([`candidates`]): its
+//! job and step have no `if:`, the step has no `continue-on-error`, its inputs read only the
+//! contexts known at the start (`matrix`, `inputs`, `vars`, `github`, `secrets`, `strategy`),
+//! and no earlier step writes where it looks (a `run:` in its container or, for host checks, a
+//! `run:` or action at all, or a job it `needs`). The others run at their place.
+//!
+//! The checks run through the built-ins' own [`crate::steps::Builtin::run`], exactly as the
+//! steps would; this module decides what runs early and where, not how a check works.
+//!
+//! The files, in the order preflight goes through them:
+//! - [`refusals`]: steps gpuflow cannot run, refused before anything starts;
+//! - [`qualify`]: which checks of a job qualify (the walk over its steps);
+//! - [`prepare`]: the qualifying checks with their inputs evaluated for one job run;
+//! - [`checks`]: running them: images first, then each job run's checks in throw-away
+//!   containers.
+
+mod checks;
+mod prepare;
+mod qualify;
+mod refusals;
+
+pub use checks::{PreflightReport, run};
+pub use qualify::{Candidate, StartAt, candidates, path_checks};
+pub use refusals::{check, check_steps};

@@ -1,0 +1,397 @@
+//! Preparing the checks that qualify ([`super::qualify`]) for each job run: its contexts
+//! before the first step, each check's inputs evaluated as the step would see them, the
+//! throw-away container spec of the image it looks into, and the images `start-container`
+//! steps will need. A check whose inputs do not evaluate is left to fail at its place, with
+//! its location.
+
+use std::collections::HashSet;
+
+use indexmap::IndexMap;
+
+use super::qualify::{Candidate, StartAt, candidates, does, path_checks, static_inputs};
+use crate::backend::{ContainerSpec, VolumeMount};
+use crate::diag::SourceFile;
+use crate::engine::container_inputs::start_container_spec;
+use crate::engine::evaluate::{eval_string, eval_value};
+use crate::engine::shared::Shared;
+use crate::engine::step_inputs;
+use crate::events::JobRef;
+use crate::expr::{MapContext, Value};
+use crate::plan::PlannedJob;
+use crate::steps::{self, Effect};
+use crate::workflow::model::{Action, Job, Step, Uses};
+
+/// Everything preflight will check, prepared.
+pub(super) struct Prepared {
+    /// Image → whether it may be pulled, and the first job run using it.
+    pub(super) images: IndexMap<String, (bool, JobRef)>,
+    /// Per job run, its checks in order.
+    pub(super) by_run: Vec<Vec<Ready>>,
+}
+
+impl Prepared {
+    pub(super) fn is_empty(&self) -> bool {
+        self.images.is_empty() && self.by_run.iter().all(Vec::is_empty)
+    }
+}
+
+/// The images and checks of every job run of `runs`. Checks with the same inputs in several
+/// matrix cells are kept once.
+pub(super) fn prepare_all(shared: &Shared, runs: &[PlannedJob], refs: &[JobRef]) -> Prepared {
+    let mut seen = HashSet::new();
+    let mut prepared = Prepared {
+        images: IndexMap::new(),
+        by_run: Vec::new(),
+    };
+    for (planned, jref) in runs.iter().zip(refs) {
+        let job = &shared.wf.jobs[&planned.job_id];
+        let (ctx, env) = start_context(shared, planned, job);
+        let mut ready = Vec::new();
+        if job.condition.is_none() {
+            for step in &job.steps {
+                let Some(step_ctx) = ctx_for(&ctx, &env, step, &shared.wf.file) else {
+                    continue;
+                };
+                if let Some((image, pull)) = start_image(shared, step, &step_ctx) {
+                    prepared
+                        .images
+                        .entry(image)
+                        .or_insert_with(|| (pull, jref.clone()));
+                }
+            }
+        }
+        let paths = path_checks(&shared.wf, job)
+            .into_iter()
+            .filter_map(|at| prepare_paths(shared, job, at, (&ctx, &env), jref));
+        let checks = candidates(&shared.wf, job)
+            .into_iter()
+            .filter_map(|c| prepare(shared, job, &c, (&ctx, &env), jref).map(|r| (c.step, r)));
+        // The paths a server needs first: they are looked for before its flags.
+        for (step, r) in paths.chain(checks) {
+            let key = format!(
+                "{}#{step}#{:?}#{:?}#{:?}",
+                planned.job_id, r.check, r.inputs, r.container
+            );
+            if seen.insert(key) {
+                ready.push(r);
+            }
+        }
+        prepared.by_run.push(ready);
+    }
+    prepared
+}
+
+/// One check ready to run: its inputs evaluated for one job run.
+pub(super) struct Ready {
+    pub(super) jref: JobRef,
+    pub(super) step_key: String,
+    pub(super) check: Check,
+    pub(super) label: String,
+    pub(super) inputs: IndexMap<String, Value>,
+    /// The container's name and the throw-away spec of its image.
+    pub(super) container: Option<(String, ContainerSpec)>,
+}
+
+/// What a preflight check runs.
+#[derive(Debug)]
+pub(super) enum Check {
+    /// A built-in step (`check-cli-interface`, `assert-file`), through the engine's dispatch.
+    Builtin(String),
+    /// The `required-paths` of a `start-container`, with its volumes as written, and where the
+    /// job gives them (`file:line:col`).
+    Paths {
+        paths: Vec<String>,
+        volumes: Vec<VolumeMount>,
+        at: String,
+        /// Per host folder the volumes mount: the input of the job's step that gives it and
+        /// where (`file:line:col`), for a folder that does not exist.
+        sources: Vec<MountSource>,
+    },
+}
+
+/// Where the job gives a bind mount's host folder.
+#[derive(Debug)]
+pub(super) struct MountSource {
+    pub(super) path: String,
+    /// `the input `models` of the step gives it`.
+    pub(super) given: String,
+    pub(super) at: String,
+}
+
+/// The contexts a job run has before its first step, and its `env` (the workflow's, then the
+/// job's) as far as it evaluates.
+fn start_context(
+    shared: &Shared,
+    planned: &PlannedJob,
+    job: &Job,
+) -> (MapContext, IndexMap<String, String>) {
+    let mut ctx = MapContext::new();
+    for (k, v) in &shared.base {
+        ctx.insert(k.clone(), v.clone());
+    }
+    ctx.insert(
+        "matrix",
+        Value::Object(
+            planned
+                .matrix
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))
+                .collect(),
+        ),
+    );
+    ctx.insert(
+        "strategy",
+        crate::engine::evaluate::object([
+            ("fail-fast", Value::Bool(planned.fail_fast)),
+            ("job-index", Value::Number(planned.cell as f64)),
+            ("job-total", Value::Number(planned.cells as f64)),
+        ]),
+    );
+    let mut ctx = ctx.with_workspace(&shared.opts.workspace);
+    let mut env = IndexMap::new();
+    for (k, v) in shared.wf.env.iter().chain(&job.env) {
+        ctx.insert("env", env_value(&env));
+        // One that does not evaluate fails the job at its start, with its location.
+        if let Ok(value) = eval_string(v, &ctx, &shared.wf.file) {
+            env.insert(k.clone(), value);
+        }
+    }
+    ctx.insert("env", env_value(&env));
+    (ctx, env)
+}
+
+fn env_value(env: &IndexMap<String, String>) -> Value {
+    Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+/// `ctx` with the step's own `env:` over `env`, as the step sees it.
+fn ctx_for(
+    ctx: &MapContext,
+    env: &IndexMap<String, String>,
+    step: &Step,
+    file: &SourceFile,
+) -> Option<MapContext> {
+    let mut ctx = ctx.clone();
+    let mut env = env.clone();
+    for (k, v) in &step.env {
+        ctx.insert("env", env_value(&env));
+        env.insert(k.clone(), eval_string(v, &ctx, file).ok()?);
+    }
+    ctx.insert("env", env_value(&env));
+    Some(ctx)
+}
+
+/// The image an unconditional `start-container` step with inputs known at the start uses, and
+/// whether it may be pulled.
+fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String, bool)> {
+    let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        return None;
+    };
+    // `env` may have changed by then: an image read from it is checked at its place.
+    if !does(name, Effect::StartsContainer)
+        || step.condition.is_some()
+        || !static_inputs(step, false)
+    {
+        return None;
+    }
+    let inputs = step_inputs::inputs(name, step, ctx, &shared.wf.file).ok()?;
+    if inputs
+        .get("pull")
+        .is_some_and(|p| p.to_expr_string() == "always")
+    {
+        // It is pulled at its place anyway.
+        return None;
+    }
+    let pull = inputs
+        .get("pull")
+        .is_none_or(|p| p.to_expr_string() != "never");
+    inputs.get("image").map(|i| (i.to_expr_string(), pull))
+}
+
+fn prepare(
+    shared: &Shared,
+    job: &Job,
+    c: &Candidate,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<Ready> {
+    let wf = &shared.wf;
+    let step = &job.steps[c.step];
+    let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
+        return None;
+    };
+    // An input that does not evaluate fails the step at its place, with its location.
+    let step_ctx = ctx_for(ctx, env, step, &wf.file)?;
+    let inputs = step_inputs::inputs(name, step, &step_ctx, &wf.file).ok()?;
+    let container = match c.start {
+        None => None,
+        Some(at) => {
+            let (_, start_inputs) = start_inputs(shared, job, at, (ctx, env))?;
+            let spec = start_container_spec(&start_inputs, None).ok()?.harmless();
+            let name = inputs.get("container")?.to_expr_string();
+            Some((name, spec))
+        }
+    };
+    let label = step
+        .name
+        .as_ref()
+        .map_or_else(|| name.clone(), |n| n.value.clone());
+    Some(Ready {
+        jref: jref.clone(),
+        step_key: (c.step + 1).to_string(),
+        check: Check::Builtin(name.clone()),
+        label,
+        inputs,
+        container,
+    })
+}
+
+/// The built-in a step uses (`None` for a script or an action).
+fn builtin_name(step: &Step) -> Option<&str> {
+    match step.uses.as_ref().map(|u| &u.value) {
+        Some(Uses::Builtin(name)) => Some(name),
+        _ => None,
+    }
+}
+
+/// The evaluated inputs of the `start-container` step at `at`, and the name its container gets
+/// (`name`, else the step's `id`).
+fn start_inputs(
+    shared: &Shared,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+) -> Option<(String, IndexMap<String, Value>)> {
+    let wf = &shared.wf;
+    let call = &job.steps[at.step];
+    let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
+    let (inputs, id) = match at.inner {
+        None => (
+            step_inputs::inputs(builtin_name(call)?, call, &call_ctx, &wf.file).ok()?,
+            call.id.as_ref(),
+        ),
+        Some(j) => {
+            let key = call.uses.as_ref()?.value.action_key()?;
+            let action = wf.actions.get(&key)?;
+            let mut action_ctx = call_ctx.clone();
+            action_ctx.insert("inputs", action_inputs(call, action, &call_ctx, &wf.file)?);
+            let inner = &action.runs.steps[j];
+            let inner_ctx = ctx_for(&action_ctx, env, inner, &action.file)?;
+            (
+                step_inputs::inputs(builtin_name(inner)?, inner, &inner_ctx, &action.file).ok()?,
+                inner.id.as_ref(),
+            )
+        }
+    };
+    let name = inputs
+        .get("name")
+        .map(Value::to_expr_string)
+        .filter(|n| !n.is_empty())
+        .or_else(|| id.map(|i| i.value.clone()))?;
+    Some((name, inputs))
+}
+
+/// The `required-paths` check of the `start-container` at `at`, when it names any.
+fn prepare_paths(
+    shared: &Shared,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<(usize, Ready)> {
+    let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
+    let paths = steps::required_paths::paths(&inputs);
+    if paths.is_empty() {
+        return None;
+    }
+    let spec = start_container_spec(&inputs, None).ok()?;
+    let volumes = spec.volumes.clone();
+    // Where the job says where the model is: the folder mounted, else the path, else the step.
+    let step = &job.steps[at.step];
+    let step_name = step
+        .name
+        .as_ref()
+        .map(|n| n.value.clone())
+        .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
+        .unwrap_or_else(|| (at.step + 1).to_string());
+    let at_span = |span| format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
+    let span = ["models", "volumes", "model", "required-paths"]
+        .iter()
+        .find_map(|k| step.with.get(*k).map(|v| v.span))
+        .unwrap_or(step.span);
+    let at_text = at_span(span);
+    // A host folder that does not exist is named by the job's input that gives it: the
+    // action's (`models`), else the step's own `volumes`.
+    let given: IndexMap<String, String> = match at.inner {
+        None => IndexMap::new(),
+        Some(_) => {
+            let key = step.uses.as_ref()?.value.action_key()?;
+            let action = shared.wf.actions.get(&key)?;
+            let step_ctx = ctx_for(ctx, env, step, &shared.wf.file)?;
+            match action_inputs(step, action, &step_ctx, &shared.wf.file)? {
+                Value::Object(m) => m
+                    .into_iter()
+                    .map(|(k, v)| (k, v.to_expr_string()))
+                    .collect(),
+                _ => IndexMap::new(),
+            }
+        }
+    };
+    let sources = volumes
+        .iter()
+        .filter(|v| v.is_bind())
+        .map(|v| {
+            let (input, given) = match steps::required_paths::input_giving(&given, &v.source) {
+                Some(input) => (input, format!("the input `{input}` of the step gives it")),
+                None => (
+                    "volumes",
+                    format!("the step's `volumes` gives it as `{}`", v.written()),
+                ),
+            };
+            MountSource {
+                path: v.source.clone(),
+                given,
+                at: at_span(step.with.get(input).map_or(step.span, |w| w.span)),
+            }
+        })
+        .collect();
+    Some((
+        at.step,
+        Ready {
+            jref: jref.clone(),
+            step_key: (at.step + 1).to_string(),
+            check: Check::Paths {
+                paths,
+                volumes,
+                at: at_text,
+                sources,
+            },
+            label: format!("the paths container `{name}` needs"),
+            inputs: IndexMap::new(),
+            container: Some((name, spec.harmless())),
+        },
+    ))
+}
+
+/// The `inputs` an action's steps see, as the engine gives them (`with:`, else the default).
+fn action_inputs(
+    call: &Step,
+    action: &Action,
+    ctx: &MapContext,
+    file: &SourceFile,
+) -> Option<Value> {
+    let mut inputs = IndexMap::new();
+    for (name, input) in &action.inputs {
+        let value = match (call.with.get(name), &input.default) {
+            (Some(v), _) => eval_value(v, ctx, file).ok()?.to_expr_string(),
+            (None, Some(d)) => eval_string(d, ctx, &action.file).ok()?,
+            (None, None) => String::new(),
+        };
+        inputs.insert(name.clone(), Value::String(value));
+    }
+    Some(Value::Object(inputs))
+}
