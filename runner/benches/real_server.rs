@@ -28,8 +28,7 @@ use std::process::{Command, Stdio};
 mod llama_process;
 
 use gpuflow::bench::stats::Summary;
-use gpuflow::bench::{self, BenchConfig, BenchResult};
-use indexmap::IndexMap;
+use gpuflow::bench::{self, BenchConfig, BenchInputs, BenchResult};
 use llama_process::{LlamaServer, llama_dir};
 use serde_json::Value;
 
@@ -297,11 +296,12 @@ fn run_bench(runtime: &tokio::runtime::Runtime, cfg: &BenchConfig) -> Result<Ben
 }
 
 fn config(url: &str, pairs: &[(&str, &str)]) -> BenchConfig {
-    let mut inputs: IndexMap<String, String> = IndexMap::new();
+    let mut inputs = serde_json::Map::new();
     inputs.insert("target".into(), url.into());
     for (k, v) in pairs {
         inputs.insert((*k).into(), (*v).into());
     }
+    let inputs = BenchInputs::from_json(&inputs).expect("valid inputs");
     BenchConfig::from_inputs(&inputs).expect("a valid benchmark")
 }
 

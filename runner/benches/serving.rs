@@ -23,22 +23,22 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use gpuflow::bench::stats::Summary;
-use gpuflow::bench::{self, BenchConfig, process_cpu_time};
+use gpuflow::bench::{self, BenchConfig, BenchInputs, process_cpu_time};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use indexmap::IndexMap;
 use serde_json::Value;
 use sim_process::start_sim;
 
 fn config(url: &str, pairs: &[(&str, String)]) -> BenchConfig {
-    let mut inputs: IndexMap<String, String> = IndexMap::new();
+    let mut inputs = serde_json::Map::new();
     inputs.insert("target".into(), url.into());
     inputs.insert("model".into(), "gpuflow-sim".into());
     for (k, v) in pairs {
-        inputs.insert((*k).into(), v.clone());
+        inputs.insert((*k).into(), v.clone().into());
     }
+    let inputs = BenchInputs::from_json(&inputs).expect("valid inputs");
     BenchConfig::from_inputs(&inputs).expect("a valid benchmark")
 }
 

@@ -34,12 +34,7 @@ const FORBIDDEN: &[(&str, &str)] = &[
 /// them: events, `JobSummary` and the stored logs move out of engine/, and the benchmark's
 /// inputs reach bench/ already typed. The list may only shrink: an entry that is no longer an
 /// arrow fails the test until it is deleted.
-const ALLOWED_ARROWS: &[(&str, &str)] = &[
-    // The load generator reads the `benchmark` step's declared defaults: typed inputs, made
-    // by the step and handed to `bench`, remove it.
-    ("bench/config.rs", "steps/builtin.rs"),
-    ("bench/config.rs", "steps/spec.rs"),
-];
+const ALLOWED_ARROWS: &[(&str, &str)] = &[];
 
 /// Circles that still exist, each as its files in sorted order. The restructuring of issue 15
 /// (steps behind a narrow handle instead of the executor's shared state) breaks them. A circle

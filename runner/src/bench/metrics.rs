@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::config::Slo;
+use super::inputs::Slo;
 use super::request::RequestRecord;
 use super::stats::Summary;
 

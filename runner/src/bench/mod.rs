@@ -2,7 +2,8 @@
 //! `gpuflow bench URL`) and its metrics, with vLLM's and SGLang's names and definitions
 //! (docs/benchmark.md).
 //!
-//! - [`config`]: what to run, read from the `benchmark` built-in's inputs.
+//! - [`inputs`]: the benchmark's inputs, typed, with their defaults. [`config`]: what to run,
+//!   from them.
 //! - [`client`]: the pooled HTTP/1.1 keep-alive client. [`sse`]: incremental event parsing.
 //! - [`request`]: one streamed request, stamped per event. [`schedule`]: open-loop arrivals.
 //!   [`prompts`]: synthetic, JSONL and ShareGPT prompts.
@@ -11,11 +12,12 @@
 //! - [`metrics`] and [`stats`]: a run's numbers. [`result`]: the vLLM-compatible JSON and
 //!   files. [`report`]: the readable table.
 //!
-//! It is called as a step; it knows nothing of the engine, workflows or terminals.
+//! It is called as a step; it knows nothing of steps, the engine, workflows or terminals.
 
 pub mod client;
 pub mod config;
 mod cpu;
+pub mod inputs;
 pub mod metrics;
 pub mod prompts;
 pub mod reachability;
@@ -27,7 +29,8 @@ pub mod schedule;
 pub mod sse;
 pub mod stats;
 
-pub use config::{BenchConfig, ConfigError, Endpoint, Mode, Slo, Stop, check_target};
+pub use config::{BenchConfig, Mode, Stop, check_target};
 pub use cpu::process_cpu_time;
+pub use inputs::{BenchInputs, ConfigError, Endpoint, Slo};
 pub use result::BenchResult;
 pub use run::{BenchError, Progress, run};

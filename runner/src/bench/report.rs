@@ -125,10 +125,21 @@ fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) 
     if m.completed == 0 {
         // No figure without a sample: a table of zeros would read as a measurement.
         row(out, "Measured:", "nothing (no request completed)");
-        render_errors(out, level);
-        render_client(out, m);
-        return;
+    } else {
+        render_throughput(out, level, compared);
+        render_latencies(out, m);
+        render_decode_speed(out, m);
+        if level.runs.len() > 1 {
+            render_across_runs(out, level);
+        }
     }
+    render_errors(out, level);
+    render_client(out, m);
+}
+
+/// Tokens, requests and tokens per second, with the figure `compare-to-baseline` judges.
+fn render_throughput(out: &mut String, level: &LevelResult, compared: Option<&Mode>) {
+    let m = &level.pooled;
     row(
         out,
         "Total input tokens:",
@@ -156,20 +167,8 @@ fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) 
         "Output token throughput (tok/s):",
         opt(m.output_throughput, 2),
     );
-    // The figure `compare-to-baseline` judges, under the name its verdict gives it.
     if let Some(mode) = compared {
-        let samples = output_tok_s_samples(level, mode);
-        if let (Some(meaning), Some(v)) = (
-            metric_meaning("output_tok_s", mode),
-            crate::compare::center(&samples),
-        ) {
-            row(
-                out,
-                &format!("output_tok_s ({meaning}):"),
-                // The digits its verdict line gives.
-                crate::compare::format_value(v, ""),
-            );
-        }
+        render_compared(out, level, mode);
     }
     row(
         out,
@@ -181,6 +180,25 @@ fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) 
         "Achieved concurrency:",
         format!("{:.2}", m.concurrency),
     );
+}
+
+/// The figure `compare-to-baseline` judges, under the name its verdict gives it.
+fn render_compared(out: &mut String, level: &LevelResult, mode: &Mode) {
+    let samples = output_tok_s_samples(level, mode);
+    if let (Some(meaning), Some(v)) = (
+        metric_meaning("output_tok_s", mode),
+        crate::compare::center(&samples),
+    ) {
+        row(
+            out,
+            &format!("output_tok_s ({meaning}):"),
+            // The digits its verdict line gives.
+            crate::compare::format_value(v, ""),
+        );
+    }
+}
+
+fn render_latencies(out: &mut String, m: &RunMetrics) {
     latency(out, "Time to First Token", "TTFT", Some(&m.ttft_ms));
     latency(
         out,
@@ -195,7 +213,9 @@ fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) 
         Some(&m.itl_ms),
     );
     latency(out, "End-to-end Latency", "E2EL", Some(&m.e2el_ms));
+}
 
+fn render_decode_speed(out: &mut String, m: &RunMetrics) {
     header(out, "Decode speed (per request)");
     row(
         out,
@@ -215,26 +235,24 @@ fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) 
     if let Some(from) = m.first_chunk_tokens_from {
         row(out, "First chunk's tokens from:", from);
     }
+}
 
-    if level.runs.len() > 1 {
-        header(out, "Across runs (median · mean ± 95% CI · CV)");
-        for (name, a) in &level.across_runs {
-            row(
-                out,
-                &format!("{name}:"),
-                format!(
-                    "{:.2} · {:.2} [{:.2}, {:.2}] · {:.1}%",
-                    a.median,
-                    a.mean,
-                    a.ci95_low,
-                    a.ci95_high,
-                    a.cv * 100.0
-                ),
-            );
-        }
+fn render_across_runs(out: &mut String, level: &LevelResult) {
+    header(out, "Across runs (median · mean ± 95% CI · CV)");
+    for (name, a) in &level.across_runs {
+        row(
+            out,
+            &format!("{name}:"),
+            format!(
+                "{:.2} · {:.2} [{:.2}, {:.2}] · {:.1}%",
+                a.median,
+                a.mean,
+                a.ci95_low,
+                a.ci95_high,
+                a.cv * 100.0
+            ),
+        );
     }
-    render_errors(out, level);
-    render_client(out, m);
 }
 
 /// Failures by kind, then the first distinct messages: the server's own reason

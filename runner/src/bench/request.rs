@@ -18,7 +18,7 @@ use hyper::Response;
 use hyper::body::Incoming;
 
 use super::client::{Client, ClientError, Lease};
-use super::config::Endpoint;
+use super::inputs::Endpoint;
 use super::sse::SseParser;
 
 /// What the request asks for.

@@ -15,7 +15,8 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::config::{BenchConfig, Mode, Slo, Stop};
+use super::config::{BenchConfig, Mode, Stop};
+use super::inputs::Slo;
 use super::metrics::{Honesty, RunMetrics};
 use super::request::{RequestError, RequestRecord};
 use super::schedule::Arrival;

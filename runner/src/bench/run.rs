@@ -375,14 +375,15 @@ async fn warm_up(shared: &Shared, tag: &Tag, progress: &(dyn Fn(Progress) + Sync
     warmup
 }
 
-/// One measured run at one level.
+/// One measured run at one level: requests are sent as the mode says, their records
+/// collected as they end (with a progress line), then the run's metrics are computed.
 async fn measure_run(
     shared: &Shared,
     tag: &Tag,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> RunResult {
     let config = &shared.config;
-    let (tx, mut rx) = mpsc::unbounded_channel::<RequestRecord>();
+    let (tx, rx) = mpsc::unbounded_channel::<RequestRecord>();
     shared.max_in_flight.store(0, Ordering::Relaxed);
     let opened_before = shared.client.connections_opened();
     let cpu_before = process_cpu_time();
@@ -390,16 +391,6 @@ async fn measure_run(
     let unix_start = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    let total = match (&config.mode, config.stop) {
-        (_, Stop::Requests(n)) => Some(n),
-        (Mode::RequestRate { rate, arrival, .. }, Stop::Duration(d)) => Some(
-            Schedule::new(*arrival, *rate, config.seed.unwrap_or(0))
-                .until(d)
-                .len() as u64,
-        ),
-        (_, Stop::Duration(_)) => None,
-    };
-
     match &config.mode {
         Mode::RequestRate {
             rate,
@@ -407,67 +398,131 @@ async fn measure_run(
             max_concurrency,
         } => {
             let schedule = Schedule::new(*arrival, *rate, config.seed.unwrap_or(0));
-            let offsets = match config.stop {
-                Stop::Requests(n) => schedule.take_n(usize::try_from(n).unwrap_or(usize::MAX)),
-                Stop::Duration(d) => schedule.until(d),
+            send_open_loop(shared, tag, start, schedule, *max_concurrency, tx);
+        }
+        Mode::SingleStream | Mode::Concurrency(_) => send_closed_loop(shared, tag, start, tx),
+    }
+    let mut records = collect(rx, tag, start, expected_total(config), progress).await;
+
+    let end = records
+        .iter()
+        .filter_map(|r| r.ended_at)
+        .max()
+        .unwrap_or_else(Instant::now);
+    let duration = end.saturating_duration_since(start).as_secs_f64();
+    let cpu_ms = process_cpu_time().saturating_sub(cpu_before).as_secs_f64() * 1000.0;
+    records.sort_by_key(|r| r.index);
+    stamp_start_times(&mut records, start, unix_start);
+    let honesty = honesty(shared, tag, &records, cpu_ms, duration, opened_before);
+    let metrics = RunMetrics::compute(&records, duration, &config.slo, honesty);
+    RunResult {
+        run: tag.run,
+        metrics,
+        records,
+        warmup: WarmUp::default(),
+        started_at: Some(start),
+    }
+}
+
+/// How many requests the run will send, when that is known before it starts.
+fn expected_total(config: &BenchConfig) -> Option<u64> {
+    match (&config.mode, config.stop) {
+        (_, Stop::Requests(n)) => Some(n),
+        (Mode::RequestRate { rate, arrival, .. }, Stop::Duration(d)) => Some(
+            Schedule::new(*arrival, *rate, config.seed.unwrap_or(0))
+                .until(d)
+                .len() as u64,
+        ),
+        (_, Stop::Duration(_)) => None,
+    }
+}
+
+/// The open loop: each request is sent at its time on the schedule, whatever the server
+/// does, with at most `max_concurrency` in flight when that is given.
+fn send_open_loop(
+    shared: &Shared,
+    tag: &Tag,
+    start: Instant,
+    schedule: Schedule,
+    max_concurrency: Option<u32>,
+    tx: mpsc::UnboundedSender<RequestRecord>,
+) {
+    let offsets = match shared.config.stop {
+        Stop::Requests(n) => schedule.take_n(usize::try_from(n).unwrap_or(usize::MAX)),
+        Stop::Duration(d) => schedule.until(d),
+    };
+    let cap = max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
+    let shared = shared.clone();
+    let prefix = tag.id_prefix("");
+    tokio::spawn(async move {
+        for (i, offset) in offsets.into_iter().enumerate() {
+            let due = start + offset;
+            tokio::select! {
+                () = tokio::time::sleep_until(due.into()) => {}
+                () = shared.reach.went_away() => break,
+            }
+            let permit = match &cap {
+                Some(cap) => cap.clone().acquire_owned().await.ok(),
+                None => None,
             };
-            let cap = max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
             let (shared, tx) = (shared.clone(), tx.clone());
-            let prefix = tag.id_prefix("");
+            let id = format!("{prefix}{i}");
             tokio::spawn(async move {
-                for (i, offset) in offsets.into_iter().enumerate() {
-                    let due = start + offset;
-                    tokio::select! {
-                        () = tokio::time::sleep_until(due.into()) => {}
-                        () = shared.reach.went_away() => break,
-                    }
-                    let permit = match &cap {
-                        Some(cap) => cap.clone().acquire_owned().await.ok(),
-                        None => None,
-                    };
-                    let (shared, tx) = (shared.clone(), tx.clone());
-                    let id = format!("{prefix}{i}");
-                    tokio::spawn(async move {
-                        let lag = Instant::now().saturating_duration_since(due);
-                        let mut record = shared.send(id).await;
-                        drop(permit);
-                        record.index = i as u64;
-                        record.dispatch_lag_ms = Some(lag.as_secs_f64() * 1000.0);
-                        tx.send(record).ok();
-                    });
-                }
+                let lag = Instant::now().saturating_duration_since(due);
+                let mut record = shared.send(id).await;
+                drop(permit);
+                record.index = i as u64;
+                record.dispatch_lag_ms = Some(lag.as_secs_f64() * 1000.0);
+                tx.send(record).ok();
             });
         }
-        Mode::SingleStream | Mode::Concurrency(_) => {
-            let workers = tag.level.concurrency.unwrap_or(1);
-            let next = Arc::new(AtomicU64::new(0));
-            for _ in 0..workers {
-                let (shared, tx, next) = (shared.clone(), tx.clone(), next.clone());
-                let stop = config.stop;
-                let prefix = tag.id_prefix("");
-                tokio::spawn(async move {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let more = !shared.reach.is_gone()
-                            && match stop {
-                                Stop::Requests(n) => i < n,
-                                Stop::Duration(d) => start.elapsed() < d,
-                            };
-                        if !more {
-                            break;
-                        }
-                        let mut record = shared.send(format!("{prefix}{i}")).await;
-                        record.index = i;
-                        if tx.send(record).is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-        }
-    }
-    drop(tx);
+    });
+}
 
+/// The closed loop: the level's workers each send their next request as soon as their last
+/// one ends, until the run's requests are sent or its time is up.
+fn send_closed_loop(
+    shared: &Shared,
+    tag: &Tag,
+    start: Instant,
+    tx: mpsc::UnboundedSender<RequestRecord>,
+) {
+    let workers = tag.level.concurrency.unwrap_or(1);
+    let next = Arc::new(AtomicU64::new(0));
+    for _ in 0..workers {
+        let (shared, tx, next) = (shared.clone(), tx.clone(), next.clone());
+        let stop = shared.config.stop;
+        let prefix = tag.id_prefix("");
+        tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let more = !shared.reach.is_gone()
+                    && match stop {
+                        Stop::Requests(n) => i < n,
+                        Stop::Duration(d) => start.elapsed() < d,
+                    };
+                if !more {
+                    break;
+                }
+                let mut record = shared.send(format!("{prefix}{i}")).await;
+                record.index = i;
+                if tx.send(record).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+}
+
+/// Every record the senders give, until they are all done, saying the progress every
+/// 200 ms and once at the end.
+async fn collect(
+    mut rx: mpsc::UnboundedReceiver<RequestRecord>,
+    tag: &Tag,
+    start: Instant,
+    total: Option<u64>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> Vec<RequestRecord> {
     let mut records: Vec<RequestRecord> = Vec::new();
     let (mut errors, mut tokens) = (0u64, 0u64);
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -495,28 +550,35 @@ async fn measure_run(
         }
     }
     report(&records, errors, tokens);
+    records
+}
 
-    let end = records
-        .iter()
-        .filter_map(|r| r.ended_at)
-        .max()
-        .unwrap_or_else(Instant::now);
-    let duration = end.saturating_duration_since(start).as_secs_f64();
-    let cpu = process_cpu_time().saturating_sub(cpu_before).as_secs_f64() * 1000.0;
-    records.sort_by_key(|r| r.index);
-    for r in &mut records {
+/// Each record's send time from the run's start and on the wall clock.
+fn stamp_start_times(records: &mut [RequestRecord], start: Instant, unix_start: Duration) {
+    for r in records {
         if let Some(sent) = r.sent_at {
             let offset = sent.saturating_duration_since(start);
             r.start_s = offset.as_secs_f64();
             r.start_unix_ns = u64::try_from((unix_start + offset).as_nanos()).unwrap_or(u64::MAX);
         }
     }
+}
+
+/// What the client cost and did during the run.
+fn honesty(
+    shared: &Shared,
+    tag: &Tag,
+    records: &[RequestRecord],
+    cpu_ms: f64,
+    duration: f64,
+    connections_before: u64,
+) -> Honesty {
     let lags: Vec<f64> = records.iter().filter_map(|r| r.dispatch_lag_ms).collect();
-    let honesty = Honesty {
-        client_cpu_ms: cpu,
+    Honesty {
+        client_cpu_ms: cpu_ms,
         client_cpu_ms_per_request: 0.0,
         client_cpu_cores: if duration > 0.0 {
-            cpu / 1000.0 / duration
+            cpu_ms / 1000.0 / duration
         } else {
             0.0
         },
@@ -524,16 +586,8 @@ async fn measure_run(
         asked_request_rate: tag.level.request_rate,
         max_concurrent_requests: shared.max_in_flight.load(Ordering::Relaxed),
         dispatch_lag_ms: (!lags.is_empty()).then(|| Summary::of(&lags)),
-        connections_opened: shared.client.connections_opened() - opened_before,
+        connections_opened: shared.client.connections_opened() - connections_before,
         reconnects: records.iter().map(|r| u64::from(r.reconnects)).sum(),
-    };
-    let metrics = RunMetrics::compute(&records, duration, &config.slo, honesty);
-    RunResult {
-        run: tag.run,
-        metrics,
-        records,
-        warmup: WarmUp::default(),
-        started_at: Some(start),
     }
 }
 
@@ -565,19 +619,21 @@ mod tests {
         );
         assert!(err.hint().unwrap().contains("give `model`"));
         held.abort();
-        let inputs: indexmap::IndexMap<String, String> = [
-            ("target".to_owned(), url),
-            ("request-timeout".to_owned(), "10m".to_owned()),
-        ]
-        .into();
+        let inputs = crate::bench::BenchInputs {
+            target: Some(url),
+            request_timeout: Duration::from_secs(600),
+            ..Default::default()
+        };
         let config = BenchConfig::from_inputs(&inputs).unwrap();
         assert_eq!(model_timeout(&config), Duration::from_secs(30));
     }
 
     #[test]
     fn the_benchmark_future_can_be_spawned() {
-        let inputs: indexmap::IndexMap<String, String> =
-            [("target".to_owned(), "http://127.0.0.1:1".to_owned())].into();
+        let inputs = crate::bench::BenchInputs {
+            target: Some("http://127.0.0.1:1".to_owned()),
+            ..Default::default()
+        };
         let config = BenchConfig::from_inputs(&inputs).unwrap();
         let progress = |_: Progress| {};
         assert_send(&run(&config, &progress));

@@ -1,15 +1,16 @@
 //! `gpuflow bench URL`: the `benchmark` step's load generator outside a workflow. Flags carry
 //! the step's input names (`--output-tokens` is `output-tokens:`), and are read by the same
-//! `BenchConfig::from_inputs`, so both accept and refuse the same things. Prints the readable
+//! `BenchInputs::from_json` and `BenchConfig::from_inputs`, so both accept and refuse the
+//! same things. Prints the readable
 //! table (or `--json`), a live progress line on stderr when it is a terminal, and writes the
 //! result files with `--save-result`.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-use indexmap::IndexMap;
-
-use crate::bench::{self, BenchConfig, BenchError, BenchResult, Progress};
+use crate::bench::{
+    self, BenchConfig, BenchError, BenchInputs, BenchResult, ConfigError, Progress,
+};
 use crate::diag::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -92,10 +93,11 @@ pub struct Args {
 }
 
 impl Args {
-    /// The flags as the `benchmark` step's inputs.
-    fn inputs(&self) -> IndexMap<String, String> {
-        let mut inputs = IndexMap::new();
-        inputs.insert("target".to_owned(), self.url.clone());
+    /// The flags as the `benchmark` step's inputs, as text: they are read as the step's are,
+    /// so both accept and refuse the same values.
+    fn inputs(&self) -> Result<BenchInputs, ConfigError> {
+        let mut inputs = serde_json::Map::new();
+        inputs.insert("target".to_owned(), self.url.clone().into());
         let flags = [
             ("endpoint", &self.endpoint),
             ("model", &self.model),
@@ -120,13 +122,13 @@ impl Args {
         ];
         for (name, value) in flags {
             if let Some(value) = value {
-                inputs.insert(name.to_owned(), value.clone());
+                inputs.insert(name.to_owned(), value.clone().into());
             }
         }
         if !self.slo.is_empty() {
-            inputs.insert("slo".to_owned(), self.slo.join(","));
+            inputs.insert("slo".to_owned(), self.slo.join(",").into());
         }
-        inputs
+        BenchInputs::from_json(&inputs)
     }
 }
 
@@ -140,7 +142,10 @@ fn flag(input: &str) -> String {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let config = match BenchConfig::from_inputs(&args.inputs()) {
+    let config = match args
+        .inputs()
+        .and_then(|inputs| BenchConfig::from_inputs(&inputs))
+    {
         Ok(config) => config,
         Err(err) => {
             // Messages name step inputs; here they are flags.

@@ -6,7 +6,9 @@ use std::io::Write;
 use super::store_path::{StoreArgs, report};
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, did_you_mean, render};
 use crate::stats::Summary;
-use crate::store::{Direction, FieldDiff, HistoryPoint, HistoryQuery, Identity, SeriesKey};
+use crate::store::{
+    Direction, FieldDiff, HistoryPoint, HistoryQuery, Identity, ResultStore, SeriesKey,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -42,14 +44,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Ok(s) => s,
         Err(code) => return Ok(code),
     };
-    if let Some(series) = args
-        .series
-        .as_deref()
-        .filter(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_hexdigit()))
-    {
-        let d = Diagnostic::unlocated(format!("`{series}` is not a series key")).hint(
-            "a series key is hex digits, or a prefix of them, as `gpuflow history METRIC` shows it",
-        );
+    if let Some(d) = bad_series_key(args) {
         eprintln!("{}", render(&d, render_opts));
         return Ok(ExitCode::Usage);
     }
@@ -64,86 +59,141 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Err(e) => return Ok(report(&e, render_opts)),
     };
     if points.is_empty() {
-        let names = store.metric_names().unwrap_or_default();
-        let d = if names.contains(&args.metric) {
-            Diagnostic::unlocated(format!("no results of `{}` match", args.metric))
-                .hint("drop `--series` or `--workflow` to see every series")
-        } else {
-            Diagnostic::unlocated(format!("no results of metric `{}`", args.metric)).maybe_hint(
-                did_you_mean(&args.metric, &names).or_else(|| {
-                    (!names.is_empty()).then(|| {
-                        format!(
-                            "recorded metrics: {}",
-                            crate::diag::join_quoted(&names, "and")
-                        )
-                    })
-                }),
-            )
-        };
-        eprintln!("{}", render(&d, render_opts));
+        eprintln!("{}", render(&nothing_matches(args, &store), render_opts));
         return Ok(ExitCode::Failure);
     }
+    let series = by_series(&points);
+    if let Some(path) = &args.svg {
+        write_svg(path, args, &store, &series, &points)?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        write_json(&mut out, args, &store, &series)?;
+    } else {
+        write_tables(&mut out, args, &store, &series)?;
+    }
+    Ok(ExitCode::Success)
+}
 
-    // Series in order of their newest point, newest last, so the latest is nearest the prompt.
-    let mut series: Vec<(SeriesKey, Vec<&HistoryPoint>)> = Vec::new();
-    for p in &points {
+/// Points grouped by series.
+type Series<'a> = Vec<(SeriesKey, Vec<&'a HistoryPoint>)>;
+
+/// `--series` that is no series key (hex digits, or a prefix of them).
+fn bad_series_key(args: &Args) -> Option<Diagnostic> {
+    let series = args
+        .series
+        .as_deref()
+        .filter(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_hexdigit()))?;
+    Some(
+        Diagnostic::unlocated(format!("`{series}` is not a series key")).hint(
+            "a series key is hex digits, or a prefix of them, as `gpuflow history METRIC` shows it",
+        ),
+    )
+}
+
+/// Why no point was found: the filters left none out of a known metric, or the metric was
+/// never recorded (with the recorded ones, or the nearest of them).
+fn nothing_matches(args: &Args, store: &ResultStore) -> Diagnostic {
+    let names = store.metric_names().unwrap_or_default();
+    if names.contains(&args.metric) {
+        return Diagnostic::unlocated(format!("no results of `{}` match", args.metric))
+            .hint("drop `--series` or `--workflow` to see every series");
+    }
+    Diagnostic::unlocated(format!("no results of metric `{}`", args.metric)).maybe_hint(
+        did_you_mean(&args.metric, &names).or_else(|| {
+            (!names.is_empty()).then(|| {
+                format!(
+                    "recorded metrics: {}",
+                    crate::diag::join_quoted(&names, "and")
+                )
+            })
+        }),
+    )
+}
+
+/// Series in order of their newest point, newest last, so the latest is nearest the prompt.
+fn by_series(points: &[HistoryPoint]) -> Series<'_> {
+    let mut series: Series<'_> = Vec::new();
+    for p in points {
         match series.iter_mut().find(|(k, _)| *k == p.series_key) {
             Some((_, v)) => v.push(p),
             None => series.push((p.series_key.clone(), vec![p])),
         }
     }
     series.sort_by_key(|(_, v)| v.last().map(|p| (p.finished_at_ms, p.result_id)));
+    series
+}
 
-    if let Some(path) = &args.svg {
-        let lines: Vec<(String, Vec<(i64, f64)>)> = series
-            .iter()
-            .map(|(key, pts)| {
-                let env = store
-                    .series_identity(key)
-                    .ok()
-                    .flatten()
-                    .map(|id| describe_identity(&id))
-                    .unwrap_or_default();
-                let label = format!("series {}{env}", key.short());
-                let values = pts
-                    .iter()
-                    .map(|p| (p.finished_at_ms, p.summary.median))
-                    .collect();
-                (label, values)
-            })
-            .collect();
-        let unit = points.first().map_or("", |p| p.unit.as_str());
-        std::fs::write(
-            path,
-            crate::report::chart::series(&args.metric, unit, &lines),
-        )?;
-    }
+/// `--svg`: one line per series, labelled with its environment.
+fn write_svg(
+    path: &std::path::Path,
+    args: &Args,
+    store: &ResultStore,
+    series: &Series<'_>,
+    points: &[HistoryPoint],
+) -> anyhow::Result<()> {
+    let lines: Vec<(String, Vec<(i64, f64)>)> = series
+        .iter()
+        .map(|(key, pts)| {
+            let env = store
+                .series_identity(key)
+                .ok()
+                .flatten()
+                .map(|id| describe_identity(&id))
+                .unwrap_or_default();
+            let label = format!("series {}{env}", key.short());
+            let values = pts
+                .iter()
+                .map(|p| (p.finished_at_ms, p.summary.median))
+                .collect();
+            (label, values)
+        })
+        .collect();
+    let unit = points.first().map_or("", |p| p.unit.as_str());
+    std::fs::write(
+        path,
+        crate::report::chart::series(&args.metric, unit, &lines),
+    )?;
+    Ok(())
+}
 
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let mut list = Vec::new();
-        for (key, pts) in &series {
-            let identity = store.series_identity(key).ok().flatten();
-            list.push(serde_json::json!({
-                "key": key.0,
-                "identity": identity,
-                "unit": pts[0].unit,
-                "direction": pts[0].direction,
-                "points": pts.iter().map(|p| point_json(p)).collect::<Vec<_>>(),
-            }));
-        }
-        let doc = serde_json::json!({ "metric": args.metric, "series": list });
-        writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
-        return Ok(ExitCode::Success);
+fn write_json(
+    out: &mut impl Write,
+    args: &Args,
+    store: &ResultStore,
+    series: &Series<'_>,
+) -> anyhow::Result<()> {
+    let mut list = Vec::new();
+    for (key, pts) in series {
+        let identity = store.series_identity(key).ok().flatten();
+        list.push(serde_json::json!({
+            "key": key.0,
+            "identity": identity,
+            "unit": pts[0].unit,
+            "direction": pts[0].direction,
+            "points": pts.iter().map(|p| point_json(p)).collect::<Vec<_>>(),
+        }));
     }
+    let doc = serde_json::json!({ "metric": args.metric, "series": list });
+    writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
+    Ok(())
+}
+
+/// A table per series; each after the first says what sets it apart from the first, as
+/// headers show only the broad strokes.
+fn write_tables(
+    out: &mut impl Write,
+    args: &Args,
+    store: &ResultStore,
+    series: &Series<'_>,
+) -> anyhow::Result<()> {
     let mut first: Option<(SeriesKey, Identity)> = None;
     for (i, (key, pts)) in series.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
         let identity = store.series_identity(key).ok().flatten();
-        write_series(&mut out, &args.metric, key, identity.as_ref(), pts)?;
-        // Headers show only the broad strokes; say what sets this series apart.
+        write_series(out, &args.metric, key, identity.as_ref(), pts)?;
         match (&first, &identity) {
             (Some((first_key, first_id)), Some(id)) => {
                 let diffs: Vec<String> = id
@@ -162,7 +212,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             _ => {}
         }
     }
-    Ok(ExitCode::Success)
+    Ok(())
 }
 
 fn point_json(p: &HistoryPoint) -> serde_json::Value {

@@ -11,7 +11,7 @@ use git2::Repository;
 
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render, render_all};
 use crate::trigger::hook_input::{self, HOOKS, RefUpdate};
-use crate::trigger::{GpuflowHome, OutcomeKind, PushEvent, Queue, RunState, enqueue_push};
+use crate::trigger::{GpuflowHome, Outcome, OutcomeKind, PushEvent, Queue, RunState, enqueue_push};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -61,83 +61,119 @@ pub struct Args {
     pub hook_args: Vec<String>,
 }
 
+/// What stops the command: the problem and the exit code it means (boxed: a diagnostic is
+/// large, and every step of the command returns this as its error).
+struct Refused(Box<Diagnostic>, ExitCode);
+
+fn refused(d: Diagnostic, code: ExitCode) -> Refused {
+    Refused(Box::new(d), code)
+}
+
 pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> {
-    let fail = |d: Diagnostic, code: ExitCode| {
+    let fail = |Refused(d, code)| {
         eprintln!("{}", render(&d, render_opts));
         Ok(code)
     };
+    let repo = match open_repository(args) {
+        Ok(r) => r,
+        Err(refused) => return fail(refused),
+    };
+    let stdin = hook_stdin(args)?;
+    let updates = match ref_updates(args, &stdin, &repo) {
+        Ok(u) => u,
+        Err(refused) => return fail(refused),
+    };
+    let home = GpuflowHome::from_env();
+    let mut queue = match Queue::open(&home.queue()) {
+        Ok(q) => q,
+        Err(e) => return fail(infrastructure(e.to_string())),
+    };
+    let queued = match enqueue_all(args, render_opts, &repo, &updates, &mut queue) {
+        Ok(q) => q,
+        Err(refused) => return fail(refused),
+    };
+    if !queued.is_empty() && !args.no_worker {
+        let gpuflow = std::env::current_exe()?;
+        if let Err(refused) = start_worker(args, &home, &gpuflow) {
+            return fail(refused);
+        }
+    }
+    if args.wait && !queued.is_empty() {
+        return wait_for(&queue, &home, &queued, args);
+    }
+    Ok(ExitCode::Success)
+}
+
+fn infrastructure(message: String) -> Refused {
+    refused(Diagnostic::unlocated(message), ExitCode::Infrastructure)
+}
+
+fn open_repository(args: &Args) -> Result<Repository, Refused> {
     let repo = match &args.repo {
         Some(path) => Repository::open(path),
         None => Repository::open_from_env(),
     };
-    let repo = match repo {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
-                Diagnostic::unlocated(format!("not in a git repository: {}", e.message()))
-                    .hint("run it inside the repository, or pass `--repo PATH`"),
-                ExitCode::Usage,
-            );
-        }
-    };
-    let updates = match &args.hook {
-        Some(hook) => {
-            let mut stdin = String::new();
-            if matches!(hook.as_str(), "pre-push" | "post-receive") {
-                use std::io::Read;
-                std::io::stdin().read_to_string(&mut stdin)?;
-            }
-            match hook_input::updates(hook, &stdin, &repo) {
-                Ok(u) => u,
-                Err(message) => return fail(Diagnostic::unlocated(message), ExitCode::Usage),
-            }
-        }
-        None => vec![RefUpdate {
+    repo.map_err(|e| {
+        refused(
+            Diagnostic::unlocated(format!("not in a git repository: {}", e.message()))
+                .hint("run it inside the repository, or pass `--repo PATH`"),
+            ExitCode::Usage,
+        )
+    })
+}
+
+/// What git hands the hook on standard input (only `pre-push` and `post-receive` get any).
+fn hook_stdin(args: &Args) -> std::io::Result<String> {
+    let mut stdin = String::new();
+    if matches!(args.hook.as_deref(), Some("pre-push" | "post-receive")) {
+        use std::io::Read;
+        std::io::stdin().read_to_string(&mut stdin)?;
+    }
+    Ok(stdin)
+}
+
+/// The refs pushed: from the hook's input, or the one `--ref --before --after` name.
+fn ref_updates(args: &Args, stdin: &str, repo: &Repository) -> Result<Vec<RefUpdate>, Refused> {
+    match &args.hook {
+        Some(hook) => hook_input::updates(hook, stdin, repo)
+            .map_err(|message| refused(Diagnostic::unlocated(message), ExitCode::Usage)),
+        None => Ok(vec![RefUpdate {
             git_ref: args.git_ref.clone().unwrap_or_default(),
             before: args.before.clone().unwrap_or_default(),
             after: args.after.clone().unwrap_or_default(),
             local_ref: None,
-        }],
-    };
+        }]),
+    }
+}
 
-    let home = GpuflowHome::from_env();
-    let mut queue = match Queue::open(&home.queue()) {
-        Ok(q) => q,
-        Err(e) => {
-            return fail(
-                Diagnostic::unlocated(e.to_string()),
-                ExitCode::Infrastructure,
-            );
-        }
-    };
+/// Queues the runs each pushed ref asks for, saying what became of each workflow; returns
+/// the ids of the runs queued.
+fn enqueue_all(
+    args: &Args,
+    render_opts: RenderOptions,
+    repo: &Repository,
+    updates: &[RefUpdate],
+    queue: &mut Queue,
+) -> Result<Vec<String>, Refused> {
     let actor = std::env::var("USER").unwrap_or_else(|_| "gpuflow".into());
     let mut queued = Vec::new();
-    for update in &updates {
-        let push = match PushEvent::read(&repo, update) {
-            Ok(p) => p,
-            Err(e) => {
-                return fail(
-                    Diagnostic::unlocated(e.to_string()).hint(
-                        "give `--ref refs/heads/NAME --before SHA --after SHA` of this repository",
-                    ),
-                    ExitCode::Usage,
-                );
-            }
-        };
+    for update in updates {
+        let push = PushEvent::read(repo, update).map_err(|e| {
+            refused(
+                Diagnostic::unlocated(e.to_string()).hint(
+                    "give `--ref refs/heads/NAME --before SHA --after SHA` of this repository",
+                ),
+                ExitCode::Usage,
+            )
+        })?;
         if push.is_deletion() {
             say(args, &format!("{}: deleted; nothing to run", push.git_ref));
             continue;
         }
-        let outcomes = match enqueue_push(&repo, &push, &mut queue, &actor) {
-            Ok(o) => o,
-            Err(crate::trigger::enqueue::EnqueueError::Queue(e)) => {
-                return fail(
-                    Diagnostic::unlocated(e.to_string()),
-                    ExitCode::Infrastructure,
-                );
-            }
-            Err(e) => return fail(Diagnostic::unlocated(e.to_string()), ExitCode::Usage),
-        };
+        let outcomes = enqueue_push(repo, &push, queue, &actor).map_err(|e| match e {
+            crate::trigger::enqueue::EnqueueError::Queue(e) => infrastructure(e.to_string()),
+            e => refused(Diagnostic::unlocated(e.to_string()), ExitCode::Usage),
+        })?;
         say(
             args,
             &format!(
@@ -148,75 +184,80 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
                 push.changed.len()
             ),
         );
-        for o in outcomes {
-            let (result, detail) = match &o.result {
-                OutcomeKind::Queued {
-                    run_id,
-                    name,
-                    superseded,
-                } => {
-                    queued.push(run_id.clone());
-                    let mut line = format!("  queued   run {run_id}: `{name}` ({})", o.workflow);
-                    if !superseded.is_empty() {
-                        line.push_str(&format!("; superseding {}", superseded.join(", ")));
-                    }
-                    say(args, &line);
-                    (
-                        "queued",
-                        serde_json::json!({ "run_id": run_id, "name": name, "superseded": superseded }),
-                    )
-                }
-                OutcomeKind::Skipped(why) => {
-                    say(args, &format!("  skipped  {}: {why}", o.workflow));
-                    ("skipped", serde_json::json!({ "reason": why }))
-                }
-                OutcomeKind::NotOnPush => ("not-on-push", serde_json::json!({})),
-                OutcomeKind::Invalid(diags) => {
-                    eprint!("{}", render_all(diags, render_opts));
-                    say(
-                        args,
-                        &format!("  invalid  {}: not run (see above)", o.workflow),
-                    );
-                    ("invalid", serde_json::json!({}))
-                }
-            };
-            let mut entry = serde_json::json!({
-                "ref": push.git_ref, "after": push.after, "workflow": o.workflow, "result": result,
-            });
-            if let (Some(e), serde_json::Value::Object(d)) = (entry.as_object_mut(), detail) {
-                e.extend(d);
+        for o in &outcomes {
+            if let OutcomeKind::Queued { run_id, .. } = &o.result {
+                queued.push(run_id.clone());
             }
-            // JSON Lines, one object per workflow as it is decided (docs/triggers.md): a
-            // script reads them with `while read` or `jq -c`, and a push of several refs is
-            // not one array per ref.
-            if args.json {
-                println!("{entry}");
-            }
+            tell_outcome(args, render_opts, &push, o);
         }
     }
-    if !queued.is_empty() && !args.no_worker {
-        let gpuflow = std::env::current_exe()?;
-        match crate::worker::start_detached(&home, &gpuflow, Some(args.worker_idle_exit)) {
-            Ok(Some(pid)) => say(
+    Ok(queued)
+}
+
+/// What became of one workflow: a line, and with `--json` its object.
+fn tell_outcome(args: &Args, render_opts: RenderOptions, push: &PushEvent, o: &Outcome) {
+    let (result, detail) = match &o.result {
+        OutcomeKind::Queued {
+            run_id,
+            name,
+            superseded,
+        } => {
+            let mut line = format!("  queued   run {run_id}: `{name}` ({})", o.workflow);
+            if !superseded.is_empty() {
+                line.push_str(&format!("; superseding {}", superseded.join(", ")));
+            }
+            say(args, &line);
+            (
+                "queued",
+                serde_json::json!({ "run_id": run_id, "name": name, "superseded": superseded }),
+            )
+        }
+        OutcomeKind::Skipped(why) => {
+            say(args, &format!("  skipped  {}: {why}", o.workflow));
+            ("skipped", serde_json::json!({ "reason": why }))
+        }
+        OutcomeKind::NotOnPush => ("not-on-push", serde_json::json!({})),
+        OutcomeKind::Invalid(diags) => {
+            eprint!("{}", render_all(diags, render_opts));
+            say(
                 args,
-                &format!("worker started (pid {pid}); `gpuflow runs` lists the runs"),
-            ),
-            Ok(None) => {}
-            Err(e) => {
-                return fail(
-                    Diagnostic::unlocated(format!(
-                        "the runs are queued, but no worker could be started: {e}"
-                    ))
-                    .hint("start one with `gpuflow worker`"),
-                    ExitCode::Infrastructure,
-                );
-            }
+                &format!("  invalid  {}: not run (see above)", o.workflow),
+            );
+            ("invalid", serde_json::json!({}))
+        }
+    };
+    let mut entry = serde_json::json!({
+        "ref": push.git_ref, "after": push.after, "workflow": o.workflow, "result": result,
+    });
+    if let (Some(e), serde_json::Value::Object(d)) = (entry.as_object_mut(), detail) {
+        e.extend(d);
+    }
+    // JSON Lines, one object per workflow as it is decided (docs/triggers.md): a script reads
+    // them with `while read` or `jq -c`, and a push of several refs is not one array per ref.
+    if args.json {
+        println!("{entry}");
+    }
+}
+
+/// A worker to run what was queued, unless one is running already.
+fn start_worker(args: &Args, home: &GpuflowHome, gpuflow: &std::path::Path) -> Result<(), Refused> {
+    match crate::worker::start_detached(home, gpuflow, Some(args.worker_idle_exit)) {
+        Ok(Some(pid)) => say(
+            args,
+            &format!("worker started (pid {pid}); `gpuflow runs` lists the runs"),
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            return Err(refused(
+                Diagnostic::unlocated(format!(
+                    "the runs are queued, but no worker could be started: {e}"
+                ))
+                .hint("start one with `gpuflow worker`"),
+                ExitCode::Infrastructure,
+            ));
         }
     }
-    if args.wait && !queued.is_empty() {
-        return wait_for(&queue, &home, &queued, args);
-    }
-    Ok(ExitCode::Success)
+    Ok(())
 }
 
 /// Waits for every run in `ids` to end; exit 1 unless all succeeded.

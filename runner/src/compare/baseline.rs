@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{BaselineSpec, CompareError};
-use crate::store::{FieldDiff, Identity, ResultFilter, ResultStore, StoredResult};
+use crate::store::{FieldDiff, Identity, ResultFilter, ResultStore, SeriesKey, StoredResult};
 
 /// The baseline's numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,148 +51,215 @@ pub fn resolve(
     unit: &str,
     allow_incomparable: bool,
 ) -> Result<Option<Baseline>, CompareError> {
-    let key = current.identity.series_key();
-    let filter = |limit: usize| ResultFilter {
-        metric: metric.to_string(),
-        series_key: (!allow_incomparable).then(|| key.clone()),
-        workflow: allow_incomparable.then(|| current.workflow.to_string()),
-        job: allow_incomparable.then(|| current.job.to_string()),
-        step: allow_incomparable.then(|| current.step.to_string()),
-        git_ref: None,
-        exclude_run: Some(current.run_id.to_string()),
-        limit,
-    };
-    let samples_of = |r: &StoredResult| {
-        r.metric(metric)
-            .map(|m| m.samples.clone())
-            .unwrap_or_default()
+    let ask = Asking {
+        store,
+        current,
+        metric,
+        key: current.identity.series_key(),
+        allow_incomparable,
     };
     match spec {
         BaselineSpec::Fixed { value, unit: given } => {
-            if let Some(given) = given.as_deref().filter(|g| *g != unit) {
-                return Err(CompareError::UnitMismatch {
-                    input: format!("{value} {given}"),
-                    given: given.to_string(),
-                    metric: metric.to_string(),
-                    unit: unit.to_string(),
-                });
-            }
-            let shown = super::value_text::format_value(*value, unit);
-            Ok(Some(Baseline {
-                description: format!("the fixed value {shown}"),
-                data: BaselineData::Fixed(*value),
-                differences: Vec::new(),
-            }))
+            fixed(*value, given.as_deref(), metric, unit).map(Some)
         }
-        BaselineSpec::Previous => {
-            let found = store.find(&filter(1))?;
-            Ok(found.first().map(|r| Baseline {
+        BaselineSpec::Previous => ask.previous(),
+        BaselineSpec::Window(n) => ask.window(*n),
+        BaselineSpec::Pinned(name) => ask.pinned(name).map(Some),
+    }
+}
+
+/// A number the user gave, in the metric's unit.
+fn fixed(
+    value: f64,
+    given: Option<&str>,
+    metric: &str,
+    unit: &str,
+) -> Result<Baseline, CompareError> {
+    if let Some(given) = given.filter(|g| *g != unit) {
+        return Err(CompareError::UnitMismatch {
+            input: format!("{value} {given}"),
+            given: given.to_string(),
+            metric: metric.to_string(),
+            unit: unit.to_string(),
+        });
+    }
+    let shown = super::value_text::format_value(value, unit);
+    Ok(Baseline {
+        description: format!("the fixed value {shown}"),
+        data: BaselineData::Fixed(value),
+        differences: Vec::new(),
+    })
+}
+
+/// A baseline looked up in the store for one metric of the current result.
+struct Asking<'a> {
+    store: &'a ResultStore,
+    current: &'a CurrentRun<'a>,
+    metric: &'a str,
+    /// The current result's series.
+    key: SeriesKey,
+    allow_incomparable: bool,
+}
+
+impl Asking<'_> {
+    /// Past results with the metric: of the same series, or with `allow_incomparable` of the
+    /// same workflow, job and step; never of the current run.
+    fn filter(&self, limit: usize) -> ResultFilter {
+        let loose = self.allow_incomparable;
+        ResultFilter {
+            metric: self.metric.to_string(),
+            series_key: (!loose).then(|| self.key.clone()),
+            workflow: loose.then(|| self.current.workflow.to_string()),
+            job: loose.then(|| self.current.job.to_string()),
+            step: loose.then(|| self.current.step.to_string()),
+            git_ref: None,
+            exclude_run: Some(self.current.run_id.to_string()),
+            limit,
+        }
+    }
+
+    fn samples_of(&self, r: &StoredResult) -> Vec<f64> {
+        r.metric(self.metric)
+            .map(|m| m.samples.clone())
+            .unwrap_or_default()
+    }
+
+    fn differences(&self, r: &StoredResult) -> Vec<FieldDiff> {
+        self.current.identity.differences(&r.fingerprint.identity)
+    }
+
+    fn previous(&self) -> Result<Option<Baseline>, CompareError> {
+        let found = self.store.find(&self.filter(1))?;
+        Ok(found.first().map(|r| {
+            let samples = self.samples_of(r);
+            Baseline {
                 // With `allow-incomparable` the run may be of another series: "comparable"
                 // would then claim what the differences below deny.
-                description: if r.series_key == key {
+                description: if r.series_key == self.key {
                     format!(
                         "the previous comparable run `{}` ({} samples)",
                         r.run_id,
-                        samples_of(r).len()
+                        samples.len()
                     )
                 } else {
                     format!(
                         "the previous run `{}` ({} samples; from another series: allow-incomparable)",
                         r.run_id,
-                        samples_of(r).len()
+                        samples.len()
                     )
                 },
-                data: BaselineData::Samples(samples_of(r)),
-                differences: current.identity.differences(&r.fingerprint.identity),
-            }))
-        }
-        BaselineSpec::Window(n) => {
-            let mut f = filter(*n);
-            f.git_ref = current.git_ref.map(str::to_string);
-            let found = store.find(&f)?;
-            if found.is_empty() {
-                return Ok(None);
+                data: BaselineData::Samples(samples),
+                differences: self.differences(r),
             }
-            let mut differences: Vec<FieldDiff> = Vec::new();
-            for r in &found {
-                for d in current.identity.differences(&r.fingerprint.identity) {
-                    if !differences.iter().any(|x| x.field == d.field) {
-                        differences.push(d);
-                    }
+        }))
+    }
+
+    /// The last `n` results on the current branch.
+    fn window(&self, n: usize) -> Result<Option<Baseline>, CompareError> {
+        let mut f = self.filter(n);
+        f.git_ref = self.current.git_ref.map(str::to_string);
+        let found = self.store.find(&f)?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let mut differences: Vec<FieldDiff> = Vec::new();
+        for r in &found {
+            for d in self.differences(r) {
+                if !differences.iter().any(|x| x.field == d.field) {
+                    differences.push(d);
                 }
             }
-            let on = current
-                .git_ref
-                .map(|b| format!(" on `{b}`"))
-                .unwrap_or_default();
-            let asked = if found.len() < *n {
-                format!(", of {n} asked for")
-            } else {
-                String::new()
-            };
-            let other = found.iter().filter(|r| r.series_key != key).count();
-            let description = if other == 0 {
-                format!(
-                    "a window of the last {} comparable runs{on}{asked}",
-                    found.len()
-                )
-            } else {
-                format!(
-                    "a window of the last {} runs{on}{asked} ({other} from another series: allow-incomparable)",
-                    found.len()
-                )
-            };
-            Ok(Some(Baseline {
-                description,
-                data: BaselineData::Window(found.iter().map(samples_of).collect()),
-                differences,
-            }))
         }
-        BaselineSpec::Pinned(name) => {
-            let Some(pin) = store.baseline(name, metric)? else {
-                let names: Vec<String> = store.baselines()?.into_iter().map(|b| b.name).collect();
-                let suggestion = crate::diag::did_you_mean(name, &names).or_else(|| {
-                    Some(if names.is_empty() {
-                        "pin one with `gpuflow baseline set NAME RUN`".to_string()
-                    } else {
-                        format!("pinned: {}", crate::diag::join_quoted(&names, "and"))
-                    })
-                });
-                return Err(CompareError::UnknownBaseline {
-                    name: name.clone(),
-                    suggestion,
-                });
-            };
-            let results = store.run_results(&pin.run_id)?;
-            let with_metric: Vec<&StoredResult> = results
-                .iter()
-                .filter(|r| r.metric(metric).is_some_and(|m| !m.samples.is_empty()))
-                .collect();
-            // The pinned run may hold several matrix cells: prefer the one of this series, then
-            // the same job and step, then the first.
-            let chosen = with_metric
-                .iter()
-                .find(|r| r.series_key == key)
-                .or_else(|| {
-                    with_metric
-                        .iter()
-                        .find(|r| r.job == current.job && r.step == current.step)
-                })
-                .or_else(|| with_metric.first())
-                .ok_or_else(|| CompareError::MetricMissing {
-                    name: name.clone(),
-                    run: pin.run_id.clone(),
-                    metric: metric.to_string(),
-                })?;
-            Ok(Some(Baseline {
-                description: format!(
-                    "pinned baseline `{name}` (run `{}`, {} samples)",
-                    pin.run_id,
-                    samples_of(chosen).len()
-                ),
-                data: BaselineData::Samples(samples_of(chosen)),
-                differences: current.identity.differences(&chosen.fingerprint.identity),
-            }))
+        Ok(Some(Baseline {
+            description: self.window_description(&found, n),
+            data: BaselineData::Window(found.iter().map(|r| self.samples_of(r)).collect()),
+            differences,
+        }))
+    }
+
+    /// `a window of the last 5 comparable runs on `main``, saying when fewer were found
+    /// than asked for and how many are of another series.
+    fn window_description(&self, found: &[StoredResult], n: usize) -> String {
+        let on = self
+            .current
+            .git_ref
+            .map(|b| format!(" on `{b}`"))
+            .unwrap_or_default();
+        let asked = if found.len() < n {
+            format!(", of {n} asked for")
+        } else {
+            String::new()
+        };
+        let other = found.iter().filter(|r| r.series_key != self.key).count();
+        if other == 0 {
+            format!(
+                "a window of the last {} comparable runs{on}{asked}",
+                found.len()
+            )
+        } else {
+            format!(
+                "a window of the last {} runs{on}{asked} ({other} from another series: allow-incomparable)",
+                found.len()
+            )
         }
+    }
+
+    /// The result of the run pinned as `name` that has the metric: of this series, else of
+    /// the same job and step, else the first (a pinned run may hold several matrix cells).
+    fn pinned(&self, name: &str) -> Result<Baseline, CompareError> {
+        let Some(pin) = self.store.baseline(name, self.metric)? else {
+            return Err(self.unknown_baseline(name)?);
+        };
+        let results = self.store.run_results(&pin.run_id)?;
+        let with_metric: Vec<&StoredResult> = results
+            .iter()
+            .filter(|r| r.metric(self.metric).is_some_and(|m| !m.samples.is_empty()))
+            .collect();
+        let current = self.current;
+        let chosen = with_metric
+            .iter()
+            .find(|r| r.series_key == self.key)
+            .or_else(|| {
+                with_metric
+                    .iter()
+                    .find(|r| r.job == current.job && r.step == current.step)
+            })
+            .or_else(|| with_metric.first())
+            .ok_or_else(|| CompareError::MetricMissing {
+                name: name.to_string(),
+                run: pin.run_id.clone(),
+                metric: self.metric.to_string(),
+            })?;
+        let samples = self.samples_of(chosen);
+        Ok(Baseline {
+            description: format!(
+                "pinned baseline `{name}` (run `{}`, {} samples)",
+                pin.run_id,
+                samples.len()
+            ),
+            data: BaselineData::Samples(samples),
+            differences: self.differences(chosen),
+        })
+    }
+
+    /// No baseline is pinned as `name`: the nearest pinned name, or how to pin one.
+    fn unknown_baseline(&self, name: &str) -> Result<CompareError, CompareError> {
+        let names: Vec<String> = self
+            .store
+            .baselines()?
+            .into_iter()
+            .map(|b| b.name)
+            .collect();
+        let suggestion = crate::diag::did_you_mean(name, &names).or_else(|| {
+            Some(if names.is_empty() {
+                "pin one with `gpuflow baseline set NAME RUN`".to_string()
+            } else {
+                format!("pinned: {}", crate::diag::join_quoted(&names, "and"))
+            })
+        });
+        Ok(CompareError::UnknownBaseline {
+            name: name.to_string(),
+            suggestion,
+        })
     }
 }

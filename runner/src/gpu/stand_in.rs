@@ -113,126 +113,58 @@ pub fn parse(file: &Arc<SourceFile>) -> Result<Inventory, Diagnostics> {
         }
         return Err(r.diagnostics);
     }
-    let root = root.into_inner();
-    let mut top = Top::default();
-    let mut entries: Vec<(Span, FileGpu)> = Vec::new();
-    // A `gpus` that is no list of tables is reported as that, not also as "no GPU".
-    let mut gpus_had_problems = false;
-    for (key, value) in &root {
-        match key.get_ref().as_ref() {
-            "driver" => top.driver = r.string(value, "driver", "570.86.15"),
-            "cuda" => top.cuda = r.string(value, "cuda", "12.8"),
-            "model" => top.model = r.string(value, "model", "NVIDIA L40S"),
-            "memory-mib" => top.memory_mib = r.number(value, "memory-mib", "46068"),
-            "nvlinks" => top.nvlinks = r.number(value, "nvlinks", "18"),
-            "gpus" => {
-                let before = r.diagnostics.len();
-                entries = r.gpus(value);
-                gpus_had_problems = r.diagnostics.len() > before;
-            }
-            _ => r.unknown_key(key, TOP_KEYS, "a top-level key"),
-        }
-    }
-    if entries.is_empty() && !gpus_had_problems {
-        r.diagnostics.push(
-            Diagnostic::error(file, Span::default(), "the stand-in inventory lists no GPU")
-                .hint("add one `[[gpus]]` table per GPU with at least `index = 0`"),
-        );
-    }
-    let mut gpus: Vec<(Gpu, Option<u32>, Option<u32>)> = Vec::new();
-    for (span, g) in entries {
-        let Some(index) = g.index else {
-            continue;
-        };
-        let uuid = g
-            .uuid
-            .clone()
-            .unwrap_or_else(|| format!("GPU-stand-in-{index:04}"));
-        if let Some((other, ..)) = gpus
-            .iter()
-            .find(|(o, ..)| o.index == index || o.uuid == uuid)
-        {
-            let what = if other.index == index {
-                format!("index `{index}`")
-            } else {
-                format!("uuid `{uuid}`")
-            };
-            r.diagnostics.push(
-                Diagnostic::error(file, span, format!("two GPUs have {what}"))
-                    .label("listed again here")
-                    .hint("give each `[[gpus]]` its own `index` and `uuid`"),
-            );
-            continue;
-        }
-        let Some(model) = g.model.clone().or_else(|| top.model.clone()) else {
-            r.diagnostics.push(
-                Diagnostic::error(file, span, format!("GPU {index} has no model"))
-                    .hint("add `model = \"NVIDIA L40S\"` to it, or once at the top of the file"),
-            );
-            continue;
-        };
-        gpus.push((
-            Gpu {
-                index,
-                uuid,
-                model,
-                memory_mib: g.memory_mib.or(top.memory_mib).unwrap_or(0),
-                mig: g.mig,
-                numa_node: g.numa_node,
-                bus_id: g.bus_id.clone(),
-                state: GpuState {
-                    memory_used_mib: g.memory_used_mib,
-                    processes: g.processes,
-                    ecc_errors: g.ecc_errors,
-                    persistence_mode: g.persistence_mode,
-                    sm_clock_mhz: g.sm_clock_mhz,
-                    max_sm_clock_mhz: g.max_sm_clock_mhz,
-                },
-            },
-            g.pcie_switch,
-            g.nvlink_group,
-        ));
-    }
+    let (top, entries) = r.top_level(&root.into_inner());
+    let mut gpus = r.gpus_of(&top, entries);
     if r.diagnostics.has_errors() {
         return Err(r.diagnostics.sorted());
     }
-    gpus.sort_by_key(|(g, ..)| g.index);
-    let nvlinks = top.nvlinks.unwrap_or(1);
-    let links = gpus
-        .iter()
-        .map(|(a, a_switch, a_nv)| {
-            gpus.iter()
-                .map(|(b, b_switch, b_nv)| {
-                    if a.index == b.index {
-                        return Link::SELF;
-                    }
-                    let pcie = if a_switch.is_some() && a_switch == b_switch {
-                        PciePath::Pix
-                    } else if a.numa_node.is_some() && a.numa_node == b.numa_node {
-                        PciePath::Node
-                    } else if a.numa_node.is_none() || b.numa_node.is_none() {
-                        PciePath::Phb
-                    } else {
-                        PciePath::Sys
-                    };
-                    let nvlinked = a_nv.is_some() && a_nv == b_nv;
-                    Link {
-                        nvlinks: if nvlinked { nvlinks } else { 0 },
-                        pcie,
-                    }
-                })
-                .collect()
-        })
-        .collect();
+    gpus.sort_by_key(|g| g.gpu.index);
+    let links = links(&gpus, top.nvlinks.unwrap_or(1));
     Ok(Inventory {
         source: Source::StandIn {
             path: file.name.clone(),
         },
         driver: top.driver,
         cuda: top.cuda,
-        gpus: gpus.into_iter().map(|(g, ..)| g).collect(),
+        gpus: gpus.into_iter().map(|g| g.gpu).collect(),
         links,
     })
+}
+
+/// A GPU with where it sits, which decides its links to the others.
+struct Placed {
+    gpu: Gpu,
+    pcie_switch: Option<u32>,
+    nvlink_group: Option<u32>,
+}
+
+/// The link between every two GPUs: `nvlinks` bonded links within an `nvlink-group`, and a
+/// PCIe path by switch and NUMA node (`nvidia-smi topo -m`'s PIX, NODE, PHB or SYS).
+fn links(gpus: &[Placed], nvlinks: u32) -> Vec<Vec<Link>> {
+    gpus.iter()
+        .map(|a| gpus.iter().map(|b| link(a, b, nvlinks)).collect())
+        .collect()
+}
+
+fn link(a: &Placed, b: &Placed, nvlinks: u32) -> Link {
+    if a.gpu.index == b.gpu.index {
+        return Link::SELF;
+    }
+    let (a_numa, b_numa) = (a.gpu.numa_node, b.gpu.numa_node);
+    let pcie = if a.pcie_switch.is_some() && a.pcie_switch == b.pcie_switch {
+        PciePath::Pix
+    } else if a_numa.is_some() && a_numa == b_numa {
+        PciePath::Node
+    } else if a_numa.is_none() || b_numa.is_none() {
+        PciePath::Phb
+    } else {
+        PciePath::Sys
+    };
+    let nvlinked = a.nvlink_group.is_some() && a.nvlink_group == b.nvlink_group;
+    Link {
+        nvlinks: if nvlinked { nvlinks } else { 0 },
+        pcie,
+    }
 }
 
 /// The top level's values that each GPU may override.
@@ -279,6 +211,102 @@ struct Reader {
 }
 
 impl Reader {
+    /// The top-level values and the `[[gpus]]` tables; says when there is no GPU (unless
+    /// `gpus` was no list of tables, which is reported as that).
+    fn top_level(&mut self, root: &DeTable<'_>) -> (Top, Vec<(Span, FileGpu)>) {
+        let mut top = Top::default();
+        let mut entries: Vec<(Span, FileGpu)> = Vec::new();
+        let mut gpus_had_problems = false;
+        for (key, value) in root {
+            match key.get_ref().as_ref() {
+                "driver" => top.driver = self.string(value, "driver", "570.86.15"),
+                "cuda" => top.cuda = self.string(value, "cuda", "12.8"),
+                "model" => top.model = self.string(value, "model", "NVIDIA L40S"),
+                "memory-mib" => top.memory_mib = self.number(value, "memory-mib", "46068"),
+                "nvlinks" => top.nvlinks = self.number(value, "nvlinks", "18"),
+                "gpus" => {
+                    let before = self.diagnostics.len();
+                    entries = self.gpus(value);
+                    gpus_had_problems = self.diagnostics.len() > before;
+                }
+                _ => self.unknown_key(key, TOP_KEYS, "a top-level key"),
+            }
+        }
+        if entries.is_empty() && !gpus_had_problems {
+            self.diagnostics.push(
+                Diagnostic::error(
+                    &self.file,
+                    Span::default(),
+                    "the stand-in inventory lists no GPU",
+                )
+                .hint("add one `[[gpus]]` table per GPU with at least `index = 0`"),
+            );
+        }
+        (top, entries)
+    }
+
+    /// The GPUs the tables describe, with the top level's values where they give none;
+    /// a table without a valid index (already reported), a repeated index or uuid, or no
+    /// model is left out.
+    fn gpus_of(&mut self, top: &Top, entries: Vec<(Span, FileGpu)>) -> Vec<Placed> {
+        let mut gpus: Vec<Placed> = Vec::new();
+        for (span, g) in entries {
+            let Some(index) = g.index else {
+                continue;
+            };
+            let uuid = g
+                .uuid
+                .clone()
+                .unwrap_or_else(|| format!("GPU-stand-in-{index:04}"));
+            if let Some(other) = gpus
+                .iter()
+                .find(|o| o.gpu.index == index || o.gpu.uuid == uuid)
+            {
+                let what = if other.gpu.index == index {
+                    format!("index `{index}`")
+                } else {
+                    format!("uuid `{uuid}`")
+                };
+                self.diagnostics.push(
+                    Diagnostic::error(&self.file, span, format!("two GPUs have {what}"))
+                        .label("listed again here")
+                        .hint("give each `[[gpus]]` its own `index` and `uuid`"),
+                );
+                continue;
+            }
+            let Some(model) = g.model.clone().or_else(|| top.model.clone()) else {
+                self.diagnostics.push(
+                    Diagnostic::error(&self.file, span, format!("GPU {index} has no model")).hint(
+                        "add `model = \"NVIDIA L40S\"` to it, or once at the top of the file",
+                    ),
+                );
+                continue;
+            };
+            gpus.push(Placed {
+                gpu: Gpu {
+                    index,
+                    uuid,
+                    model,
+                    memory_mib: g.memory_mib.or(top.memory_mib).unwrap_or(0),
+                    mig: g.mig,
+                    numa_node: g.numa_node,
+                    bus_id: g.bus_id.clone(),
+                    state: GpuState {
+                        memory_used_mib: g.memory_used_mib,
+                        processes: g.processes,
+                        ecc_errors: g.ecc_errors,
+                        persistence_mode: g.persistence_mode,
+                        sm_clock_mhz: g.sm_clock_mhz,
+                        max_sm_clock_mhz: g.max_sm_clock_mhz,
+                    },
+                },
+                pcie_switch: g.pcie_switch,
+                nvlink_group: g.nvlink_group,
+            });
+        }
+        gpus
+    }
+
     fn error(&mut self, span: Span, message: String, hint: String) {
         let label = match message.split_once(" must be ") {
             Some((_, what)) => format!("expected {what}"),

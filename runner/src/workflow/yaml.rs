@@ -170,6 +170,23 @@ pub fn parse(file: &Arc<SourceFile>) -> (Option<Node>, Diagnostics) {
     (Some(root), b.diags)
 }
 
+/// A scalar as a node: a plain one typed by the core schema (unless tagged `!!str`), a
+/// quoted one's content without its quotes.
+fn scalar(value: &str, style: ScalarStyle, forced_string: bool, span: Span) -> Node {
+    let content = match style {
+        ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted if span.end >= span.start + 2 => {
+            Span::new(span.start + 1, span.end - 1)
+        }
+        _ => span,
+    };
+    let kind = if style == ScalarStyle::Plain && !forced_string {
+        type_plain_scalar(value)
+    } else {
+        NodeKind::String(value.to_string())
+    };
+    Node::scalar(kind, span, content, value.to_owned())
+}
+
 enum Frame {
     Seq {
         start: usize,
@@ -202,40 +219,11 @@ impl Builder<'_> {
     /// Handles one event; `false` stops parsing.
     fn event(&mut self, event: Event<'_>, span: Span) -> bool {
         match event {
-            Event::DocumentStart(_) => {
-                self.documents += 1;
-                if self.documents > 1 {
-                    self.diags.push(
-                        Diagnostic::error(
-                            self.file,
-                            span,
-                            "a workflow file holds one YAML document",
-                        )
-                        .label("a second document starts here")
-                        .hint("remove this `---` and what follows, or move it to its own file"),
-                    );
-                    self.fatal = true;
-                    return false;
-                }
-            }
+            Event::DocumentStart(_) => return self.document_start(span),
             Event::Scalar(value, style, anchor, tag) => {
-                let content = match style {
-                    ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted
-                        if span.end >= span.start + 2 =>
-                    {
-                        Span::new(span.start + 1, span.end - 1)
-                    }
-                    _ => span,
-                };
                 let forced_string =
                     tag.is_some_and(|t| t.is_yaml_core_schema() && t.suffix == "str");
-                let kind = if style == ScalarStyle::Plain && !forced_string {
-                    type_plain_scalar(&value)
-                } else {
-                    NodeKind::String(value.to_string())
-                };
-                let node = Node::scalar(kind, span, content, value.into_owned());
-                return self.complete(node, anchor);
+                return self.complete(scalar(&value, style, forced_string, span), anchor);
             }
             Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq {
                 start: span.start,
@@ -249,94 +237,117 @@ impl Builder<'_> {
                 key: None,
                 seen: HashMap::new(),
             }),
-            Event::SequenceEnd | Event::MappingEnd => {
-                let Some(frame) = self.stack.pop() else {
-                    return true;
-                };
-                let (kind, start, anchor, depth, last_end) = match frame {
-                    Frame::Seq {
-                        start,
-                        anchor,
-                        items,
-                    } => {
-                        let depth = items.iter().map(|n| n.depth).max().unwrap_or(0);
-                        let last = items.last().map(|n| n.span.end);
-                        (NodeKind::Seq(items), start, anchor, depth, last)
-                    }
-                    Frame::Map {
-                        start,
-                        anchor,
-                        entries,
-                        ..
-                    } => {
-                        let depth = entries.iter().map(|e| e.value.depth).max().unwrap_or(0);
-                        let last = entries.last().map(|e| e.value.span.end.max(e.key.span.end));
-                        (NodeKind::Map(entries), start, anchor, depth, last)
-                    }
-                };
-                // A block collection "ends" where the next token starts (often the next line);
-                // a flow one ends after its bracket. Take whichever is tighter but still
-                // covers the last child.
-                let end = match last_end {
-                    Some(last) if span.end > last && self.is_flow_close(span) => span.end,
-                    Some(last) => last,
-                    None => span.end.max(start),
-                };
-                let span = Span::new(start, end.max(start));
-                let node = Node {
-                    kind,
-                    span,
-                    content: span,
-                    text: String::new(),
-                    depth: depth + 1,
-                };
-                if node.depth > MAX_DEPTH {
-                    self.diags.push(
-                        Diagnostic::error(
-                            self.file,
-                            Span::new(start, start),
-                            "the document is nested too deeply",
-                        )
-                        .label(format!(
-                            "more than {MAX_DEPTH} levels of lists and mappings below here"
-                        )),
-                    );
-                    self.fatal = true;
-                    return false;
-                }
-                return self.complete(node, anchor);
-            }
-            Event::Alias(id) => {
-                let Some(mut node) = self.anchors.get(&id).cloned() else {
-                    self.diags.push(
-                        Diagnostic::error(self.file, span, "unknown alias")
-                            .label("no anchor with this name before here"),
-                    );
-                    self.fatal = true;
-                    return false;
-                };
-                let size = node.size();
-                if size > self.alias_budget {
-                    self.diags.push(
-                        Diagnostic::error(self.file, span, "aliases expand to too many values")
-                            .label("this alias makes the document too large")
-                            .hint("write the repeated part out, or use fewer nested aliases"),
-                    );
-                    self.fatal = true;
-                    return false;
-                }
-                self.alias_budget -= size;
-                // The alias itself is where the value is used; what is inside keeps pointing
-                // at the anchor's text, which is where it is written.
-                node.span = span;
-                if node.is_scalar() {
-                    node.content = span;
-                }
-                return self.complete(node, 0);
-            }
+            Event::SequenceEnd | Event::MappingEnd => return self.collection_end(span),
+            Event::Alias(id) => return self.alias(id, span),
             Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Nothing => {}
         }
         true
+    }
+
+    /// A second document is refused: a workflow file holds one.
+    fn document_start(&mut self, span: Span) -> bool {
+        self.documents += 1;
+        if self.documents > 1 {
+            self.stop_with(
+                Diagnostic::error(self.file, span, "a workflow file holds one YAML document")
+                    .label("a second document starts here")
+                    .hint("remove this `---` and what follows, or move it to its own file"),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// Reports `d` and stops parsing.
+    fn stop_with(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+        self.fatal = true;
+    }
+
+    /// The list or mapping that ends here becomes a node, unless it is nested too deeply.
+    fn collection_end(&mut self, span: Span) -> bool {
+        let Some(frame) = self.stack.pop() else {
+            return true;
+        };
+        let (kind, start, anchor, depth, last_end) = match frame {
+            Frame::Seq {
+                start,
+                anchor,
+                items,
+            } => {
+                let depth = items.iter().map(|n| n.depth).max().unwrap_or(0);
+                let last = items.last().map(|n| n.span.end);
+                (NodeKind::Seq(items), start, anchor, depth, last)
+            }
+            Frame::Map {
+                start,
+                anchor,
+                entries,
+                ..
+            } => {
+                let depth = entries.iter().map(|e| e.value.depth).max().unwrap_or(0);
+                let last = entries.last().map(|e| e.value.span.end.max(e.key.span.end));
+                (NodeKind::Map(entries), start, anchor, depth, last)
+            }
+        };
+        // A block collection "ends" where the next token starts (often the next line); a
+        // flow one ends after its bracket. Take whichever is tighter but still covers the
+        // last child.
+        let end = match last_end {
+            Some(last) if span.end > last && self.is_flow_close(span) => span.end,
+            Some(last) => last,
+            None => span.end.max(start),
+        };
+        let span = Span::new(start, end.max(start));
+        let node = Node {
+            kind,
+            span,
+            content: span,
+            text: String::new(),
+            depth: depth + 1,
+        };
+        if node.depth > MAX_DEPTH {
+            self.stop_with(
+                Diagnostic::error(
+                    self.file,
+                    Span::new(start, start),
+                    "the document is nested too deeply",
+                )
+                .label(format!(
+                    "more than {MAX_DEPTH} levels of lists and mappings below here"
+                )),
+            );
+            return false;
+        }
+        self.complete(node, anchor)
+    }
+
+    /// A copy of the anchored node, within what aliases may expand to in all.
+    fn alias(&mut self, id: usize, span: Span) -> bool {
+        let Some(mut node) = self.anchors.get(&id).cloned() else {
+            self.stop_with(
+                Diagnostic::error(self.file, span, "unknown alias")
+                    .label("no anchor with this name before here"),
+            );
+            return false;
+        };
+        let size = node.size();
+        if size > self.alias_budget {
+            self.stop_with(
+                Diagnostic::error(self.file, span, "aliases expand to too many values")
+                    .label("this alias makes the document too large")
+                    .hint("write the repeated part out, or use fewer nested aliases"),
+            );
+            return false;
+        }
+        self.alias_budget -= size;
+        // The alias itself is where the value is used; what is inside keeps pointing at the
+        // anchor's text, which is where it is written.
+        node.span = span;
+        if node.is_scalar() {
+            node.content = span;
+        }
+        self.complete(node, 0)
     }
 
     fn is_flow_close(&self, span: Span) -> bool {

@@ -2,6 +2,7 @@
 //! Declared in `spec.rs`, run by `run.rs`.
 
 mod gpu_timing;
+mod level_metrics;
 mod recording;
 mod run;
 mod script_metrics;

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 use indexmap::IndexMap;
 
 use super::gpu_timing;
+use super::level_metrics;
 use super::recording::{Measured, ServerFacts, record};
 use super::script_metrics::{self, MetricSpec, OutputTail};
 use crate::backend::{ExecSpec, LogLine, OutputStream};
 use crate::bench::stats::AcrossRuns;
-use crate::bench::{BenchConfig, BenchError, BenchResult, Mode, Progress};
+use crate::bench::{BenchConfig, BenchError, BenchInputs, ConfigError, Mode, Progress};
 use crate::engine::containers::JobContainers;
 use crate::events::{BenchmarkFigure, EventKind, JobRef, Stream};
 use crate::expr::Value;
@@ -96,17 +97,21 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
         )
         .await
     } else {
-        let mut texts = texts.clone();
-        if let Some(target) = texts.get("target")
-            && let Some(containers) = containers.as_deref()
-            && let Some((address, container)) = container_address(target, containers).await
-        {
-            say.line(&format!(
-                "`{container}` is a container of this job: measuring it at `{address}` on its network"
-            ));
-            texts.insert("target".into(), address);
+        match bench_inputs(inputs) {
+            Ok(mut bench) => {
+                if let Some(target) = &bench.target
+                    && let Some(containers) = containers.as_deref()
+                    && let Some((address, container)) = container_address(target, containers).await
+                {
+                    say.line(&format!(
+                        "`{container}` is a container of this job: measuring it at `{address}` on its network"
+                    ));
+                    bench.target = Some(address);
+                }
+                generator(&bench, containers.as_deref(), step, &say, &result_path).await
+            }
+            Err(e) => Err(e),
         }
-        generator(&texts, containers.as_deref(), step, &say, &result_path).await
     };
     let telemetry = match sampler {
         Ok(sampler) => sampler.finish(),
@@ -188,7 +193,25 @@ struct KeyFigure {
     across: AcrossRuns,
 }
 
-/// Inputs as the text [`BenchConfig::from_inputs`] reads; mappings and lists as JSON.
+/// The load generator's inputs, typed, from the step's evaluated `with:` (`command`,
+/// `container`, `metrics` and the GPU checks are the step's own).
+fn bench_inputs(inputs: &IndexMap<String, Value>) -> Result<BenchInputs, String> {
+    let json: serde_json::Map<String, serde_json::Value> = inputs
+        .iter()
+        .filter(|(name, _)| BenchInputs::NAMES.contains(&name.as_str()))
+        .map(|(name, value)| (name.clone(), value.to_json()))
+        .collect();
+    BenchInputs::from_json(&json).map_err(|e| config_message(&e))
+}
+
+fn config_message(e: &ConfigError) -> String {
+    match &e.hint {
+        Some(h) => format!("{} (help: {h})", e.message),
+        None => e.message.clone(),
+    }
+}
+
+/// Inputs as text, as the result's definition records them; mappings and lists as JSON.
 fn as_text(inputs: &IndexMap<String, Value>) -> IndexMap<String, String> {
     inputs
         .iter()
@@ -277,16 +300,13 @@ impl Sayer<'_> {
 }
 
 async fn generator(
-    texts: &IndexMap<String, String>,
+    inputs: &BenchInputs,
     containers: Option<&JobContainers>,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
 ) -> Result<Finished, String> {
-    let config = BenchConfig::from_inputs(texts).map_err(|e| match &e.hint {
-        Some(h) => format!("{} (help: {h})", e.message),
-        None => e.message.clone(),
-    })?;
+    let config = BenchConfig::from_inputs(inputs).map_err(|e| config_message(&e))?;
     let last = Mutex::new(None::<Instant>);
     let progress = |p: Progress| {
         let end_of_run = p.total == Some(p.done);
@@ -329,14 +349,8 @@ async fn generator(
     let mut outputs = result.outputs();
     write_result(result_path, |p| result.write_files(p).map(|_| ()))?;
     outputs.insert("result-file".into(), result_path.display().to_string());
-    let metrics = generator_metrics(&result);
-    let meanings = metrics
-        .iter()
-        .filter_map(|m| {
-            crate::bench::report::metric_meaning(&m.name, &result.config.mode)
-                .map(|meaning| (m.name.clone(), meaning.to_string()))
-        })
-        .collect();
+    let metrics = level_metrics::generator_metrics(&result);
+    let meanings = level_metrics::meanings(&metrics, &result);
     // The step's `output_tok_s` over runs: decode speed alone, or the throughput under load.
     let key_name = match result.config.mode {
         Mode::SingleStream => "decode_tok_s",
@@ -436,88 +450,6 @@ fn write_result(
             .map_err(|e| format!("could not create `{}`: {e}", dir.display()))?;
     }
     write(path).map_err(|e| format!("could not write `{}`: {e}", path.display()))
-}
-
-/// The samples stored per metric: per request where a request has its own value (so the
-/// comparison has many samples), per run for rates over a whole run. First level only, like
-/// the outputs.
-fn generator_metrics(result: &BenchResult) -> Vec<NewMetric> {
-    let Some(level) = result.levels.first() else {
-        return Vec::new();
-    };
-    let ok: Vec<_> = level
-        .runs
-        .iter()
-        .flat_map(|r| r.records.iter().filter(|x| x.ok()))
-        .collect();
-    let per_request = |f: fn(&crate::bench::request::RequestRecord) -> Option<f64>| -> Vec<f64> {
-        ok.iter().filter_map(|r| f(r)).collect()
-    };
-    let per_run = |name: &str| -> Vec<f64> {
-        level
-            .across_runs
-            .get(name)
-            .map(|a| a.values.clone())
-            .unwrap_or_default()
-    };
-    let mut out = Vec::new();
-    let mut push = |name: &str, unit: &str, direction: Direction, samples: Vec<f64>| {
-        if !samples.is_empty() {
-            out.push(NewMetric {
-                name: name.into(),
-                unit: unit.into(),
-                direction: Some(direction),
-                samples,
-            });
-        }
-    };
-    use Direction::{Higher, Lower};
-    let single = matches!(result.config.mode, Mode::SingleStream);
-    // The same samples the benchmark's table shows the median of as `output_tok_s (…)`.
-    push(
-        "output_tok_s",
-        "tok/s",
-        Higher,
-        crate::bench::report::output_tok_s_samples(level, &result.config.mode),
-    );
-    push(
-        "output_throughput",
-        "tok/s",
-        Higher,
-        per_run("output_throughput"),
-    );
-    push(
-        "request_throughput",
-        "req/s",
-        Higher,
-        per_run("request_throughput"),
-    );
-    push(
-        "total_token_throughput",
-        "tok/s",
-        Higher,
-        per_run("total_token_throughput"),
-    );
-    push("ttft_ms", "ms", Lower, per_request(|r| r.ttft_ms()));
-    push("tpot_ms", "ms", Lower, per_request(|r| r.tpot_ms()));
-    push("itl_ms", "ms", Lower, per_run("itl_ms"));
-    push("e2el_ms", "ms", Lower, per_request(|r| r.e2el_ms()));
-    if single {
-        push(
-            "decode_tok_s",
-            "tok/s",
-            Higher,
-            per_request(|r| r.decode_tok_s()),
-        );
-        push("e2e_tok_s", "tok/s", Higher, per_request(|r| r.e2e_tok_s()));
-    }
-    push(
-        "tokens_per_chunk",
-        "tok/chunk",
-        Higher,
-        per_request(|r| r.tokens_per_chunk()),
-    );
-    out
 }
 
 /// The user's script: `warmup` runs forgotten, then `runs` runs, each read for every metric.
@@ -753,7 +685,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mappings_and_lists_reach_the_generator_as_json() {
+    fn mappings_and_lists_are_recorded_as_json() {
         let inputs = IndexMap::from([
             (
                 "concurrency".to_string(),

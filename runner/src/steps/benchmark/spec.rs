@@ -286,3 +286,88 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
     warmup: 1
 ",
 };
+
+#[cfg(test)]
+mod tests {
+    use super::SPEC;
+    use crate::bench::{BenchConfig, BenchInputs, Mode};
+    use serde_json::{Map, Value};
+
+    /// The inputs the step reads itself rather than handing them to the load generator.
+    fn step_own(name: &str) -> bool {
+        matches!(name, "command" | "container" | "metrics")
+            || super::super::gpu_timing::is_gpu_input(name)
+    }
+
+    fn text(pairs: &[(&str, &str)]) -> Map<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+            .collect()
+    }
+
+    #[test]
+    fn every_input_is_the_generators_or_the_steps_own() {
+        let declared: Vec<&str> = SPEC.input_names().collect();
+        for name in BenchInputs::NAMES {
+            assert!(declared.contains(name), "`{name}` is not declared");
+        }
+        for name in declared {
+            assert!(
+                BenchInputs::NAMES.contains(&name) || step_own(name),
+                "`{name}` is declared but read by nobody"
+            );
+        }
+    }
+
+    /// What docs and the JSON Schema show as a default is what the load generator uses when
+    /// the input is left out.
+    #[test]
+    fn every_declared_default_is_the_generators() {
+        for input in SPEC.inputs.iter().filter(|i| !step_own(i.name)) {
+            let read = match input.default {
+                Some(default) => BenchInputs::from_json(&text(&[(input.name, default)])),
+                None => BenchInputs::from_json(&Map::new()),
+            };
+            assert_eq!(
+                read.unwrap(),
+                BenchInputs::default(),
+                "the declared default of `{}`",
+                input.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_declared_default_given_explicitly_reads_the_same() {
+        // The engine passes the declared defaults along with the step's own inputs.
+        let mut inputs: Map<String, Value> = SPEC
+            .inputs
+            .iter()
+            .filter(|i| !step_own(i.name))
+            .filter_map(|i| Some((i.name.to_owned(), Value::from(i.default?))))
+            .collect();
+        inputs.insert("target".into(), "http://h:1".into());
+        inputs.insert("concurrency".into(), "[2, 4]".into());
+        let c = BenchConfig::from_inputs(&BenchInputs::from_json(&inputs).unwrap()).unwrap();
+        assert_eq!(c.mode, Mode::Concurrency(vec![2, 4]));
+        let bare = text(&[("target", "http://h:1"), ("concurrency", "[2, 4]")]);
+        let bare = BenchConfig::from_inputs(&BenchInputs::from_json(&bare).unwrap()).unwrap();
+        assert_eq!(c, bare);
+    }
+
+    #[test]
+    fn the_gpu_checks_declared_default_ask_for_no_check() {
+        let defaults = SPEC
+            .inputs
+            .iter()
+            .filter(|i| super::super::gpu_timing::is_gpu_input(i.name))
+            .filter_map(|i| Some((i.name.to_owned(), i.default?.to_owned())))
+            .collect();
+        assert!(
+            super::super::gpu_timing::checks_from(&defaults)
+                .unwrap()
+                .is_none()
+        );
+    }
+}

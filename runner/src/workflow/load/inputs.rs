@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use indexmap::IndexMap;
+
 use super::reader::is_expression;
 use crate::diag::{Diagnostic, SourceFile, Spanned, did_you_mean};
 use crate::steps::InputType;
@@ -15,143 +17,189 @@ pub fn check_input_value(
     ty: InputType,
     value: &Spanned<Value>,
 ) -> Option<Diagnostic> {
-    let expected = ty.describe();
-    let wrong_shape = || {
+    let check = Check {
+        file,
+        input,
+        ty,
+        value,
+    };
+    match &value.value {
+        Value::String(text) if is_expression(text) => None,
+        Value::String(text) => check.text(text),
+        Value::List(items) => check.list(items),
+        Value::Map(entries) => check.map(entries),
+        _ => None,
+    }
+}
+
+/// One input's value checked against its declared type.
+struct Check<'a> {
+    file: &'a Arc<SourceFile>,
+    input: &'a str,
+    ty: InputType,
+    value: &'a Spanned<Value>,
+}
+
+impl Check<'_> {
+    /// `input `x` expects a number, found a list`.
+    fn wrong_shape(&self) -> Diagnostic {
+        let expected = self.ty.describe();
         Diagnostic::error(
-            file,
-            value.span,
+            self.file,
+            self.value.span,
             format!(
-                "input `{input}` expects {expected}, found {}",
-                value.kind_name()
+                "input `{}` expects {expected}, found {}",
+                self.input,
+                self.value.kind_name()
             ),
         )
         .label(format!("expected {expected}"))
-    };
-    let text = match &value.value {
-        Value::String(s) => s.as_str(),
-        Value::List(items) => {
-            return match ty {
-                InputType::List => items.iter().find(|i| i.as_str().is_none()).map(|bad| {
-                    Diagnostic::error(
-                        file,
-                        bad.span,
-                        format!(
-                            "input `{input}` expects a list of strings, found {} in the list",
-                            bad.kind_name()
-                        ),
-                    )
-                    .label("expected a string")
-                }),
-                InputType::IntegerOrList | InputType::Gpus => items.iter().find_map(|i| {
-                    let inner = if ty == InputType::Gpus {
-                        InputType::String
-                    } else {
-                        InputType::Integer
-                    };
-                    check_input_value(file, input, inner, i)
-                }),
-                _ => Some(wrong_shape()),
-            };
-        }
-        Value::Map(entries) => {
-            return match ty {
-                InputType::Object => None,
-                InputType::Map => {
-                    entries
-                        .iter()
-                        .find(|(_, v)| v.as_str().is_none())
-                        .map(|(k, v)| {
-                            Diagnostic::error(
-                                file,
-                                v.span,
-                                format!(
-                                    "`{input}.{k}` must be a string, number or boolean, found {}",
-                                    v.kind_name()
-                                ),
-                            )
-                            .label("expected a scalar")
-                        })
-                }
-                _ => Some(wrong_shape()),
-            };
-        }
-        _ => return None,
-    };
-    if is_expression(text) {
-        return None;
     }
-    let found = |d: Diagnostic| Some(d);
-    let bad = |extra: Option<String>| {
+
+    /// `input `x` expects a number, found `abc``, with a hint when one helps.
+    fn bad(&self, text: &str, hint: Option<String>) -> Diagnostic {
+        let expected = self.ty.describe();
         Diagnostic::error(
-            file,
-            value.span,
-            format!("input `{input}` expects {expected}, found `{text}`"),
+            self.file,
+            self.value.span,
+            format!("input `{}` expects {expected}, found `{text}`", self.input),
         )
         .label(format!("expected {expected}"))
-        .maybe_hint(extra)
-    };
-    match ty {
-        InputType::String => None,
-        InputType::Integer => (text.parse::<u64>().is_err()).then(|| {
-            bad(text
-                .parse::<f64>()
-                .ok()
-                .map(|f| format!("use a whole number, such as `{}`", f.round().max(0.0))))
-        }),
-        InputType::Number => (!text.parse::<f64>().is_ok_and(f64::is_finite)).then(|| bad(None)),
-        InputType::Bool => {
-            (!matches!(text, "true" | "false" | "True" | "False" | "TRUE" | "FALSE")).then(|| {
-                bad(matches!(text, "yes" | "no" | "on" | "off" | "1" | "0")
-                    .then(|| "write `true` or `false`".to_owned()))
-            })
+        .maybe_hint(hint)
+    }
+
+    /// A list is a list of strings, a sweep of whole numbers, or GPUs; each item is checked.
+    fn list(&self, items: &[Spanned<Value>]) -> Option<Diagnostic> {
+        let input = self.input;
+        match self.ty {
+            InputType::List => items.iter().find(|i| i.as_str().is_none()).map(|bad| {
+                Diagnostic::error(
+                    self.file,
+                    bad.span,
+                    format!(
+                        "input `{input}` expects a list of strings, found {} in the list",
+                        bad.kind_name()
+                    ),
+                )
+                .label("expected a string")
+            }),
+            InputType::IntegerOrList => items
+                .iter()
+                .find_map(|i| check_input_value(self.file, input, InputType::Integer, i)),
+            InputType::Gpus => items
+                .iter()
+                .find_map(|i| check_input_value(self.file, input, InputType::String, i)),
+            _ => Some(self.wrong_shape()),
         }
-        InputType::Enum(values) => {
-            (!values.contains(&text)).then(|| bad(did_you_mean(text, values)))
+    }
+
+    /// An object takes anything; a map only scalars.
+    fn map(&self, entries: &IndexMap<String, Spanned<Value>>) -> Option<Diagnostic> {
+        match self.ty {
+            InputType::Object => None,
+            InputType::Map => entries
+                .iter()
+                .find(|(_, v)| v.as_str().is_none())
+                .map(|(k, v)| {
+                    Diagnostic::error(
+                        self.file,
+                        v.span,
+                        format!(
+                            "`{}.{k}` must be a string, number or boolean, found {}",
+                            self.input,
+                            v.kind_name()
+                        ),
+                    )
+                    .label("expected a scalar")
+                }),
+            _ => Some(self.wrong_shape()),
         }
-        InputType::Duration => match humantime::parse_duration(text) {
-            Ok(_) => None,
-            Err(_) => {
-                let hint = if text.parse::<f64>().is_ok() {
-                    Some(format!("add a unit: `{text}s` or `{text}m`"))
-                } else {
-                    Some("write a number and a unit: `ms`, `s`, `m` or `h` (`1h30m`)".to_owned())
-                };
-                found(bad(hint))
+    }
+
+    /// Text, read as the declared type.
+    fn text(&self, text: &str) -> Option<Diagnostic> {
+        match self.ty {
+            InputType::String | InputType::List => None,
+            InputType::Integer => (text.parse::<u64>().is_err()).then(|| {
+                self.bad(
+                    text,
+                    text.parse::<f64>()
+                        .ok()
+                        .map(|f| format!("use a whole number, such as `{}`", f.round().max(0.0))),
+                )
+            }),
+            InputType::Number => {
+                (!text.parse::<f64>().is_ok_and(f64::is_finite)).then(|| self.bad(text, None))
             }
-        },
-        InputType::Percent => {
-            let with_sign = text.trim().ends_with('%');
-            let number = text.trim().trim_end_matches('%').trim();
-            match number.parse::<f64>() {
-                Ok(f) if f.is_finite() && f >= 0.0 => {
-                    // A bare number is a fraction (`0.03`); `3` would mean 300%, which is
-                    // almost always a forgotten `%`.
-                    (!with_sign && f > 1.0).then(|| {
-                        Diagnostic::error(
-                            file,
-                            value.span,
-                            format!("input `{input}` is `{text}`, a fraction of {}%", f * 100.0),
-                        )
-                        .label("a bare number is a fraction: `0.03` means 3%")
-                        .hint(format!("write `{text}%` for {text} percent"))
-                    })
-                }
-                _ => Some(bad(None)),
+            InputType::Bool => self.boolean(text),
+            InputType::Enum(values) => {
+                (!values.contains(&text)).then(|| self.bad(text, did_you_mean(text, values)))
+            }
+            InputType::Duration => self.duration(text),
+            InputType::Percent => self.percent(text),
+            InputType::ByteSize => (!is_byte_size(text)).then(|| {
+                self.bad(
+                    text,
+                    Some("a number with an optional unit `k`, `m`, `g` or `t` (`16g`)".to_owned()),
+                )
+            }),
+            InputType::IntegerOrList => {
+                (text.parse::<u64>().is_err()).then(|| self.bad(text, None))
+            }
+            InputType::Map | InputType::Object => Some(self.wrong_shape().hint(format!(
+                "write a mapping: `{}: {{ NAME: value }}`",
+                self.input
+            ))),
+            InputType::Gpus => {
+                let ok = text == "all" || text.parse::<u32>().is_ok_and(|n| n > 0);
+                (!ok).then(|| self.bad(text, None))
             }
         }
-        InputType::ByteSize => (!is_byte_size(text)).then(|| {
-            bad(Some(
-                "a number with an optional unit `k`, `m`, `g` or `t` (`16g`)".to_owned(),
-            ))
-        }),
-        InputType::IntegerOrList => (text.parse::<u64>().is_err()).then(|| bad(None)),
-        InputType::List => None,
-        InputType::Map | InputType::Object => {
-            Some(wrong_shape().hint(format!("write a mapping: `{input}: {{ NAME: value }}`")))
-        }
-        InputType::Gpus => {
-            let ok = text == "all" || text.parse::<u32>().is_ok_and(|n| n > 0);
-            (!ok).then(|| bad(None))
+    }
+
+    fn boolean(&self, text: &str) -> Option<Diagnostic> {
+        (!matches!(text, "true" | "false" | "True" | "False" | "TRUE" | "FALSE")).then(|| {
+            self.bad(
+                text,
+                matches!(text, "yes" | "no" | "on" | "off" | "1" | "0")
+                    .then(|| "write `true` or `false`".to_owned()),
+            )
+        })
+    }
+
+    fn duration(&self, text: &str) -> Option<Diagnostic> {
+        humantime::parse_duration(text).err().map(|_| {
+            let hint = if text.parse::<f64>().is_ok() {
+                format!("add a unit: `{text}s` or `{text}m`")
+            } else {
+                "write a number and a unit: `ms`, `s`, `m` or `h` (`1h30m`)".to_owned()
+            };
+            self.bad(text, Some(hint))
+        })
+    }
+
+    fn percent(&self, text: &str) -> Option<Diagnostic> {
+        let with_sign = text.trim().ends_with('%');
+        let number = text.trim().trim_end_matches('%').trim();
+        match number.parse::<f64>() {
+            Ok(f) if f.is_finite() && f >= 0.0 => {
+                // A bare number is a fraction (`0.03`); `3` would mean 300%, which is almost
+                // always a forgotten `%`.
+                (!with_sign && f > 1.0).then(|| {
+                    Diagnostic::error(
+                        self.file,
+                        self.value.span,
+                        format!(
+                            "input `{}` is `{text}`, a fraction of {}%",
+                            self.input,
+                            f * 100.0
+                        ),
+                    )
+                    .label("a bare number is a fraction: `0.03` means 3%")
+                    .hint(format!("write `{text}%` for {text} percent"))
+                })
+            }
+            _ => Some(self.bad(text, None)),
         }
     }
 }

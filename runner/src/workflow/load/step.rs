@@ -68,8 +68,32 @@ impl Reader {
             return None;
         }
         self.check_keys(entries, STEP_KEYS, &[], "a step");
+        let (mut step, with_entry) = self.step_keys(node.span, entries);
+        self.check_run_or_uses(entries, node.span);
+        let with = with_entry
+            .and_then(|w| self.map("with", &w.value, "a mapping of input names to values"));
+        match with {
+            Some(entries) => self.read_with(&mut step, entries, ctx),
+            None if with_entry.is_none() => {
+                if let Some(uses) = step.uses.clone() {
+                    self.check_with(&uses, &IndexMap::new(), &IndexMap::new(), ctx);
+                }
+            }
+            // A `with:` that is no mapping is reported by `map`.
+            None => {}
+        }
+        Some(step)
+    }
+
+    /// The step's keys, each read as its type; `with:` is returned as written, to be read
+    /// once the step's kind is known.
+    fn step_keys<'e>(
+        &mut self,
+        span: Span,
+        entries: &'e [MapEntry],
+    ) -> (Step, Option<&'e MapEntry>) {
         let mut step = Step {
-            span: node.span,
+            span,
             id: None,
             name: None,
             condition: None,
@@ -87,18 +111,7 @@ impl Reader {
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
-                "id" => {
-                    step.id = self.optional_string("id", v);
-                    if let Some(id) = &step.id
-                        && !is_valid_id(&id.value)
-                    {
-                        let d = self
-                                .err(v.span, format!("invalid step id `{}`", id.value))
-                                .label("not a valid step id")
-                                .hint("a step id starts with a letter or `_` and holds only letters, digits, `-` and `_`");
-                        self.report(d);
-                    }
-                }
+                "id" => step.id = self.step_id(v),
                 "name" => step.name = self.optional_string("name", v),
                 "if" => step.condition = self.optional_string("if", v),
                 "run" => step.run = self.string("run", v),
@@ -124,6 +137,26 @@ impl Reader {
                 _ => {}
             }
         }
+        (step, with_entry)
+    }
+
+    /// `id:`, which must be a valid identifier (it is reported, and kept, when it is not).
+    fn step_id(&mut self, v: &Node) -> Option<Spanned<String>> {
+        let id = self.optional_string("id", v);
+        if let Some(id) = &id
+            && !is_valid_id(&id.value)
+        {
+            let d = self
+                .err(v.span, format!("invalid step id `{}`", id.value))
+                .label("not a valid step id")
+                .hint("a step id starts with a letter or `_` and holds only letters, digits, `-` and `_`");
+            self.report(d);
+        }
+        id
+    }
+
+    /// A step has `run` or `uses`, not both and not neither, and no key of the other kind.
+    fn check_run_or_uses(&mut self, entries: &[MapEntry], span: Span) {
         let key = |name: &str| entries.iter().find(|e| e.key.value == name);
         match (key("run"), key("uses")) {
             (Some(run), Some(uses)) => {
@@ -137,7 +170,7 @@ impl Reader {
             (None, None) => {
                 let d = self
                     .err(
-                        first_key_span(entries, node.span),
+                        first_key_span(entries, span),
                         "a step needs `run` or `uses`",
                     )
                     .label("this step has nothing to run")
@@ -167,31 +200,32 @@ impl Reader {
                 }
             }
         }
-        if let Some(w) = with_entry {
-            if let Some(entries) = self.map("with", &w.value, "a mapping of input names to values")
-            {
-                step.with = entries
-                    .iter()
-                    .map(|e| {
-                        let mut v = to_value(&e.value, true);
-                        if e.value.is_null() {
-                            v.value = Value::String(String::new());
-                        }
-                        (e.key.value.clone(), v)
-                    })
-                    .collect();
-                let keys: IndexMap<String, Span> = entries
-                    .iter()
-                    .map(|e| (e.key.value.clone(), e.key.span))
-                    .collect();
-                if let Some(uses) = step.uses.clone() {
-                    self.check_with(&uses, &step.with, &keys, ctx);
+    }
+
+    /// `with:`'s values (a null one as empty text), checked against what the step takes.
+    fn read_with(
+        &mut self,
+        step: &mut Step,
+        entries: &[MapEntry],
+        ctx: &mut super::LoadContext<'_>,
+    ) {
+        step.with = entries
+            .iter()
+            .map(|e| {
+                let mut v = to_value(&e.value, true);
+                if e.value.is_null() {
+                    v.value = Value::String(String::new());
                 }
-            }
-        } else if let Some(uses) = step.uses.clone() {
-            self.check_with(&uses, &IndexMap::new(), &IndexMap::new(), ctx);
+                (e.key.value.clone(), v)
+            })
+            .collect();
+        let keys: IndexMap<String, Span> = entries
+            .iter()
+            .map(|e| (e.key.value.clone(), e.key.span))
+            .collect();
+        if let Some(uses) = step.uses.clone() {
+            self.check_with(&uses, &step.with, &keys, ctx);
         }
-        Some(step)
     }
 
     /// `wait-for-health`, `./path`, `owner/repo[/path]@ref` or `docker://image`.
