@@ -21,7 +21,7 @@ use crate::bench::{BenchConfig, BenchError, BenchInputs, ConfigError, Mode, Prog
 use crate::engine::containers::JobContainers;
 use crate::events::{BenchmarkFigure, EventKind, JobRef, Stream};
 use crate::expr::Value;
-use crate::gpu::telemetry::Telemetry;
+use crate::gpu::telemetry::{Sampler, Telemetry};
 use crate::run_logs::slug;
 use crate::steps::StepContext;
 use crate::steps::StepHost;
@@ -54,23 +54,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
         Some(containers) => ServerFacts::of(containers).await,
         None => ServerFacts::default(),
     };
-    // The address is where the server listens today, not what it is: a port published
-    // elsewhere next time is the same experiment.
-    let mut definition: BTreeMap<String, String> = texts
-        .iter()
-        .filter(|(k, _)| k.as_str() != "target")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    // A value passed to the command through `env:` (the safe form for pushed values) is as
-    // much a part of the experiment as one written into it: `--max-tokens "$MAX_TOKENS"` at
-    // 256 and at 512 are two experiments.
-    if let Some(command) = texts.get("command") {
-        for (name, value) in step.env {
-            if command.contains(&format!("${name}")) || command.contains(&format!("${{{name}}}")) {
-                definition.insert(format!("env.{name}"), value.clone());
-            }
-        }
-    }
+    let definition = definition(&texts, step.env);
     let say = Sayer {
         host,
         job,
@@ -85,47 +69,18 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
         step.gpus.as_ref(),
         gpu_texts.get("gpu-telemetry").is_none_or(|v| v != "false"),
     );
-    let measured = if let Some(command) = texts.get("command") {
-        scripted(
-            command,
-            inputs,
-            &texts,
-            containers,
-            step,
-            &say,
-            &result_path,
-        )
-        .await
-    } else {
-        match bench_inputs(inputs) {
-            Ok(mut bench) => {
-                if let Some(target) = &bench.target
-                    && let Some(containers) = containers.as_deref()
-                    && let Some((address, container)) = container_address(target, containers).await
-                {
-                    say.line(&format!(
-                        "`{container}` is a container of this job: measuring it at `{address}` on its network"
-                    ));
-                    bench.target = Some(address);
-                }
-                generator(&bench, containers.as_deref(), step, &say, &result_path).await
-            }
-            Err(e) => Err(e),
+    let measured = match texts.get("command") {
+        Some(command) => {
+            let script = Script {
+                command,
+                inputs,
+                texts: &texts,
+            };
+            scripted(&script, containers, step, &say, &result_path).await
         }
+        None => measure_with_generator(inputs, containers, step, &say, &result_path).await,
     };
-    let telemetry = match sampler {
-        Ok(sampler) => sampler.finish(),
-        Err(reason) => Telemetry::Unavailable { reason },
-    };
-    match &telemetry {
-        Telemetry::Sampled { summary, .. } => say.line(&format!(
-            "GPU telemetry: {} samples per GPU every 100 ms, with the result",
-            summary.first().map_or(0, |s| s.samples)
-        )),
-        Telemetry::Unavailable { reason } => {
-            say.line(&format!("no GPU telemetry: {reason}"));
-        }
-    }
+    let telemetry = telemetry(sampler, &say);
     let Finished {
         outputs,
         metrics,
@@ -155,17 +110,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
         host.store().display()
     ));
     if let Some(key) = key {
-        host.emit(EventKind::BenchmarkResult(BenchmarkFigure {
-            job: job.clone(),
-            step: step.key.to_string(),
-            name: step.label.to_string(),
-            metric: key.metric,
-            unit: key.unit,
-            mean: key.across.mean,
-            ci95_low: key.across.ci95_low,
-            ci95_high: key.across.ci95_high,
-            runs: key.across.values.len(),
-        }));
+        host.emit(EventKind::BenchmarkResult(key.figure(job, step)));
     }
     match failure {
         Some(message) => {
@@ -195,6 +140,88 @@ struct KeyFigure {
 
 /// The load generator's inputs, typed, from the step's evaluated `with:` (`command`,
 /// `container`, `metrics` and the GPU checks are the step's own).
+impl KeyFigure {
+    /// The figure as the run's headline shows it.
+    fn figure(self, job: &JobRef, step: &StepContext<'_>) -> BenchmarkFigure {
+        BenchmarkFigure {
+            job: job.clone(),
+            step: step.key.to_string(),
+            name: step.label.to_string(),
+            metric: self.metric,
+            unit: self.unit,
+            mean: self.across.mean,
+            ci95_low: self.across.ci95_low,
+            ci95_high: self.across.ci95_high,
+            runs: self.across.values.len(),
+        }
+    }
+}
+
+/// What defines the experiment, for the result's series: the inputs but the target (the
+/// address is where the server listens today, not what it is: a port published elsewhere
+/// next time is the same experiment), and the `env:` values the command reads.
+fn definition(
+    texts: &IndexMap<String, String>,
+    env: &IndexMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut definition: BTreeMap<String, String> = texts
+        .iter()
+        .filter(|(k, _)| k.as_str() != "target")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    // A value passed to the command through `env:` (the safe form for pushed values) is as
+    // much a part of the experiment as one written into it: `--max-tokens "$MAX_TOKENS"` at
+    // 256 and at 512 are two experiments.
+    if let Some(command) = texts.get("command") {
+        for (name, value) in env {
+            if command.contains(&format!("${name}")) || command.contains(&format!("${{{name}}}")) {
+                definition.insert(format!("env.{name}"), value.clone());
+            }
+        }
+    }
+    definition
+}
+
+/// The built-in load generator against `target`; a job's container named there is measured
+/// at its address on the job's network.
+async fn measure_with_generator(
+    inputs: &IndexMap<String, Value>,
+    containers: Option<&mut JobContainers>,
+    step: &StepContext<'_>,
+    say: &Sayer<'_>,
+    result_path: &std::path::Path,
+) -> Result<Finished, String> {
+    let mut bench = bench_inputs(inputs)?;
+    if let Some(target) = &bench.target
+        && let Some(containers) = containers.as_deref()
+        && let Some((address, container)) = container_address(target, containers).await
+    {
+        say.line(&format!(
+            "`{container}` is a container of this job: measuring it at `{address}` on its network"
+        ));
+        bench.target = Some(address);
+    }
+    generator(&bench, containers.as_deref(), step, say, result_path).await
+}
+
+/// The GPU telemetry sampled while measuring, said in the log.
+fn telemetry(sampler: Result<Sampler, String>, say: &Sayer<'_>) -> Telemetry {
+    let telemetry = match sampler {
+        Ok(sampler) => sampler.finish(),
+        Err(reason) => Telemetry::Unavailable { reason },
+    };
+    match &telemetry {
+        Telemetry::Sampled { summary, .. } => say.line(&format!(
+            "GPU telemetry: {} samples per GPU every 100 ms, with the result",
+            summary.first().map_or(0, |s| s.samples)
+        )),
+        Telemetry::Unavailable { reason } => {
+            say.line(&format!("no GPU telemetry: {reason}"));
+        }
+    }
+    telemetry
+}
+
 fn bench_inputs(inputs: &IndexMap<String, Value>) -> Result<BenchInputs, String> {
     let json: serde_json::Map<String, serde_json::Value> = inputs
         .iter()
@@ -452,28 +479,25 @@ fn write_result(
     write(path).map_err(|e| format!("could not write `{}`: {e}", path.display()))
 }
 
+/// A scripted benchmark's inputs: the command and what reads its output.
+struct Script<'a> {
+    command: &'a str,
+    inputs: &'a IndexMap<String, Value>,
+    texts: &'a IndexMap<String, String>,
+}
+
 /// The user's script: `warmup` runs forgotten, then `runs` runs, each read for every metric.
 async fn scripted(
-    command: &str,
-    inputs: &IndexMap<String, Value>,
-    texts: &IndexMap<String, String>,
+    script: &Script<'_>,
     containers: Option<&mut JobContainers>,
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
 ) -> Result<Finished, String> {
     let containers = containers.as_deref();
-    let specs = match inputs.get("metrics") {
-        Some(m) if !matches!(m, Value::Null) => script_metrics::parse(m)?,
-        _ => {
-            return Err(
-                "a scripted benchmark needs `metrics`: where to read each number in the script's output (help: `metrics: {tok_s: {regex: 'tok/s: (?P<value>[0-9.]+)', unit: tok/s}}`)"
-                    .into(),
-            );
-        }
-    };
+    let specs = metric_specs(script.inputs)?;
     let count = |name: &str, default: u64| -> Result<u64, String> {
-        match texts.get(name) {
+        match script.texts.get(name) {
             None => Ok(default),
             Some(t) => t
                 .parse::<u64>()
@@ -482,27 +506,8 @@ async fn scripted(
     };
     let runs = count("runs", 1)?.max(1);
     let warmup = count("warmup", 0)?;
-    let target = match texts.get("container") {
-        None => None,
-        Some(name) => Some(
-            containers
-                .ok_or_else(|| {
-                    format!("`container: {name}` needs a Docker engine, and this job has not reached one (help: start the server with `start-container` first, or run the script on the host without `container`)")
-                })?
-                .started
-                .get(name)
-                .map(|s| s.id.clone())
-                .ok_or_else(|| {
-                    let known: Vec<&str> = containers
-                        .map(|c| c.started.keys().map(String::as_str).collect())
-                        .unwrap_or_default();
-                    let hint = crate::diag::did_you_mean(name, &known).unwrap_or_else(|| {
-                        "name a container a `start-container` step of this job started".into()
-                    });
-                    format!("no container named `{name}` was started in this job (help: {hint})")
-                })?,
-        ),
-    };
+    let target = script_container(script.texts.get("container"), containers)?;
+    let command = script.command;
     let mut samples: IndexMap<String, Vec<f64>> = IndexMap::new();
     for i in 0..warmup + runs {
         let measuring = i >= warmup;
@@ -531,6 +536,52 @@ async fn scripted(
             samples: samples.get(&s.name).cloned().unwrap_or_default(),
         })
         .collect();
+    let doc = serde_json::json!({"command": command, "runs": runs, "warmup": warmup});
+    scripted_result(doc, metrics, say, result_path)
+}
+
+/// `metrics`: where to read each number in the script's output.
+fn metric_specs(inputs: &IndexMap<String, Value>) -> Result<Vec<MetricSpec>, String> {
+    match inputs.get("metrics") {
+        Some(m) if !matches!(m, Value::Null) => script_metrics::parse(m),
+        _ => Err(
+            "a scripted benchmark needs `metrics`: where to read each number in the script's output (help: `metrics: {tok_s: {regex: 'tok/s: (?P<value>[0-9.]+)', unit: tok/s}}`)"
+                .into(),
+        ),
+    }
+}
+
+/// The id of the job's container `container` the script runs in; `None` on the host.
+fn script_container(
+    name: Option<&String>,
+    containers: Option<&JobContainers>,
+) -> Result<Option<String>, String> {
+    let Some(name) = name else { return Ok(None) };
+    let containers = containers.ok_or_else(|| {
+        format!("`container: {name}` needs a Docker engine, and this job has not reached one (help: start the server with `start-container` first, or run the script on the host without `container`)")
+    })?;
+    let id = containers
+        .started
+        .get(name)
+        .map(|s| s.id.clone())
+        .ok_or_else(|| {
+            let known: Vec<&str> = containers.started.keys().map(String::as_str).collect();
+            let hint = crate::diag::did_you_mean(name, &known).unwrap_or_else(|| {
+                "name a container a `start-container` step of this job started".into()
+            });
+            format!("no container named `{name}` was started in this job (help: {hint})")
+        })?;
+    Ok(Some(id))
+}
+
+/// The script's metrics as the step gives them back: each one's median said and output, the
+/// result file written (`doc` with the metrics added), the first metric the key figure.
+fn scripted_result(
+    mut doc: serde_json::Value,
+    metrics: Vec<NewMetric>,
+    say: &Sayer<'_>,
+    result_path: &std::path::Path,
+) -> Result<Finished, String> {
     let mut outputs = IndexMap::new();
     let mut json = serde_json::Map::new();
     for m in &metrics {
@@ -553,8 +604,7 @@ async fn scripted(
             }),
         );
     }
-    let doc =
-        serde_json::json!({"command": command, "runs": runs, "warmup": warmup, "metrics": json});
+    doc["metrics"] = serde_json::Value::Object(json);
     write_result(result_path, |p| {
         std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
     })?;
