@@ -3,6 +3,7 @@
 
 use crate::diag::{SourceFile, Spanned};
 use crate::expr::{ExprError, MapContext, Value, parse_template};
+use crate::plan::PlannedJob;
 use crate::workflow::model::{NumberOrExpr, Value as ModelValue};
 
 /// `{k: v, …}` from pairs.
@@ -85,4 +86,15 @@ pub(crate) fn number(n: &NumberOrExpr, ctx: &MapContext, file: &SourceFile) -> R
             Ok(n)
         }
     }
+}
+
+/// The `matrix` context of a planned job run: its cell's values.
+pub(super) fn matrix_value(planned: &PlannedJob) -> Value {
+    Value::Object(
+        planned
+            .matrix
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))
+            .collect(),
+    )
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use indexmap::IndexMap;
 
-use crate::engine::evaluate::object;
+use crate::engine::evaluate::{matrix_value, object};
 use crate::engine::shared::Shared;
 use crate::events::{JobResult, JobSummary};
 use crate::expr::{JobStatus, MapContext, Value, parse_condition, parse_template};
@@ -65,16 +65,6 @@ pub(super) fn condition_holds(
                 )
             }),
     }
-}
-
-fn matrix_value(planned: &PlannedJob) -> Value {
-    Value::Object(
-        planned
-            .matrix
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))
-            .collect(),
-    )
 }
 
 /// `needs.<job>.result` and `.outputs` for the jobs `planned` needs. A matrix job's result is

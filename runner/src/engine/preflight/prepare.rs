@@ -12,7 +12,7 @@ use super::qualify::{Candidate, StartAt, candidates, does, path_checks, static_i
 use crate::backend::{ContainerSpec, VolumeMount};
 use crate::diag::SourceFile;
 use crate::engine::container_inputs::start_container_spec;
-use crate::engine::evaluate::{eval_string, eval_value};
+use crate::engine::evaluate::{eval_string, eval_value, matrix_value};
 use crate::engine::shared::Shared;
 use crate::engine::step_inputs;
 use crate::events::JobRef;
@@ -129,16 +129,7 @@ fn start_context(
     for (k, v) in &shared.base {
         ctx.insert(k.clone(), v.clone());
     }
-    ctx.insert(
-        "matrix",
-        Value::Object(
-            planned
-                .matrix
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::from_json(v.clone())))
-                .collect(),
-        ),
-    );
+    ctx.insert("matrix", matrix_value(planned));
     ctx.insert(
         "strategy",
         crate::engine::evaluate::object([
