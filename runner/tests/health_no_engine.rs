@@ -69,3 +69,30 @@ fn a_container_to_watch_that_the_job_never_started_is_named_without_docker() {
     );
     assert!(!all.contains("Docker engine"), "{all}");
 }
+
+/// A step that needs the engine and cannot reach it fails alone: the results earlier steps of
+/// the job recorded stay there for a later `compare-to-baseline` (they were lent to the failing
+/// step before it connected, and lost with its failure).
+#[test]
+fn a_step_failing_to_reach_the_engine_keeps_the_jobs_recorded_results() {
+    let (_code, all) = run_without_docker(
+        r#"on: workflow_dispatch
+jobs:
+  j:
+    steps:
+      - id: bench
+        uses: benchmark
+        with:
+          command: echo "tok/s 42"
+          metrics: { tok_s: { regex: 'tok/s (?P<value>[0-9.]+)', unit: tok/s } }
+      - uses: stop-container
+        continue-on-error: true
+        with: { container: server }
+      - uses: compare-to-baseline
+        with: { from: bench, metric: tok_s }
+"#,
+    );
+    assert!(all.contains("cannot reach the Docker engine"), "{all}");
+    assert!(!all.contains("recorded a result in this job"), "{all}");
+    assert!(all.contains("tok_s: no-baseline"), "{all}");
+}

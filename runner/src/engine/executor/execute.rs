@@ -70,14 +70,15 @@ impl JobRun {
         let label = self.step_label(step, scope);
         let matrix = self.matrix_text();
         let job_id = self.job_id.clone();
+        // Only a step that needs the engine connects to it: a GPU machine without Docker still
+        // runs the others. It connects before the job's recorded results are lent to the
+        // step, so a failed connection loses none of them for later steps.
+        if builtin.engine() == EngineUse::Required {
+            self.containers().await?;
+        }
         let mut recorded = std::mem::take(&mut self.recorded);
         let step_gpus = self.step_gpus(builtin).await;
-        // Only a step that needs the engine connects to it: a GPU machine without
-        // Docker still runs the others.
-        let containers = match builtin.engine() {
-            EngineUse::Required => Some(self.containers().await?),
-            EngineUse::IfReached => self.containers.as_mut(),
-        };
+        let containers = self.containers.as_mut();
         let mut context = StepContext {
             key,
             step_id: step_id.as_deref(),
