@@ -102,6 +102,17 @@ mod tests {
     }
 
     #[test]
+    fn shell_inputs_are_declared_inputs() {
+        for b in builtins() {
+            for input in b.shell_inputs {
+                assert!(b.input(input).is_some(), "{}.{input}", b.name);
+            }
+        }
+        assert!(is_shell_input("benchmark", "command"));
+        assert!(!is_shell_input("start-container", "command"));
+    }
+
+    #[test]
     fn lookup_by_name() {
         assert_eq!(builtin("benchmark").unwrap().name, "benchmark");
         assert!(builtin("nope").is_none());
