@@ -138,12 +138,17 @@ pub fn hide<'a>(values: impl IntoIterator<Item = &'a str>) {
     let Ok(mut forms) = HIDDEN_FORMS.write() else {
         return;
     };
+    let known = forms.len();
     for value in values.into_iter().filter(|v| !v.trim().is_empty()) {
         for form in secret_forms(value) {
             if !form.is_empty() && !forms.contains(&form) {
                 forms.push(form);
             }
         }
+    }
+    // Every run's masker tells its secrets again (`Masker::add`): nothing new, nothing to build.
+    if forms.len() == known {
+        return;
     }
     // Longest first: a secret holding another is masked whole.
     forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
