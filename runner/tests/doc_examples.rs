@@ -87,6 +87,42 @@ pages! {
     step_wait_for_health => "docs/steps/wait-for-health.md",
 }
 
+/// ARCHITECTURE.md's map stays true: every source file it names in backticks exists, from
+/// the repository root, from `runner/src/`, or (a bare name such as `probe.rs`, said of the
+/// folder just named) somewhere below `runner/src/`.
+#[test]
+fn every_file_architecture_md_names_exists() {
+    let root = repo_root();
+    let page = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let src = root.join("runner/src");
+    let mut names_below_src = Vec::new();
+    let mut folders = vec![src.clone()];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else {
+                names_below_src.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let named = Regex::new(r"`([A-Za-z0-9_./]+\.rs)`").unwrap();
+    let missing: Vec<&str> = named
+        .captures_iter(&page)
+        .map(|c| c.get(1).unwrap().as_str())
+        .filter(|path| {
+            !root.join(path).is_file()
+                && !src.join(path).is_file()
+                && (path.contains('/') || !names_below_src.iter().any(|n| n == path))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names files that are not there: {missing:?}"
+    );
+}
+
 /// A new page gets its test: every Markdown file a user reads is in [`PAGES`].
 #[test]
 fn every_page_has_a_test() {
