@@ -96,3 +96,31 @@ jobs:
     assert!(!all.contains("recorded a result in this job"), "{all}");
     assert!(all.contains("tok_s: no-baseline"), "{all}");
 }
+
+/// An input the step cannot use, known only when the job runs (from the matrix), is said at
+/// that input's place in the workflow, with how to fix it: the step's error names the input,
+/// the engine finds where it is written.
+#[test]
+fn an_input_the_step_refuses_is_said_at_its_place_in_the_workflow() {
+    let (code, all) = run_without_docker(
+        "on: workflow_dispatch
+jobs:
+  j:
+    strategy:
+      matrix:
+        lines: [lots]
+    steps:
+      - uses: wait-for-health
+        with:
+          url: http://127.0.0.1:9/health
+          tail-lines: ${{ matrix.lines }}
+",
+    );
+    assert_eq!(code, Some(1), "{all}");
+    assert!(
+        all.contains(
+            "w.yml:11:23: `tail-lines` is `lots`, not a whole number (help: e.g. `tail-lines: 50`)"
+        ),
+        "{all}"
+    );
+}

@@ -8,7 +8,28 @@ use super::evaluate::eval_value;
 use super::script::{RenderedScript, render};
 use crate::diag::SourceFile;
 use crate::expr::{MapContext, Value};
+use crate::steps::StepError;
 use crate::workflow::model::{Step, Value as ModelValue};
+
+/// Where each input of the step's `with:` is written (`file:line:col`), so a step's failure
+/// about one of them points there.
+pub fn places(step: &Step, file: &SourceFile) -> IndexMap<String, String> {
+    step.with
+        .iter()
+        .map(|(name, value)| (name.clone(), file.location(value.span)))
+        .collect()
+}
+
+/// The line a built-in's failure is said with: at the place of the input it concerns, when
+/// the step gives that input (a declared default has no place), with its hint.
+pub fn error_text(error: &StepError, places: &IndexMap<String, String>) -> String {
+    error.render(
+        error
+            .input_name()
+            .and_then(|input| places.get(input))
+            .map(String::as_str),
+    )
+}
 
 /// The step's `with:` evaluated, with the declared defaults for what it leaves out.
 pub fn inputs(

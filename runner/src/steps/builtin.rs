@@ -9,6 +9,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use super::context::StepContext;
+use super::error::StepError;
 use super::host::StepHost;
 use super::spec::BuiltinSpec;
 use crate::backend::GpuRequest;
@@ -19,8 +20,8 @@ use crate::expr::Value;
 /// A step's outputs (`steps.<id>.outputs.<name>`).
 pub type Outputs = IndexMap<String, String>;
 
-/// What [`Builtin::run`] returns: the outputs, or the message the step failed with.
-pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<Outputs, String>> + Send + 'a>>;
+/// What [`Builtin::run`] returns: the outputs, or why the step failed.
+pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Result<Outputs, StepError>> + Send + 'a>>;
 
 /// How a built-in uses the job's Docker engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,11 +93,11 @@ pub struct StepCall<'a, 'c> {
 
 impl StepCall<'_, '_> {
     /// The job's containers, for a step that cannot run without an engine.
-    pub fn engine(&mut self) -> Result<&mut JobContainers, String> {
-        let name = self.name;
+    pub fn engine(&mut self) -> Result<&mut JobContainers, StepError> {
+        let step = self.name;
         self.containers
             .as_deref_mut()
-            .ok_or_else(|| format!("`{name}` needs a Docker engine, and this job's host has none"))
+            .ok_or(StepError::NoEngine { step })
     }
 
     /// An input as text; `None` when it is absent or empty.

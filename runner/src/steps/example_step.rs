@@ -7,7 +7,7 @@ use indexmap::IndexMap;
 
 use super::{
     Builtin, BuiltinSpec, EngineUse, InputSpec, InputType, OutputSpec, Outputs, StepCall,
-    StepFuture,
+    StepError, StepFuture,
 };
 use crate::events::{EventKind, Stream};
 
@@ -47,9 +47,16 @@ impl Builtin for Greet {
     }
 }
 
-/// `run.rs`: the step's work, with its inputs evaluated and defaulted by the engine.
-async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
-    let who = call.text("who").ok_or("`who` is empty: say who to greet")?;
+/// `run.rs`: the step's work, with its inputs evaluated and defaulted by the engine. A wrong
+/// input is a [`StepError::input`]: the engine says it at that input's place in the workflow.
+async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
+    let who = call.text("who").ok_or_else(|| {
+        StepError::input(
+            "who",
+            "`who` is empty",
+            Some("say who to greet, e.g. `who: world`".into()),
+        )
+    })?;
     let greeting = format!("hello, {who}");
     call.host.emit(EventKind::LogLine {
         job: call.job.clone(),
@@ -109,7 +116,7 @@ mod tests {
         }
     }
 
-    async fn greet(who: &str) -> (Result<Outputs, String>, Vec<EventKind>) {
+    async fn greet(who: &str) -> (Result<Outputs, StepError>, Vec<EventKind>) {
         let recorder = Arc::new(Recorder::default());
         let host: Arc<dyn StepHost> = recorder.clone();
         let job = JobRef {
@@ -157,7 +164,9 @@ mod tests {
             "{events:?}"
         );
         let (outputs, _) = greet("").await;
-        assert!(outputs.unwrap_err().contains("say who to greet"));
+        let e = outputs.unwrap_err();
+        assert_eq!(e.input_name(), Some("who"));
+        assert_eq!(e.hint(), Some("say who to greet, e.g. `who: world`"));
     }
 
     #[test]

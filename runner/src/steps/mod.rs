@@ -11,6 +11,7 @@ mod check_cli_interface;
 mod compare_to_baseline;
 mod context;
 pub mod docs;
+mod error;
 #[cfg(test)]
 mod example_step;
 mod host;
@@ -23,6 +24,7 @@ mod wait_for_health;
 pub use assert_file::{InContainer as FileInContainer, Place as FilePlace};
 pub use builtin::{Builtin, Effect, EngineUse, Outputs, StepCall, StepFuture};
 pub use context::{Recorded, StepContext, StepGpus};
+pub use error::StepError;
 pub use host::StepHost;
 pub use spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
 pub use start_container::required_paths;

@@ -13,6 +13,7 @@ use super::prepare::{Check, MountSource, Ready, prepare_all};
 use crate::backend::ContainerSpec;
 use crate::engine::containers::{ContainerError, JobContainers};
 use crate::engine::shared::Shared;
+use crate::engine::step_inputs;
 use crate::events::{EventKind, JobRef, StepOutcome};
 use crate::plan::PlannedJob;
 use crate::steps::{self, StepCall, StepContext, StepHost};
@@ -327,4 +328,5 @@ async fn run_builtin(
         })
         .await
         .map(|_| ())
+        .map_err(|e| step_inputs::error_text(&e, &check.places))
 }

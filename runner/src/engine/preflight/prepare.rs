@@ -88,6 +88,8 @@ pub(super) struct Ready {
     pub(super) check: Check,
     pub(super) label: String,
     pub(super) inputs: IndexMap<String, Value>,
+    /// Where each of the step's inputs is written ([`step_inputs::places`]).
+    pub(super) places: IndexMap<String, String>,
     /// The container's name and the throw-away spec of its image.
     pub(super) container: Option<(String, ContainerSpec)>,
 }
@@ -237,6 +239,7 @@ fn prepare(
         check: Check::Builtin(name.clone()),
         label,
         inputs,
+        places: step_inputs::places(step, &wf.file),
         container,
     })
 }
@@ -363,6 +366,7 @@ fn prepare_paths(
             },
             label: format!("the paths container `{name}` needs"),
             inputs: IndexMap::new(),
+            places: IndexMap::new(),
             container: Some((name, spec.harmless())),
         },
     ))

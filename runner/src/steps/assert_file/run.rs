@@ -14,7 +14,7 @@ use regex::Regex;
 
 use crate::backend::{DockerBackend, ExecSpec, LogLine, OutputStream};
 use crate::expr::Value;
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, StepCall, StepError};
 
 /// What a path must be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,7 +374,7 @@ echo "$k $s $x""#;
 }
 
 /// Runs the step; returns `size` and, when `sha256` was asked, `sha256`.
-pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let (inputs, containers, workspace) = (
         call.inputs,
         call.containers.as_deref(),
@@ -382,18 +382,21 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
     );
     let spec = FileSpec::from_inputs(inputs)?;
     match &spec.container {
-        None => {
-            check(
-                &spec,
-                &Host {
-                    workspace: workspace.to_path_buf(),
-                },
-            )
-            .await
-        }
+        None => check(
+            &spec,
+            &Host {
+                workspace: workspace.to_path_buf(),
+            },
+        )
+        .await
+        .map_err(StepError::from),
         Some(name) => {
             let Some(containers) = containers else {
-                return Err(format!("no container `{name}` was started in this job"));
+                return Err(StepError::input(
+                    "container",
+                    format!("no container `{name}` was started in this job"),
+                    None,
+                ));
             };
             let Some(started) = containers.started.get(name) else {
                 let names: Vec<&str> = containers.started.keys().map(String::as_str).collect();
@@ -404,8 +407,10 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
                         format!("this job started {}", crate::diag::join_quoted(&names, "and"))
                     }
                 });
-                return Err(format!(
-                    "no container `{name}` was started in this job (help: {hint})"
+                return Err(StepError::input(
+                    "container",
+                    format!("no container `{name}` was started in this job"),
+                    Some(hint),
                 ));
             };
             let place = InContainer {
@@ -413,7 +418,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
                 id: started.id.clone(),
                 name: name.clone(),
             };
-            check(&spec, &place).await
+            check(&spec, &place).await.map_err(StepError::from)
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::gpu::telemetry::{Sampler, Telemetry};
 use crate::run_logs::slug;
 use crate::steps::StepContext;
 use crate::steps::StepHost;
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, StepCall, StepError};
 use crate::store::{Direction, NewMetric, RunStatus};
 
 /// How often the live progress line is repeated while a run goes on.
@@ -35,7 +35,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// when it then fails the step (too many errors), so the failure can be looked at later.
 /// `containers` is `None` when the job has not reached a Docker engine (a GPU machine without
 /// Docker, a server started on the host): the generator and a script on the host need none.
-pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let StepCall {
         inputs,
         containers,
@@ -115,7 +115,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
     match failure {
         Some(message) => {
             step.outputs_on_failure = outputs;
-            Err(message)
+            Err(message.into())
         }
         None => Ok(outputs),
     }
@@ -190,7 +190,7 @@ async fn measure_with_generator(
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
-) -> Result<Finished, String> {
+) -> Result<Finished, StepError> {
     let mut bench = bench_inputs(inputs)?;
     if let Some(target) = &bench.target
         && let Some(containers) = containers.as_deref()
@@ -222,20 +222,13 @@ fn telemetry(sampler: Result<Sampler, String>, say: &Sayer<'_>) -> Telemetry {
     telemetry
 }
 
-fn bench_inputs(inputs: &IndexMap<String, Value>) -> Result<BenchInputs, String> {
+fn bench_inputs(inputs: &IndexMap<String, Value>) -> Result<BenchInputs, ConfigError> {
     let json: serde_json::Map<String, serde_json::Value> = inputs
         .iter()
         .filter(|(name, _)| BenchInputs::NAMES.contains(&name.as_str()))
         .map(|(name, value)| (name.clone(), value.to_json()))
         .collect();
-    BenchInputs::from_json(&json).map_err(|e| config_message(&e))
-}
-
-fn config_message(e: &ConfigError) -> String {
-    match &e.hint {
-        Some(h) => format!("{} (help: {h})", e.message),
-        None => e.message.clone(),
-    }
+    BenchInputs::from_json(&json)
 }
 
 /// Inputs as text, as the result's definition records them; mappings and lists as JSON.
@@ -332,8 +325,8 @@ async fn generator(
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
-) -> Result<Finished, String> {
-    let config = BenchConfig::from_inputs(inputs).map_err(|e| config_message(&e))?;
+) -> Result<Finished, StepError> {
+    let config = BenchConfig::from_inputs(inputs)?;
     let last = Mutex::new(None::<Instant>);
     let progress = |p: Progress| {
         let end_of_run = p.total == Some(p.done);
@@ -365,8 +358,8 @@ async fn generator(
         }
         Err(e) => {
             return Err(match e.hint() {
-                Some(h) => format!("{e} (help: {h})"),
-                None => e.to_string(),
+                Some(hint) => StepError::failed(e.to_string(), hint),
+                None => e.to_string().into(),
             });
         }
     };
@@ -493,7 +486,7 @@ async fn scripted(
     step: &StepContext<'_>,
     say: &Sayer<'_>,
     result_path: &std::path::Path,
-) -> Result<Finished, String> {
+) -> Result<Finished, StepError> {
     let containers = containers.as_deref();
     let specs = metric_specs(script.inputs)?;
     let count = |name: &str, default: u64| -> Result<u64, String> {
@@ -537,7 +530,7 @@ async fn scripted(
         })
         .collect();
     let doc = serde_json::json!({"command": command, "runs": runs, "warmup": warmup});
-    scripted_result(doc, metrics, say, result_path)
+    Ok(scripted_result(doc, metrics, say, result_path)?)
 }
 
 /// `metrics`: where to read each number in the script's output.

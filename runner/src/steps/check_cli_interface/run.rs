@@ -18,7 +18,7 @@ use crate::engine::container_inputs::split_words;
 use crate::engine::containers::JobContainers;
 use crate::events::EventKind;
 use crate::expr::Value;
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, StepCall, StepError};
 
 /// A help that has not printed after this long is waiting for something (a GPU, stdin).
 const HELP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -51,7 +51,7 @@ struct Captured {
 }
 
 /// Runs the check; returns the step's outputs (`flags`) or why it failed.
-pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let (host, job, inputs) = (call.host, call.job, call.inputs);
     let containers: &JobContainers = call.engine()?;
     let text = |k: &str| {
@@ -87,7 +87,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
         problems.extend(version_problem(&place, &command, &version_flag, &pattern).await?);
     }
     if !problems.is_empty() {
-        return Err(report(&command_text, &place, &shown, &usage, &problems));
+        return Err(report(&command_text, &place, &shown, &usage, &problems).into());
     }
     let names: Vec<&str> = usage.flags.iter().map(|f| f.main_name()).collect();
     Ok(IndexMap::from([("flags".to_string(), names.join(" "))]))

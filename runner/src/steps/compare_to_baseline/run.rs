@@ -12,11 +12,11 @@ use crate::compare::{
 };
 use crate::events::{ComparisonFigure, EventKind, JobRef, Masker, Stream};
 use crate::expr::Value;
-use crate::steps::{Outputs, Recorded, StepCall, StepContext};
+use crate::steps::{Outputs, Recorded, StepCall, StepContext, StepError};
 use crate::store::{Direction, ResultStore};
 
 /// Runs the step; returns its outputs, or the failure `fail-on` asks for.
-pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let StepCall {
         inputs,
         host,
@@ -91,7 +91,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
         Ok(outputs)
     } else {
         step.outputs_on_failure = outputs;
-        Err(report.outcome.summary)
+        Err(report.outcome.summary.into())
     }
 }
 

@@ -16,7 +16,7 @@ use crate::report::{
     BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,
     commit_report, report_files, write_files,
 };
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, StepCall, StepError};
 use crate::store::{ResultStore, now_ms};
 
 /// The step's inputs, checked.
@@ -33,7 +33,7 @@ struct ReportInputs {
 
 /// Runs the step; says in its log where the report went (and the commit), and returns its
 /// outputs.
-pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let StepCall {
         inputs,
         host,

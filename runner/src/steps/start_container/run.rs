@@ -6,10 +6,10 @@ use indexmap::IndexMap;
 
 use super::required_paths;
 use crate::engine::container_inputs::start_container_spec;
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, StepCall, StepError};
 
 /// Runs the step; returns `name` and `id`.
-pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let container = call
         .text("name")
         .or_else(|| call.step.step_id.map(String::from))
@@ -32,9 +32,13 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
                 .await
                 .map_err(|e| e.to_string())?;
             if !has {
-                return Err(format!(
-                    "the image `{}` is not on the engine and `pull: never` was asked",
-                    spec.image
+                return Err(StepError::input(
+                    "pull",
+                    format!(
+                        "the image `{}` is not on the engine and `pull: never` was asked",
+                        spec.image
+                    ),
+                    Some("build or load the image on that engine first, or let it be pulled (`pull: missing`)".into()),
                 ));
             }
         }

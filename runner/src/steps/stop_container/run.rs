@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use crate::steps::{Outputs, StepCall};
+use crate::steps::{Outputs, StepCall, StepError};
 
 /// Runs the step; returns `exit-code`.
-pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let container = call
         .text("container")
         .ok_or("the input `container` is required")?;

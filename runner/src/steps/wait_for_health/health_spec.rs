@@ -7,6 +7,7 @@ use indexmap::IndexMap;
 use regex::Regex;
 
 use crate::expr::Value;
+use crate::steps::StepError;
 
 /// How readiness is checked.
 #[derive(Clone, Debug)]
@@ -56,7 +57,7 @@ pub struct HealthSpec {
 
 impl HealthSpec {
     /// Reads the evaluated inputs (declared defaults filled in).
-    pub fn from_inputs(inputs: &IndexMap<String, Value>) -> Result<Self, String> {
+    pub fn from_inputs(inputs: &IndexMap<String, Value>) -> Result<Self, StepError> {
         let inputs = Inputs(inputs);
         let probe_name = inputs.text("probe").unwrap_or_else(|| "http".into());
         let probe = match probe_name.as_str() {
@@ -64,8 +65,10 @@ impl HealthSpec {
             "tcp" => {
                 let address = inputs.need("address", "tcp", "localhost:30000")?;
                 if split_host_port(&address).is_none() {
-                    return Err(format!(
-                        "`address` is `{address}`, not `HOST:PORT` (help: e.g. `localhost:30000`)"
+                    return Err(StepError::input(
+                        "address",
+                        format!("`address` is `{address}`, not `HOST:PORT`"),
+                        Some("e.g. `localhost:30000`".into()),
                     ));
                 }
                 Probe::Tcp { address }
@@ -84,22 +87,33 @@ impl HealthSpec {
                 env: IndexMap::new(),
             },
             other => {
-                return Err(format!(
-                    "`probe` is `{other}`; it is one of `http`, `tcp`, `log`, `docker` or `command`"
+                return Err(StepError::input(
+                    "probe",
+                    format!("`probe` is `{other}`"),
+                    Some("it is one of `http`, `tcp`, `log`, `docker` or `command`".into()),
                 ));
             }
         };
         let container = inputs.text("container");
         if container.is_none() && matches!(probe, Probe::Log { .. } | Probe::Docker) {
-            return Err(format!(
-                "the `{probe_name}` probe reads a container: give `container` (help: the `name` or `id` of the `start-container` step, e.g. `container: server`)"
+            return Err(StepError::input(
+                "probe",
+                format!("the `{probe_name}` probe reads a container: give `container`"),
+                Some(
+                    "the `name` or `id` of the `start-container` step, e.g. `container: server`"
+                        .into(),
+                ),
             ));
         }
         let tail_lines = match inputs.text("tail-lines") {
             None => 20,
-            Some(s) => s
-                .parse::<usize>()
-                .map_err(|_| format!("`tail-lines` is `{s}`, not a whole number"))?,
+            Some(s) => s.parse::<usize>().map_err(|_| {
+                StepError::input(
+                    "tail-lines",
+                    format!("`tail-lines` is `{s}`, not a whole number"),
+                    Some("e.g. `tail-lines: 50`".into()),
+                )
+            })?,
         };
         let interval = inputs
             .duration("interval", "50ms")?
@@ -132,28 +146,39 @@ impl Inputs<'_> {
             .filter(|s| !s.is_empty())
     }
 
-    fn need(&self, k: &str, probe: &str, example: &str) -> Result<String, String> {
+    /// `k`, which the probe needs: its absence is said at `probe` (it has no place itself).
+    fn need(&self, k: &str, probe: &str, example: &str) -> Result<String, StepError> {
         self.text(k).ok_or_else(|| {
-            format!("the `{probe}` probe needs `{k}` (help: add `{k}: {example}` under `with:`)")
-        })
-    }
-
-    fn duration(&self, k: &str, default: &str) -> Result<Duration, String> {
-        let t = self.text(k).unwrap_or_else(|| default.to_string());
-        humantime::parse_duration(&t).map_err(|_| {
-            format!(
-                "`{k}` is `{t}`, not a duration (help: write it as `50ms`, `30s`, `20m` or `2h`)"
+            StepError::input(
+                "probe",
+                format!("the `{probe}` probe needs `{k}`"),
+                Some(format!("add `{k}: {example}` under `with:`")),
             )
         })
     }
 
-    fn regex(&self, k: &str) -> Result<Option<Regex>, String> {
+    fn duration(&self, k: &str, default: &str) -> Result<Duration, StepError> {
+        let t = self.text(k).unwrap_or_else(|| default.to_string());
+        humantime::parse_duration(&t).map_err(|_| {
+            StepError::input(
+                k,
+                format!("`{k}` is `{t}`, not a duration"),
+                Some("write it as `50ms`, `30s`, `20m` or `2h`".into()),
+            )
+        })
+    }
+
+    fn regex(&self, k: &str) -> Result<Option<Regex>, StepError> {
         self.text(k)
             .map(|p| {
                 Regex::new(&p).map_err(|e| {
-                    format!(
-                        "`{k}` is not a valid regular expression: {}",
-                        one_line(&e.to_string())
+                    StepError::input(
+                        k,
+                        format!(
+                            "`{k}` is not a valid regular expression: {}",
+                            one_line(&e.to_string())
+                        ),
+                        None,
                     )
                 })
             })
@@ -162,7 +187,7 @@ impl Inputs<'_> {
 }
 
 /// The `http` probe: a plain-HTTP URL with a host, and what its answer must be.
-fn http_probe(inputs: &Inputs<'_>) -> Result<HttpProbe, String> {
+fn http_probe(inputs: &Inputs<'_>) -> Result<HttpProbe, StepError> {
     let url = http_url(&inputs.need("url", "http", "http://localhost:30000/health")?)?;
     let expect_status = match inputs.text("expect-status") {
         None => 200,
@@ -170,16 +195,30 @@ fn http_probe(inputs: &Inputs<'_>) -> Result<HttpProbe, String> {
             .parse::<u16>()
             .ok()
             .filter(|c| (100..600).contains(c))
-            .ok_or_else(|| format!("`expect-status` is `{s}`, not an HTTP status such as `200`"))?,
+            .ok_or_else(|| {
+                StepError::input(
+                    "expect-status",
+                    format!("`expect-status` is `{s}`, not an HTTP status"),
+                    Some("e.g. `expect-status: 200`".into()),
+                )
+            })?,
     };
     let json = match (inputs.text("json-field"), inputs.text("json-value")) {
         (Some(f), Some(v)) => Some((f, v)),
         (None, None) => None,
         (Some(_), None) => {
-            return Err("`json-field` needs `json-value` (help: e.g. `json-value: ok`)".into());
+            return Err(StepError::input(
+                "json-field",
+                "`json-field` needs `json-value`",
+                Some("e.g. `json-value: ok`".into()),
+            ));
         }
         (None, Some(_)) => {
-            return Err("`json-value` needs `json-field` (help: e.g. `json-field: status`)".into());
+            return Err(StepError::input(
+                "json-value",
+                "`json-value` needs `json-field`",
+                Some("e.g. `json-field: status`".into()),
+            ));
         }
     };
     Ok(HttpProbe {
@@ -192,26 +231,34 @@ fn http_probe(inputs: &Inputs<'_>) -> Result<HttpProbe, String> {
 }
 
 /// `url`, which must be plain `http://` with a host.
-fn http_url(raw: &str) -> Result<hyper::Uri, String> {
+fn http_url(raw: &str) -> Result<hyper::Uri, StepError> {
+    let bad = |message: String, hint: Option<String>| StepError::input("url", message, hint);
     let url: hyper::Uri = raw.parse().map_err(|_| {
-        format!("`url` is `{raw}`, not a URL (help: write it as `http://localhost:30000/health`)")
+        bad(
+            format!("`url` is `{raw}`, not a URL"),
+            Some("write it as `http://localhost:30000/health`".into()),
+        )
     })?;
     match url.scheme_str() {
         Some("http") => {}
         Some(other) => {
-            return Err(format!(
-                "`url` uses `{other}`; the http probe speaks plain `http` (help: health endpoints of local servers are plain HTTP: `http://{}`)",
-                url.authority().map_or("localhost:30000", |a| a.as_str())
+            return Err(bad(
+                format!("`url` uses `{other}`; the http probe speaks plain `http`"),
+                Some(format!(
+                    "health endpoints of local servers are plain HTTP: `http://{}`",
+                    url.authority().map_or("localhost:30000", |a| a.as_str())
+                )),
             ));
         }
         None => {
-            return Err(format!(
-                "`url` is `{raw}`, without `http://` (help: write `http://{raw}`)"
+            return Err(bad(
+                format!("`url` is `{raw}`, without `http://`"),
+                Some(format!("write `http://{raw}`")),
             ));
         }
     }
     if url.host().is_none() {
-        return Err(format!("`url` is `{raw}`, which names no host"));
+        return Err(bad(format!("`url` is `{raw}`, which names no host"), None));
     }
     Ok(url)
 }
@@ -287,7 +334,9 @@ mod tests {
     #[test_case(&[("url", "http://x/h"), ("json-field", "status")], "needs `json-value`"; "field without value")]
     #[test_case(&[("url", "http://x/h"), ("expect-status", "2000")], "not an HTTP status"; "bad status")]
     fn bad_inputs_are_explained(pairs: &[(&str, &str)], says: &str) {
-        let e = HealthSpec::from_inputs(&inputs(pairs)).unwrap_err();
+        let e = HealthSpec::from_inputs(&inputs(pairs))
+            .unwrap_err()
+            .render(None);
         assert!(e.contains(says), "{e}");
     }
 

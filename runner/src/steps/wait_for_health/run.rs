@@ -28,7 +28,7 @@ use super::watch::{Watched, resolve_watched};
 use crate::backend::{LogLine, LogStart};
 use crate::engine::containers::JobContainers;
 use crate::events::{EventKind, JobRef, Stream};
-use crate::steps::{Outputs, StepCall, StepHost};
+use crate::steps::{Outputs, StepCall, StepError, StepHost};
 
 /// How often the live view hears where the wait is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -49,7 +49,7 @@ struct Call<'a> {
 }
 
 /// Runs the step; returns `ready-after`.
-pub async fn run(step: StepCall<'_, '_>) -> Result<Outputs, String> {
+pub async fn run(step: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let call = Call {
         containers: step.containers.as_deref(),
         host: step.host,
