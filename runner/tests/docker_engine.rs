@@ -545,3 +545,40 @@ jobs:
         .unwrap();
     assert!(networks.stdout.is_empty(), "the job's network survived");
 }
+
+/// Where the run does not know the host's GPUs (the engine's API given no inventory), a job's
+/// `gpus:` reaches Docker as evaluated when the job starts: an expression from the matrix as
+/// well as a number written out. This engine has no NVIDIA runtime, so the cell asking for two
+/// is refused with that reason; the cell asking for none starts its container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_gpus_from_the_matrix_reach_docker_where_the_hosts_gpus_are_not_known() {
+    let Some(ran) = crate::support::engine::workflow(
+        r#"
+on: workflow_dispatch
+jobs:
+  cell:
+    gpus: ${{ matrix.gpus }}
+    strategy:
+      fail-fast: false
+      matrix:
+        gpus: [2, 0]
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: gpuflow-base:test
+          command: sleep 30
+          ulimits: { memlock: 8388608 }
+"#,
+    )
+    .images(&[crate::support::images::BASE])
+    .on_docker()
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.job("cell (2)"), JobResult::Failure, "{}", ran.said());
+    let two = ran.lines("cell (2)").join("\n");
+    assert!(two.contains("cannot give containers GPUs"), "{two}");
+    assert_eq!(ran.job("cell (0)"), JobResult::Success, "{}", ran.said());
+}

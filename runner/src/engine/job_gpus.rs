@@ -1,7 +1,9 @@
-//! A job's `gpus:` as the allocator's [`Request`]: expressions (`${{ matrix.gpus }}`)
-//! evaluated with the job's contexts, the constraint named in the allocator's terms; and the
-//! GPUs leased for it as the `runner.gpus` context.
+//! A job's `gpus:` evaluated once, when the job starts ([`AskedGpus`]): expressions
+//! (`${{ matrix.gpus }}`) with the job's contexts, the devices in the backend's terms (what
+//! Docker is asked for where the host's GPUs are not known) and, from them, the allocator's
+//! [`Request`]; and the GPUs leased for it as the `runner.gpus` context.
 
+use crate::backend::GpuRequest as Devices;
 use crate::diag::SourceFile;
 use crate::expr::{MapContext, Value, parse_template};
 use crate::gpu::{JobGpus, Placement, Request, Want};
@@ -9,17 +11,52 @@ use crate::workflow::model::{GpuConstraint, GpuDevices, GpuRequest};
 
 use super::evaluate::{eval_string, expr_message, object};
 
-/// The request of `gpus` (a job's), evaluated; `None` when it asks for none (an expression
-/// yielding `0` or nothing).
-pub fn request(
+/// A job's `gpus:`, evaluated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AskedGpus {
+    /// Which GPUs; [`Devices::None`] for a request of none (an expression yielding `0`, `[]`
+    /// or nothing).
+    pub devices: Devices,
+    pub placement: Option<Placement>,
+}
+
+impl AskedGpus {
+    /// What the allocator leases; `None` when it asks for none.
+    pub fn lease_request(&self) -> Option<Request> {
+        let want = match &self.devices {
+            Devices::None | Devices::Count(0) => return None,
+            Devices::Devices(ids) if ids.is_empty() => return None,
+            Devices::All => Want::All,
+            Devices::Count(n) => Want::Count(*n),
+            Devices::Devices(ids) => Want::Ids(ids.clone()),
+        };
+        Some(Request {
+            want,
+            placement: self.placement,
+        })
+    }
+}
+
+/// The GPUs a starting job has.
+#[derive(Debug, Default)]
+pub struct GrantedGpus {
+    /// Leased to it on a host whose GPUs are known; freed when dropped.
+    pub leased: Option<JobGpus>,
+    /// Its `gpus:` evaluated: what its containers get, as asked, where the host's GPUs are
+    /// not known (so nothing was leased).
+    pub asked: Devices,
+}
+
+/// `gpus` (a job's) evaluated with the job's contexts.
+pub fn evaluate(
     gpus: &GpuRequest,
     ctx: &MapContext,
     file: &SourceFile,
-) -> Result<Option<Request>, String> {
-    let want = match &gpus.devices {
-        GpuDevices::All => Want::All,
-        GpuDevices::Count(n) => Want::Count(*n),
-        GpuDevices::Ids(ids) => Want::Ids(
+) -> Result<AskedGpus, String> {
+    let devices = match &gpus.devices {
+        GpuDevices::All => Devices::All,
+        GpuDevices::Count(n) => Devices::Count(*n),
+        GpuDevices::Ids(ids) => Devices::Devices(
             ids.iter()
                 .map(|id| eval_string(id, ctx, file))
                 .collect::<Result<_, _>>()?,
@@ -29,24 +66,17 @@ pub fn request(
                 .and_then(|t| t.evaluate(ctx))
                 .map_err(|x| expr_message(e, &x, file))?;
             let located = |m: String| format!("{}: {m}", file.location(e.span));
-            match super::container_inputs::gpus(&value).map_err(located)? {
-                crate::backend::GpuRequest::None => return Ok(None),
-                crate::backend::GpuRequest::All => Want::All,
-                crate::backend::GpuRequest::Count(0) => return Ok(None),
-                crate::backend::GpuRequest::Count(n) => Want::Count(n),
-                crate::backend::GpuRequest::Devices(ids) if ids.is_empty() => return Ok(None),
-                crate::backend::GpuRequest::Devices(ids) => Want::Ids(ids),
-            }
+            super::container_inputs::gpus(&value).map_err(located)?
         }
     };
-    Ok(Some(Request {
-        want,
+    Ok(AskedGpus {
+        devices,
         placement: gpus.constraint.as_ref().map(|c| match c.value {
             GpuConstraint::SameNvlink => Placement::SameNvlink,
             GpuConstraint::SamePcieSwitch => Placement::SamePcieSwitch,
             GpuConstraint::SameNuma => Placement::SameNuma,
         }),
-    }))
+    })
 }
 
 /// `runner.gpus`: the GPUs leased to the job, in the order `CUDA_VISIBLE_DEVICES` lists them,
@@ -99,9 +129,9 @@ mod tests {
                     .collect(),
             ),
         );
-        let r = request(&expr("${{ matrix.gpus }}"), &ctx, &file)
-            .unwrap()
-            .unwrap();
+        let asked = evaluate(&expr("${{ matrix.gpus }}"), &ctx, &file).unwrap();
+        assert_eq!(asked.devices, Devices::Count(2));
+        let r = asked.lease_request().unwrap();
         assert_eq!(r.want, Want::Count(2));
         assert_eq!(r.placement, Some(Placement::SamePcieSwitch));
         ctx.insert(
@@ -112,9 +142,7 @@ mod tests {
                     .collect(),
             ),
         );
-        assert_eq!(
-            request(&expr("${{ matrix.gpus }}"), &ctx, &file).unwrap(),
-            None
-        );
+        let none = evaluate(&expr("${{ matrix.gpus }}"), &ctx, &file).unwrap();
+        assert_eq!(none.lease_request(), None);
     }
 }

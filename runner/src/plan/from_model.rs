@@ -5,9 +5,7 @@ use serde_json::Value as Json;
 
 use super::{JobInput, MatrixInput, NeedsRef, StepInput, StepKind, WorkflowInput};
 use crate::diag::Span;
-use crate::workflow::model::{
-    BoolOrExpr, GpuDevices, Matrix, MatrixDim, NumberOrExpr, Step, Value, Workflow,
-};
+use crate::workflow::model::{BoolOrExpr, Matrix, MatrixDim, NumberOrExpr, Step, Value, Workflow};
 
 /// The planner's input plus where each of its parts was written.
 #[derive(Debug)]
@@ -81,16 +79,7 @@ pub fn from_workflow(wf: &Workflow, fallback_name: &str) -> ModelInput {
                     .collect::<Vec<_>>()
                     .join(", ")
             });
-            input.gpus = job.gpus.as_ref().map(|g| match &g.devices {
-                GpuDevices::All => "all".to_owned(),
-                GpuDevices::Count(n) => n.to_string(),
-                GpuDevices::Ids(ids) => ids
-                    .iter()
-                    .map(|i| i.value.as_str())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                GpuDevices::Expr(e) => e.value.clone(),
-            });
+            input.gpus.clone_from(&job.gpus);
             input.steps = job.steps.iter().map(step).collect();
             if let Some(s) = strategy {
                 if let Some(NumberOrExpr::Number(n)) = s.max_parallel {

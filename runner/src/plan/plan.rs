@@ -15,6 +15,18 @@ use serde_json::Value;
 
 use super::graph::{GraphError, JobDeps, JobGraph, NeedsRef};
 use super::matrix::{self, MatrixCell, MatrixError, MatrixInput};
+use crate::workflow::model::GpuRequest;
+
+/// `gpus` in the plan's JSON: as written (`"8"`), or `null`.
+fn as_written<S: serde::Serializer>(
+    gpus: &Option<GpuRequest>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match gpus {
+        Some(g) => serializer.collect_str(g),
+        None => serializer.serialize_none(),
+    }
+}
 
 /// What the planner needs to know about a workflow.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -36,8 +48,8 @@ pub struct JobInput {
     pub matrix: Option<MatrixInput>,
     /// `runs-on` as written, for display.
     pub runs_on: Option<String>,
-    /// `gpus` as written, for display (`8`, `all`, `0,1`).
-    pub gpus: Option<String>,
+    /// `gpus`, as the engine leases them (shown as written: `8`, `all`, `0,1`).
+    pub gpus: Option<GpuRequest>,
     pub steps: Vec<StepInput>,
     /// `strategy.max-parallel`.
     pub max_parallel: Option<u32>,
@@ -149,8 +161,10 @@ pub struct PlannedJob {
     pub level: usize,
     /// `runs_on`: `runs-on` as written, or `null`.
     pub runs_on: Option<String>,
-    /// `gpus`: `gpus` as written, or `null`.
-    pub gpus: Option<String>,
+    /// `gpus`: `gpus` as written, or `null`. The engine leases and evaluates the typed
+    /// request (an expression such as `${{ matrix.gpus }}` when the job starts).
+    #[serde(serialize_with = "as_written")]
+    pub gpus: Option<GpuRequest>,
     /// `max_parallel`: `strategy.max-parallel`, or `null` for no limit.
     pub max_parallel: Option<u32>,
     /// `fail_fast`: `strategy.fail-fast`.
@@ -390,7 +404,7 @@ mod tests {
             ("cuda-graph-max-bs", json!([128, 512])),
         ]));
         bench.runs_on = Some("blackwell".into());
-        bench.gpus = Some("8".into());
+        bench.gpus = Some(GpuRequest::count(8));
         bench.max_parallel = Some(2);
         bench.steps = vec![
             StepInput {

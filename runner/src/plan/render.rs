@@ -281,7 +281,7 @@ mod tests {
             exclude: vec![],
         });
         bench.runs_on = Some("blackwell".into());
-        bench.gpus = Some("8".into());
+        bench.gpus = Some(crate::workflow::model::GpuRequest::count(8));
         bench.max_parallel = Some(2);
         bench.steps = vec![
             StepInput {

@@ -16,10 +16,10 @@ use super::readiness::{
     condition_holds, job_context, job_continue_on_error, needs_context, needs_succeeded,
 };
 use crate::engine::executor::{JobOutcome, run_job};
+use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
 use crate::events::{EventKind, JobRef, JobResult, JobSummary};
 use crate::expr::Value;
-use crate::gpu::JobGpus;
 use crate::plan::PlannedJob;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,8 +183,7 @@ impl Dispatcher {
                 return;
             }
         }
-        let job = &shared.wf.jobs[&planned.job_id];
-        match lease_gpus(&shared, job, &ctx, &self.refs[i]).await {
+        match lease_gpus(&shared, planned, &ctx, &self.refs[i]).await {
             GpuStart::Go(gpus) => self.start(i, needs, token, gpus),
             GpuStart::Wait(reason) => self.wait_for_gpus(i, reason),
             GpuStart::Fail(message) => self.end_unstarted(i, JobResult::Failure, &message),
@@ -215,9 +214,9 @@ impl Dispatcher {
     }
 
     /// Starts the run as a task, with its GPUs leased.
-    fn start(&mut self, i: usize, needs: Value, token: CancellationToken, gpus: Option<JobGpus>) {
+    fn start(&mut self, i: usize, needs: Value, token: CancellationToken, gpus: GrantedGpus) {
         let jref = &self.refs[i];
-        if let Some(g) = &gpus {
+        if let Some(g) = &gpus.leased {
             self.shared.emit(EventKind::GpusLeased {
                 job: jref.clone(),
                 indexes: g.devices.iter().map(|(i, _)| *i).collect(),

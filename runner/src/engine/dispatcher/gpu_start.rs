@@ -3,46 +3,54 @@
 
 use std::time::Duration;
 
+use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
 use crate::events::JobRef;
 use crate::expr::MapContext;
-use crate::gpu::{JobGpus, Leased};
-use crate::workflow::model::Job;
+use crate::gpu::Leased;
+use crate::plan::PlannedJob;
 
 /// How often a run with jobs waiting for GPUs looks whether another process freed some.
 pub(super) const GPU_POLL: Duration = Duration::from_millis(250);
 
 /// What a ready job's GPUs allow.
 pub(super) enum GpuStart {
-    /// Start, with these GPUs leased (`None`: it asks for none, or nobody said what its host
-    /// has, in which case its `gpus:` goes to Docker as written).
-    Go(Option<JobGpus>),
+    /// Start, with these GPUs leased (none: it asks for none, or nobody said what its host
+    /// has, in which case its `gpus:` goes to Docker as evaluated).
+    Go(GrantedGpus),
     /// Wait; why, in words.
     Wait(String),
     /// It cannot ever start; why.
     Fail(String),
 }
 
+/// The planned run's `gpus:`, evaluated with its contexts, leased where its host's GPUs are
+/// known.
 pub(super) async fn lease_gpus(
     shared: &Shared,
-    job: &Job,
+    planned: &PlannedJob,
     ctx: &MapContext,
     jref: &JobRef,
 ) -> GpuStart {
-    let Some(gpus) = &job.gpus else {
-        return GpuStart::Go(None);
+    let Some(gpus) = &planned.gpus else {
+        return GpuStart::Go(GrantedGpus::default());
     };
-    let request = match crate::engine::job_gpus::request(gpus, ctx, &shared.wf.file) {
-        Ok(Some(request)) => request,
-        Ok(None) => return GpuStart::Go(None),
+    let asked = match crate::engine::job_gpus::evaluate(gpus, ctx, &shared.wf.file) {
+        Ok(asked) => asked,
         Err(message) => return GpuStart::Fail(format!("its `gpus` failed: {message}")),
     };
-    let Some(host) = shared.engines.gpus_for(jref) else {
-        return GpuStart::Go(None);
+    let (Some(request), Some(host)) = (asked.lease_request(), shared.engines.gpus_for(jref)) else {
+        return GpuStart::Go(GrantedGpus {
+            leased: None,
+            asked: asked.devices,
+        });
     };
     let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
     match host.try_lease(&request, &holder).await {
-        Ok(Leased::Now(gpus)) => GpuStart::Go(Some(gpus)),
+        Ok(Leased::Now(gpus)) => GpuStart::Go(GrantedGpus {
+            leased: Some(gpus),
+            asked: asked.devices,
+        }),
         Ok(Leased::Wait) => {
             let (free, total) = host.free_count().await;
             GpuStart::Wait(format!(

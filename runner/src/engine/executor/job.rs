@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 use super::job_run::{JobRun, Scope};
 use super::timeout::Timeout;
 use crate::engine::host::HostRunner;
+use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
 use crate::events::{EventKind, JobRef, JobResult};
 use crate::expr::{JobStatus, Value};
-use crate::gpu::JobGpus;
 use crate::plan::PlannedJob;
 use crate::workflow::model::Job;
 
@@ -44,7 +44,7 @@ pub async fn run_job(
     jref: JobRef,
     needs: Value,
     cancel: CancellationToken,
-    gpus: Option<JobGpus>,
+    gpus: GrantedGpus,
 ) -> JobOutcome {
     let started = Instant::now();
     let job = shared.wf.jobs[&planned.job_id].clone();
@@ -109,7 +109,7 @@ impl JobRun {
         jref: &JobRef,
         temp: PathBuf,
         cancel: CancellationToken,
-        gpus: Option<JobGpus>,
+        gpus: GrantedGpus,
     ) -> Self {
         Self {
             host: HostRunner::new(temp.join("host"), &shared.opts.workspace, shared.opts.grace),
@@ -124,7 +124,8 @@ impl JobRun {
             job_container: None,
             temp,
             recorded: Vec::new(),
-            gpus,
+            gpus: gpus.leased,
+            asked_gpus: gpus.asked,
         }
     }
 

@@ -14,7 +14,7 @@ use crate::engine::containers::JobContainers;
 use crate::engine::evaluate::{eval_string, object};
 use crate::events::EventKind;
 use crate::expr::Value;
-use crate::workflow::model::{Container, GpuDevices, Job};
+use crate::workflow::model::{Container, Job};
 
 impl JobRun {
     /// The job's containers on its host's engine, connecting to it the first time.
@@ -140,20 +140,13 @@ impl JobRun {
 
     /// What the job's containers get: the leased GPUs by UUID (UUIDs, unlike indexes, do not
     /// depend on `CUDA_DEVICE_ORDER`), or, when the host's GPUs are not known to the run, the
-    /// job's `gpus:` as written.
+    /// job's `gpus:` as evaluated when it started.
     pub(super) fn job_gpus(&self) -> Option<GpuRequest> {
-        if let Some(leased) = &self.gpus {
-            return Some(GpuRequest::Devices(leased.uuids()));
+        match (&self.gpus, &self.asked_gpus) {
+            (Some(leased), _) => Some(GpuRequest::Devices(leased.uuids())),
+            (None, GpuRequest::None) => None,
+            (None, asked) => Some(asked.clone()),
         }
-        let job = self.shared.wf.jobs.get(&self.job_id)?;
-        Some(match &job.gpus.as_ref()?.devices {
-            GpuDevices::All => GpuRequest::All,
-            GpuDevices::Count(n) => GpuRequest::Count(*n),
-            GpuDevices::Ids(ids) => {
-                GpuRequest::Devices(ids.iter().map(|i| i.value.clone()).collect())
-            }
-            GpuDevices::Expr(_) => return None,
-        })
     }
 
     /// Leftover processes killed, and the job's containers removed (or, with

@@ -62,6 +62,9 @@ pub(super) struct JobRun {
     pub(super) recorded: Vec<steps::Recorded>,
     /// The GPUs leased to this job run, held until it has cleaned up.
     pub(super) gpus: Option<JobGpus>,
+    /// The job's `gpus:` as evaluated when it started: what its containers get where nothing
+    /// was leased (the host's GPUs are not known to the run).
+    pub(super) asked_gpus: crate::backend::GpuRequest,
 }
 
 impl JobRun {

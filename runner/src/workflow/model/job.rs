@@ -228,6 +228,32 @@ pub enum GpuConstraint {
     SameNuma,
 }
 
+impl GpuRequest {
+    /// `n` GPUs, anywhere on the host, written nowhere (a planner's input built in code).
+    pub fn count(n: u32) -> Self {
+        Self {
+            span: Span::default(),
+            devices: GpuDevices::Count(n),
+            constraint: None,
+        }
+    }
+}
+
+/// `gpus` as written, for display: `8`, `all`, `0,1`, `${{ matrix.gpus }}`.
+impl std::fmt::Display for GpuRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.devices {
+            GpuDevices::All => f.write_str("all"),
+            GpuDevices::Count(n) => write!(f, "{n}"),
+            GpuDevices::Ids(ids) => {
+                let ids: Vec<&str> = ids.iter().map(|i| i.value.as_str()).collect();
+                f.write_str(&ids.join(","))
+            }
+            GpuDevices::Expr(e) => f.write_str(&e.value),
+        }
+    }
+}
+
 impl GpuConstraint {
     pub const NAMES: &[&str] = &["same-nvlink", "same-pcie-switch", "same-numa"];
 
