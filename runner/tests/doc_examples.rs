@@ -66,6 +66,7 @@ pages! {
     images_readme => "images/README.md",
     actions => "docs/actions.md",
     benchmark => "docs/benchmark.md",
+    campaigns => "docs/campaigns.md",
     editors => "docs/editors.md",
     expressions => "docs/expressions.md",
     gpus => "docs/gpus.md",

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_manners;
 mod bench_steps;
+mod campaigns;
 mod cli;
 mod cli_drift;
 mod cli_run;

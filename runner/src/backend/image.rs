@@ -19,6 +19,17 @@ impl DockerBackend {
         }
     }
 
+    /// The id (`sha256:…`) of the local image `image` names: what a tag points at now, so a
+    /// server key changes when the image is rebuilt under the same tag.
+    pub async fn image_id(&self, image: &str) -> Result<String, BackendError> {
+        let inspected = self
+            .api("inspect_image", image)
+            .inspect_image(image)
+            .await
+            .map_err(|e| self.engine_error("inspect an image", &e))?;
+        Ok(inspected.id.unwrap_or_else(|| image.to_string()))
+    }
+
     /// Pulls `image` from its registry; the engine's progress is not shown.
     pub async fn pull_image(&self, image: &str) -> Result<(), BackendError> {
         let (repository, tag) = split_reference(image);

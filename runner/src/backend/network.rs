@@ -46,6 +46,29 @@ impl DockerBackend {
             .map_err(|e| self.not_found_or(container, "connect a container to a network", &e))
     }
 
+    /// Disconnects a running container from `network`; one no longer on it is fine.
+    pub async fn disconnect_network(
+        &self,
+        network: &str,
+        container: &str,
+    ) -> Result<(), BackendError> {
+        let request = bollard::models::NetworkDisconnectRequest {
+            container: container.to_string(),
+            force: Some(true),
+        };
+        match self
+            .api("disconnect_network", container)
+            .disconnect_network(network, request)
+            .await
+        {
+            Err(e) if super::error::status_code(&e) == Some(404) => Ok(()),
+            Err(e) => {
+                Err(self.not_found_or(container, "disconnect a container from a network", &e))
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
     /// Removes a network; one that is already gone is fine.
     pub async fn remove_network(&self, network: &str) -> Result<(), BackendError> {
         match self

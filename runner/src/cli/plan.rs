@@ -73,6 +73,15 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
         println!("{}", render_json(&plan));
     } else {
         print!("{}", render_text(&plan));
+        let groups = crate::engine::server_groups::groups(&wf, &plan.jobs, &IndexMap::new());
+        let counts = crate::engine::server_groups::counts(&groups);
+        for (job, (servers, cells)) in counts.into_iter().filter(|(_, (s, c))| s < c) {
+            println!(
+                "servers: job `{job}` starts {} for {} (cells that would start the same server share it, one after another)",
+                count(servers, "server"),
+                count(cells, "cell"),
+            );
+        }
         for job in &model.dynamic_matrix {
             println!("note: job `{job}` computes its matrix when it runs; shown here as one run");
         }

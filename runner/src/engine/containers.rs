@@ -60,8 +60,25 @@ pub struct Started {
     pub shell: SharedShell,
     /// Started alone on the default network: to connect to the job's network, as this name,
     /// once it exists.
-    joins_network_as: Option<String>,
-    forward: Option<JoinHandle<()>>,
+    pub(super) joins_network_as: Option<String>,
+    pub(super) forward: Option<JoinHandle<()>>,
+    /// A server other cells of its group may reuse ([`super::server_reuse`]).
+    pub(super) reuse: Option<Reuse>,
+}
+
+/// What a reusable server carries from cell to cell.
+#[derive(Clone, Debug)]
+pub struct Reuse {
+    pub group: String,
+    pub key: String,
+    /// The cells it served before the current one.
+    pub cells_before: u32,
+    pub started: std::time::Instant,
+    /// Created on the job's network (it was not the job's first container), so parking it
+    /// must give it the default network to stay reachable.
+    pub(super) created_on_job_network: bool,
+    /// On a network its step chose (`network: host`): left as it is.
+    pub(super) own_network: bool,
 }
 
 /// Everything Docker-side of one job run.
@@ -69,8 +86,10 @@ pub struct JobContainers {
     pub docker: DockerBackend,
     labels: RunLabels,
     prefix: String,
-    network: Option<String>,
+    pub(super) network: Option<String>,
     pub started: IndexMap<String, Started>,
+    /// The run's parked servers, for a step that may reuse one.
+    pub(super) servers: Option<Arc<super::server_pool::ServerPool>>,
 }
 
 impl JobContainers {
@@ -82,7 +101,14 @@ impl JobContainers {
             prefix: format!("gpuflow-{}-{job_part}-{}", run_stamp(run_id), job.cell + 1),
             network: None,
             started: IndexMap::new(),
+            servers: None,
         }
+    }
+
+    /// With the run's parked servers, so a `start-container` step may adopt one.
+    pub fn with_servers(mut self, servers: Arc<super::server_pool::ServerPool>) -> Self {
+        self.servers = Some(servers);
+        self
     }
 
     /// Marks what it creates from now on as kept (`--keep-containers`), so the next run's
@@ -145,30 +171,8 @@ impl JobContainers {
             .start_container_attached(&self.labels, &spec)
             .await?;
         let forward = {
-            let host = host.clone();
-            let job = job.clone();
-            let name = name.to_string();
+            let sink = log_sink(host, job, name);
             tokio::spawn(async move {
-                // The end of a cut line's piece, per stream, held back until the next piece
-                // shows whether a secret straddles the cut (`Masker::mask_piece`).
-                let mut held: [String; 2] = Default::default();
-                let sink = move |line: LogLine| {
-                    let (stream, held) = match line.stream {
-                        OutputStream::Stdout => (Stream::Stdout, &mut held[0]),
-                        OutputStream::Stderr => (Stream::Stderr, &mut held[1]),
-                    };
-                    let Some(text) = host.masker().mask_piece(held, &line.text, line.continues)
-                    else {
-                        return;
-                    };
-                    host.emit(EventKind::LogLine {
-                        job: job.clone(),
-                        step: None,
-                        container: Some(name.clone()),
-                        stream,
-                        text,
-                    });
-                };
                 let _ = output.forward(sink).await;
             })
         };
@@ -188,6 +192,7 @@ impl JobContainers {
                 shell: SharedShell::default(),
                 joins_network_as,
                 forward: Some(forward),
+                reuse: None,
             },
         );
         Ok(&self.started[name])
@@ -253,6 +258,34 @@ impl JobContainers {
             problems.push(format!("network `{network}`: {e}"));
         }
         problems
+    }
+}
+
+/// Where a container's output goes: masked, as the job's log lines under the container's name.
+pub(super) fn log_sink(
+    host: &Arc<dyn StepHost>,
+    job: &JobRef,
+    name: &str,
+) -> impl FnMut(LogLine) + Send + 'static {
+    let (host, job, name) = (host.clone(), job.clone(), name.to_string());
+    // The end of a cut line's piece, per stream, held back until the next piece shows whether
+    // a secret straddles the cut (`Masker::mask_piece`).
+    let mut held: [String; 2] = Default::default();
+    move |line: LogLine| {
+        let (stream, held) = match line.stream {
+            OutputStream::Stdout => (Stream::Stdout, &mut held[0]),
+            OutputStream::Stderr => (Stream::Stderr, &mut held[1]),
+        };
+        let Some(text) = host.masker().mask_piece(held, &line.text, line.continues) else {
+            return;
+        };
+        host.emit(EventKind::LogLine {
+            job: job.clone(),
+            step: None,
+            container: Some(name.clone()),
+            stream,
+            text,
+        });
     }
 }
 

@@ -28,6 +28,8 @@ pub struct Shared {
     pub started: Instant,
     /// `github`, `gpuflow`, `inputs`, `secrets`, `vars`.
     pub base: IndexMap<String, Value>,
+    /// Servers the cells of a job share ([`super::server_pool`]).
+    pub servers: Arc<super::server_pool::ServerPool>,
 }
 
 impl Shared {

@@ -113,13 +113,46 @@ impl Dispatcher {
         self.results.into_iter().flatten().collect()
     }
 
-    /// Starts (or ends without starting) every pending run whose needed jobs are done.
+    /// Starts (or ends without starting) every pending run whose needed jobs are done; first
+    /// those whose server an earlier cell kept running for them. Servers no cell will adopt
+    /// any more go first, so their GPUs are free for the runs that start.
     async fn start_ready(&mut self) {
-        for i in 0..self.runs.len() {
+        self.remove_unwanted_servers().await;
+        let servers = self.shared.servers.clone();
+        let mut order: Vec<usize> = (0..self.runs.len()).collect();
+        order.sort_by_key(|&i| !servers.has_parked(&self.refs[i]));
+        for i in order {
             if self.state[i] == State::Pending && self.needs_done(i) {
                 self.try_start(i).await;
             }
         }
+    }
+
+    async fn remove_unwanted_servers(&self) {
+        let unwanted = self.shared.servers.unwanted();
+        if unwanted.is_empty() {
+            return;
+        }
+        for problem in crate::engine::server_pool::remove(unwanted).await {
+            self.shared.emit(EventKind::Warning {
+                job: None,
+                message: format!("could not remove {problem}"),
+            });
+        }
+    }
+
+    /// Whether another cell of the run's server group runs now: the group's cells run one
+    /// after another, each adopting the server the one before kept.
+    fn server_group_busy(&self, i: usize) -> bool {
+        let servers = &self.shared.servers;
+        let Some(group) = servers.group_of(&self.refs[i]) else {
+            return false;
+        };
+        (0..self.runs.len()).any(|j| {
+            j != i
+                && self.state[j] == State::Running
+                && servers.group_of(&self.refs[j]) == Some(group)
+        })
     }
 
     fn needs_done(&self, i: usize) -> bool {
@@ -155,7 +188,7 @@ impl Dispatcher {
             self.end_unstarted(i, JobResult::Cancelled, reason);
             return;
         }
-        if self.at_max_parallel(i) {
+        if self.at_max_parallel(i) || self.server_group_busy(i) {
             return;
         }
         let needs = needs_context(
@@ -225,6 +258,7 @@ impl Dispatcher {
             });
         }
         self.state[i] = State::Running;
+        self.shared.servers.settled(jref);
         self.shared
             .emit(EventKind::JobStarted { job: jref.clone() });
         let (shared, planned, jref) = (self.shared.clone(), self.runs[i].clone(), jref.clone());
@@ -239,6 +273,7 @@ impl Dispatcher {
     /// A run that never starts: told, and done with `result`.
     fn end_unstarted(&mut self, i: usize, result: JobResult, reason: &str) {
         finish_unstarted(&self.shared, &self.refs[i], result, reason);
+        self.shared.servers.settled(&self.refs[i]);
         self.state[i] = State::Done;
         self.results[i] = Some(summary(&self.refs[i], result, false));
     }

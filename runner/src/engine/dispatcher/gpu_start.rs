@@ -39,6 +39,14 @@ pub(super) async fn lease_gpus(
         Ok(asked) => asked,
         Err(message) => return GpuStart::Fail(format!("its `gpus` failed: {message}")),
     };
+    // The GPUs a server an earlier cell of its group kept runs on: this run takes them over
+    // with the server.
+    if let Some(leased) = shared.servers.take_lease(jref) {
+        return GpuStart::Go(GrantedGpus {
+            leased: Some(leased),
+            asked: asked.devices,
+        });
+    }
     let (Some(request), Some(host)) = (asked.lease_request(), shared.engines.gpus_for(jref)) else {
         return GpuStart::Go(GrantedGpus {
             leased: None,

@@ -15,6 +15,8 @@ use crate::diag::{Diagnostics, ExitCode};
 use crate::engine::engines::Engines;
 use crate::engine::options::RunOptions;
 use crate::engine::preflight::PreflightReport;
+use crate::engine::server_groups;
+use crate::engine::server_pool::{self, ServerPool};
 use crate::engine::shared::Shared;
 use crate::events::{
     EventKind, EventSink, Headline, HeadlineSink, JobRef, JobResult, JobSummary, Masker,
@@ -98,6 +100,12 @@ pub async fn run(
         .dispatch()
         .await;
     let result = run_result(&jobs, &cancel);
+    for problem in server_pool::remove(shared.servers.drain()).await {
+        shared.emit(EventKind::Warning {
+            job: None,
+            message: format!("could not remove {problem}"),
+        });
+    }
     remove_leftovers(&shared).await;
     Ok(finish_run(&shared, &headline, result, jobs, preflight))
 }
@@ -116,7 +124,11 @@ fn start_run(
     // secrets are taken out of what the run shows and stores (docs/running.md#secrets).
     let masked: Arc<dyn EventSink> = Arc::new(MaskingSink::new(headline.clone(), masker.clone()));
     let base = base_contexts(&wf, plan, &opts, inputs);
+    let servers = Arc::new(ServerPool::new(server_groups::groups(
+        &wf, &plan.jobs, &base,
+    )));
     let shared = Arc::new(Shared {
+        servers,
         wf,
         sink: masked,
         masker,

@@ -23,7 +23,8 @@ impl JobRun {
             let docker = self.shared.engines.for_job(&self.jref).await?;
             self.containers = Some(
                 JobContainers::new(docker, &self.shared.opts.run_id, &self.jref)
-                    .kept(self.shared.opts.keep_containers),
+                    .kept(self.shared.opts.keep_containers)
+                    .with_servers(self.shared.servers.clone()),
             );
         }
         Ok(self.containers.as_mut().expect("set above"))
@@ -168,8 +169,21 @@ impl JobRun {
             }
             return;
         }
+        // A cell that leased the GPUs of a server an earlier cell kept, and did not adopt it,
+        // gives them back to it: they are the devices it runs on.
+        if let Some(lease) = self.gpus.take() {
+            self.gpus = self.shared.servers.give_back_lease(&self.jref, lease);
+        }
         if let Some(mut containers) = self.containers.take() {
             let shared = self.shared.clone();
+            if containers
+                .park_reusable(&self.step_host(), &self.jref)
+                .await
+                && let Some(lease) = self.gpus.take()
+            {
+                // The parked server keeps running on the job's GPUs: its lease goes with it.
+                self.gpus = shared.servers.give_back_lease(&self.jref, lease);
+            }
             for problem in containers.remove_all(&self.step_host(), &self.jref).await {
                 shared.emit(EventKind::Warning {
                     job: Some(self.jref.clone()),

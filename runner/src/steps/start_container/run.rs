@@ -16,6 +16,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         .ok_or("give the container a name: `with: { name: server }`, or give the step an `id`")?;
     let spec = start_container_spec(call.inputs, call.job_gpus.take())?;
     let pull = call.text("pull");
+    let reuse = call.text("reuse").is_none_or(|r| r != "false");
     let (inputs, host, job) = (call.inputs, call.host, call.job);
     let action_inputs = call.step.action_inputs.clone();
     let containers = call.engine()?;
@@ -55,8 +56,8 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         required_paths::check_at_start(containers, host, job, &container, &spec, &paths, &origin)
             .await?;
     }
-    let started = containers
-        .start(host, job, &container, spec.clone())
+    let obtained = containers
+        .start_or_adopt(host, job, &container, spec.clone(), reuse)
         .await
         .map_err(|e| {
             format!(
@@ -66,6 +67,12 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         })?;
     Ok(IndexMap::from([
         ("name".to_string(), container.clone()),
-        ("id".to_string(), started.id.clone()),
+        ("id".to_string(), obtained.id),
+        ("reused".to_string(), obtained.reused.is_some().to_string()),
+        ("server-key".to_string(), obtained.key.unwrap_or_default()),
+        (
+            "cells-before".to_string(),
+            obtained.reused.map_or(0, |(cells, _)| cells).to_string(),
+        ),
     ]))
 }

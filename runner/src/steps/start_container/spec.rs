@@ -140,6 +140,13 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             default: Some("true"),
             doc: "Run an init process as PID 1, so the server gets signals and stops promptly.",
         },
+        InputSpec {
+            name: "reuse",
+            ty: InputType::Bool,
+            required: false,
+            default: Some("true"),
+            doc: "Share the server with the job's other matrix cells that would start the same one (the same server key: image id, command, entrypoint, env, mounts, ports, GPUs, memory and IPC settings): they run one after another, the first starts it, the next ones adopt it running, the last stops it. `false` starts a fresh server in every cell (docs/campaigns.md).",
+        },
     ],
     outputs: &[
         OutputSpec {
@@ -149,6 +156,18 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
         OutputSpec {
             name: "id",
             doc: "The Docker container id.",
+        },
+        OutputSpec {
+            name: "reused",
+            doc: "`true` when an earlier cell's running server was adopted (no new container), else `false`.",
+        },
+        OutputSpec {
+            name: "server-key",
+            doc: "The server key, for a cell of a job whose cells can share servers; empty otherwise.",
+        },
+        OutputSpec {
+            name: "cells-before",
+            doc: "How many cells the adopted server served before this one (`0` for a fresh server).",
         },
     ],
     shell_inputs: &[],

@@ -1,0 +1,276 @@
+//! A job's side of sharing servers between cells ([`super::server_pool`]): a `start-container`
+//! step adopts the server an earlier cell of its group parked under the same key, or starts a
+//! fresh one marked reusable; when the cell ends, a reusable server that a later cell of its
+//! group may adopt is parked instead of removed.
+//!
+//! A parked server leaves the job's network (which goes with the job) and keeps Docker's
+//! default one, so the adopting cell gives it its own network and name like any container.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::containers::{ContainerError, JobContainers, Reuse, Started, log_sink};
+use super::server_pool::{Adoption, Parked, ParkedContainer, ServerPool, remove};
+use crate::backend::{ContainerSpec, LogStart};
+use crate::events::{EventKind, JobRef, Stream};
+use crate::steps::StepHost;
+
+/// Docker's default network, which a parked server keeps.
+const DEFAULT_NETWORK: &str = "bridge";
+
+/// How a `start-container` step got its container.
+pub struct Obtained {
+    pub id: String,
+    /// Adopted from an earlier cell: the cells it served before, and how long it has run.
+    pub reused: Option<(u32, Duration)>,
+    pub key: Option<String>,
+}
+
+impl JobContainers {
+    /// Starts `spec` as `name`, or, with `reuse` in a cell of a server group, adopts the
+    /// running server an earlier cell of the group parked under the same key.
+    pub async fn start_or_adopt(
+        &mut self,
+        host: &Arc<dyn StepHost>,
+        job: &JobRef,
+        name: &str,
+        spec: ContainerSpec,
+        reuse: bool,
+    ) -> Result<Obtained, ContainerError> {
+        let pool = self.servers.clone().filter(|_| reuse);
+        let group = pool
+            .as_ref()
+            .and_then(|p| p.group_of(job))
+            .map(String::from);
+        // An image the engine does not have yet has no id to key on: it is pulled by the
+        // start, and that server is not shared.
+        let key = match (&pool, &group) {
+            (Some(_), Some(_)) => super::server_key::server_key(&self.docker, &spec)
+                .await
+                .ok(),
+            _ => None,
+        };
+        let (Some(pool), Some(group), Some(key)) = (pool, group, key) else {
+            let id = self.start(host, job, name, spec).await?.id.clone();
+            return Ok(Obtained {
+                id,
+                reused: None,
+                key: None,
+            });
+        };
+        match pool.adopt(job, name, &key) {
+            Adoption::Reuse(parked) => {
+                if let Some(obtained) = self.adopt(host, job, parked, &key).await? {
+                    return Ok(obtained);
+                }
+            }
+            Adoption::Stale(parked) => {
+                say(
+                    host,
+                    job,
+                    &format!(
+                        "the server `{name}` an earlier cell kept has another key ({}, this step's is {key}): removing it, starting a fresh one",
+                        parked.key
+                    ),
+                );
+                remove(vec![parked]).await;
+            }
+            Adoption::Fresh => {}
+        }
+        let created_on_job_network =
+            spec.network.is_none() && (self.network.is_some() || !self.started.is_empty());
+        let own_network = spec.network.is_some();
+        let started = self.start(host, job, name, spec).await?;
+        let id = started.id.clone();
+        if let Some(started) = self.started.get_mut(name) {
+            started.reuse = Some(Reuse {
+                group,
+                key: key.clone(),
+                cells_before: 0,
+                started: Instant::now(),
+                created_on_job_network,
+                own_network,
+            });
+        }
+        Ok(Obtained {
+            id,
+            reused: None,
+            key: Some(key),
+        })
+    }
+
+    /// Takes the parked server over, if it still runs; `None` (and it removed) if it died.
+    async fn adopt(
+        &mut self,
+        host: &Arc<dyn StepHost>,
+        job: &JobRef,
+        parked: Parked,
+        key: &str,
+    ) -> Result<Option<Obtained>, ContainerError> {
+        let (name, id) = (parked.name.clone(), parked.container.id.clone());
+        let running = self
+            .docker
+            .inspect_state(&id)
+            .await
+            .is_ok_and(|s| s.running);
+        if !running {
+            say(
+                host,
+                job,
+                &format!(
+                    "the server `{name}` an earlier cell kept is no longer running: starting a fresh one"
+                ),
+            );
+            remove(vec![parked]).await;
+            return Ok(None);
+        }
+        let mut joins_network_as = None;
+        if !parked.container.own_network {
+            if self.network.is_some() || !self.started.is_empty() {
+                let network = self.network().await?;
+                self.docker
+                    .connect_network(&network, &id, std::slice::from_ref(&name))
+                    .await?;
+            } else {
+                joins_network_as = Some(name.clone());
+            }
+        }
+        // From now on: what the server prints is this cell's.
+        let forward = {
+            let (docker, id, sink) = (self.docker.clone(), id.clone(), log_sink(host, job, &name));
+            tokio::spawn(async move {
+                let _ = docker.follow_logs(&id, LogStart::Tail(0), sink).await;
+            })
+        };
+        let cells_before = parked.cells_served;
+        let age = parked.started.elapsed();
+        say(
+            host,
+            job,
+            &format!(
+                "reusing the server `{name}` an earlier cell started (key {key}, up {:.0}s, {cells_before} cell{} served): no new container",
+                age.as_secs_f64(),
+                if cells_before == 1 { "" } else { "s" }
+            ),
+        );
+        self.started.insert(
+            name.clone(),
+            Started {
+                id: id.clone(),
+                docker_name: parked.container.docker_name.clone(),
+                shell: Default::default(),
+                joins_network_as,
+                forward: Some(forward),
+                reuse: Some(Reuse {
+                    group: parked.group.clone(),
+                    key: key.to_string(),
+                    cells_before,
+                    started: parked.started,
+                    created_on_job_network: parked.container.created_on_job_network,
+                    own_network: parked.container.own_network,
+                }),
+            },
+        );
+        // Its GPU lease, if this cell did not take it at its start, stays with the pool.
+        if let (Some(lease), Some(pool)) = (parked.lease, &self.servers) {
+            pool.give_back_lease(job, lease);
+        }
+        Ok(Some(Obtained {
+            id,
+            reused: Some((cells_before, age)),
+            key: Some(key.to_string()),
+        }))
+    }
+
+    /// Parks every reusable server a later cell of its group may adopt; whether one was.
+    pub async fn park_reusable(&mut self, host: &Arc<dyn StepHost>, job: &JobRef) -> bool {
+        let Some(pool) = self.servers.clone() else {
+            return false;
+        };
+        let names: Vec<String> = self
+            .started
+            .iter()
+            .filter(|(_, s)| s.reuse.as_ref().is_some_and(|r| pool.wanted(&r.group)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut parked_any = false;
+        for name in names {
+            let Some(started) = self.started.shift_remove(&name) else {
+                continue;
+            };
+            match self.park(&pool, &name, started).await {
+                Ok(()) => {
+                    parked_any = true;
+                    say(
+                        host,
+                        job,
+                        &format!("kept the server `{name}` running for the next cell of its group"),
+                    );
+                }
+                Err(message) => say(host, job, &message),
+            }
+        }
+        parked_any
+    }
+
+    async fn park(
+        &mut self,
+        pool: &ServerPool,
+        name: &str,
+        mut started: Started,
+    ) -> Result<(), String> {
+        let reuse = started
+            .reuse
+            .take()
+            .expect("only reusable servers are parked");
+        if let Some(forward) = started.forward.take() {
+            forward.abort();
+        }
+        let detach = async {
+            if reuse.own_network {
+                return Ok(());
+            }
+            if let Some(network) = &self.network {
+                self.docker.disconnect_network(network, &started.id).await?;
+            }
+            if reuse.created_on_job_network {
+                self.docker
+                    .connect_network(DEFAULT_NETWORK, &started.id, &[])
+                    .await?;
+            }
+            Ok::<(), crate::backend::BackendError>(())
+        };
+        if let Err(e) = detach.await {
+            let _ = self.docker.remove_container(&started.id).await;
+            return Err(format!(
+                "could not keep the server `{name}` for the next cell ({e}): removed it"
+            ));
+        }
+        pool.park(Parked {
+            group: reuse.group,
+            key: reuse.key,
+            name: name.to_string(),
+            container: ParkedContainer {
+                id: started.id,
+                docker_name: started.docker_name,
+                docker: self.docker.clone(),
+                created_on_job_network: reuse.created_on_job_network,
+                own_network: reuse.own_network,
+            },
+            lease: None,
+            cells_served: reuse.cells_before + 1,
+            started: reuse.started,
+        });
+        Ok(())
+    }
+}
+
+fn say(host: &Arc<dyn StepHost>, job: &JobRef, text: &str) {
+    host.emit(EventKind::LogLine {
+        job: job.clone(),
+        step: None,
+        container: None,
+        stream: Stream::Runner,
+        text: text.to_string(),
+    });
+}

@@ -1,0 +1,89 @@
+//! Tuning campaigns (docs/campaigns.md): the cells of a matrix that would start the same
+//! server share one. The servers are the simulator image with a load delay; what is asserted
+//! is what the engine did (containers it created, cells that adopted a server), through its
+//! events.
+
+use gpuflow::engine::{EventKind, JobResult};
+
+use crate::support::engine::{Ran, workflow};
+use crate::support::images;
+
+/// A tuning grid: `graph-bs` is a server flag (three servers), `concurrency` a client input
+/// (four levels per server). `reuse` is the start-container input under test.
+fn grid(reuse: &str, graph_bs: &str, concurrency: &str) -> String {
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  tune:
+    strategy:
+      fail-fast: false
+      matrix:
+        graph-bs: {graph_bs}
+        concurrency: {concurrency}
+    steps:
+      - id: server
+        uses: start-container
+        with:
+          name: server
+          image: {sim}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 1s --ttft 2ms --tokens-per-second 5000
+          env: {{ CUDA_GRAPH_MAX_BS: "${{{{ matrix.graph-bs }}}}" }}
+          reuse: {reuse}
+      - uses: wait-for-health
+        with: {{ url: "http://server:30000/health", container: server, timeout: 1m }}
+      - id: bench
+        uses: benchmark
+        with:
+          target: http://server:30000
+          mode: concurrency
+          concurrency: ${{{{ matrix.concurrency }}}}
+          requests: 4
+          warmup: 0
+          output-tokens: 4
+      - run: echo "reused=${{{{ steps.server.outputs.reused }}}} before=${{{{ steps.server.outputs.cells-before }}}}"
+"#,
+        sim = images::SIM,
+    )
+}
+
+/// How many containers the run created (`container_started`).
+fn containers_created(ran: &Ran) -> usize {
+    ran.events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ContainerStarted { .. }))
+        .count()
+}
+
+/// The cells that said they adopted a server.
+fn cells_reusing(ran: &Ran) -> usize {
+    ran.lines_of_jobs_starting_with("tune")
+        .iter()
+        .filter(|l| l.starts_with("reused=true"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twelve_cells_over_three_server_keys_start_three_servers() {
+    let yaml = grid("true", "[128, 256, 512]", "[1, 2, 4, 8]");
+    let Some(ran) = workflow(&yaml).on_docker().await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    assert_eq!(containers_created(&ran), 3, "{}", ran.said());
+    assert_eq!(cells_reusing(&ran), 9, "{}", ran.said());
+    // The server went on serving: the last cell of a group is its fourth.
+    let said = ran.lines_of_jobs_starting_with("tune").join("\n");
+    assert!(said.contains("reused=true before=3"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reuse_false_starts_a_server_per_cell() {
+    let yaml = grid("false", "[128]", "[1, 2, 4]");
+    let Some(ran) = workflow(&yaml).on_docker().await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    assert_eq!(containers_created(&ran), 3, "{}", ran.said());
+    assert_eq!(cells_reusing(&ran), 0, "{}", ran.said());
+}
