@@ -87,3 +87,92 @@ async fn reuse_false_starts_a_server_per_cell() {
     assert_eq!(containers_created(&ran), 3, "{}", ran.said());
     assert_eq!(cells_reusing(&ran), 0, "{}", ran.said());
 }
+
+/// A memory fraction that loads up to 70 and not above, played by a step that fails above it.
+fn bisect(find: &str, values: &str, works: &str) -> String {
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  probe:
+    strategy:
+      matrix:
+        frac: {values}
+      search:
+        bisect: frac
+        find: {find}
+    steps:
+      - run: test ${{{{ matrix.frac }}}} {works}
+  use:
+    needs: probe
+    steps:
+      - run: echo "best=${{{{ needs.probe.outputs.best }}}} cell=${{{{ needs.probe.outputs.best-cell }}}}"
+"#
+    )
+}
+
+/// The job runs that started.
+fn started(ran: &Ran) -> Vec<String> {
+    ran.events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::JobStarted { job } => Some(job.display.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_bisect_finds_the_largest_value_that_works_in_log2_probes() {
+    let values = "[50, 55, 60, 65, 70, 75, 80, 85, 90]";
+    let ran = crate::support::engine::on_host(&bisect("largest", values, "-le 70")).await;
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    let probes: Vec<String> = started(&ran)
+        .into_iter()
+        .filter(|j| j.starts_with("probe"))
+        .collect();
+    // ⌈log₂(9 + 1)⌉ = 4 at most: 70 ok, 80 failed, 75 failed.
+    assert_eq!(
+        probes,
+        ["probe (70)", "probe (80)", "probe (75)"],
+        "{}",
+        ran.said()
+    );
+    assert_eq!(ran.job("probe (90)"), JobResult::Skipped);
+    assert_eq!(ran.value("use", "best="), "70 cell=probe (70)");
+    assert!(
+        ran.said().contains(
+            "bisect of `frac`: 70 ok, 80 failed, 75 failed → the largest `frac` that succeeds is 70 (3 probes of 9 cells)"
+        ),
+        "{}",
+        ran.said()
+    );
+}
+
+#[tokio::test]
+async fn a_bisect_for_the_smallest_value_and_one_that_finds_none() {
+    let values = "[1, 2, 4, 8, 16, 32, 64, 128]";
+    let ran = crate::support::engine::on_host(&bisect("smallest", values, "-ge 16")).await;
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    assert_eq!(ran.value("use", "best="), "16 cell=probe (16)");
+    assert!(started(&ran).len() <= 1 + 4, "{:?}", started(&ran));
+
+    let none = crate::support::engine::on_host(&bisect("largest", values, "-ge 1000")).await;
+    assert_eq!(none.report.result, JobResult::Failure, "{}", none.said());
+    assert!(
+        none.said().contains("no value of `frac` succeeds"),
+        "{}",
+        none.said()
+    );
+}
+
+#[test]
+fn a_bisect_of_a_dimension_the_matrix_lacks_is_refused_where_it_is_written() {
+    let yaml = bisect("largest", "[50, 60]", "-le 70").replace("bisect: frac", "bisect: fracc");
+    let errors = crate::support::engine::validate_errors(&crate::support::Workspace::new(), &yaml);
+    assert!(
+        errors.contains("`bisect` names `fracc`, which is not a dimension of the matrix"),
+        "{errors}"
+    );
+    assert!(errors.contains("did you mean `frac`?"), "{errors}");
+}

@@ -272,14 +272,7 @@ fn check_job(c: &mut ExprChecker<'_>, wf: &Workflow, job: &Job, top: &Scope) {
     let needs = job
         .needs
         .iter()
-        .map(|n| {
-            let outputs = wf
-                .jobs
-                .get(&n.value)
-                .map(|j| j.outputs.keys().cloned().collect())
-                .unwrap_or_default();
-            (n.value.clone(), outputs)
-        })
+        .map(|n| (n.value.clone(), job_outputs(wf, &n.value)))
         .collect();
     let mut scope = Scope {
         steps: StepFacts::of_steps(&job.steps, &wf.actions),
@@ -488,6 +481,19 @@ pub fn load_and_check_with(
         _ => {}
     }
     Ok((loaded, diags.sorted()))
+}
+
+/// The outputs job `id` gives the jobs that need it: those it declares, and a search's
+/// boundary (`strategy.search`, docs/campaigns.md).
+fn job_outputs(wf: &Workflow, id: &str) -> Vec<String> {
+    let Some(job) = wf.jobs.get(id) else {
+        return Vec::new();
+    };
+    let mut outputs: Vec<String> = job.outputs.keys().cloned().collect();
+    if job.strategy.as_ref().is_some_and(|s| s.search.is_some()) {
+        outputs.extend(["best".to_string(), "best-cell".to_string()]);
+    }
+    outputs
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ pub mod matrix;
 pub mod plan;
 pub mod render;
 
-pub use from_model::{ModelInput, from_workflow};
+pub use from_model::{ModelInput, from_workflow, to_json};
 pub use graph::{GraphError, JobDeps, JobGraph, NeedsRef};
 pub use matrix::{CellOrigin, MAX_CELLS, MatrixCell, MatrixError, MatrixInput, expand};
 pub use plan::{

@@ -15,6 +15,7 @@ use super::gpu_start::{GPU_POLL, GpuStart, lease_gpus};
 use super::readiness::{
     condition_holds, job_context, job_continue_on_error, needs_context, needs_succeeded,
 };
+use super::search::{Concluded, Decision, Searches};
 use crate::engine::executor::{JobOutcome, run_job};
 use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
@@ -58,6 +59,8 @@ pub(super) struct Dispatcher {
     waiting: Vec<bool>,
     // Jobs the plan skipped (an empty matrix) count as skipped for those that need them.
     skipped_jobs: Vec<String>,
+    // Jobs whose cells run only as a search needs them (`strategy.search`).
+    searches: Searches,
 }
 
 impl Dispatcher {
@@ -69,7 +72,9 @@ impl Dispatcher {
         cancel: CancellationToken,
     ) -> Self {
         let count = runs.len();
+        let searches = Searches::new(&shared.wf, &runs);
         Self {
+            searches,
             shared,
             runs,
             refs,
@@ -190,6 +195,14 @@ impl Dispatcher {
         }
         if self.at_max_parallel(i) || self.server_group_busy(i) {
             return;
+        }
+        match self.searches.decide(i) {
+            Decision::Run => {}
+            Decision::Wait => return,
+            Decision::Skip(reason) => {
+                self.end_unstarted(i, JobResult::Skipped, &reason);
+                return;
+            }
         }
         let needs = needs_context(
             planned,
@@ -357,9 +370,11 @@ impl Dispatcher {
     fn on_job_finished(&mut self, (i, outcome, duration): Finished) {
         let planned = &self.runs[i];
         let job = &self.shared.wf.jobs[&planned.job_id];
+        let probe = self.searches.is_probe(i);
         let allowed = outcome.result == JobResult::Failure
-            && job_continue_on_error(job.continue_on_error.as_ref(), &self.shared, planned);
-        if allowed {
+            && (probe
+                || job_continue_on_error(job.continue_on_error.as_ref(), &self.shared, planned));
+        if allowed && !probe {
             self.shared.emit(EventKind::Warning {
                 job: Some(self.refs[i].clone()),
                 message: "the job failed; `continue-on-error` lets the run go on".into(),
@@ -384,6 +399,37 @@ impl Dispatcher {
             duration,
             failure_allowed: allowed,
         });
+        if probe
+            && let Some(concluded) = self
+                .searches
+                .record(i, outcome.result == JobResult::Success)
+        {
+            self.conclude_search(i, concluded);
+        }
+    }
+
+    /// A search ended: said in the last probe's log, its boundary the job's output `best`; a
+    /// search that found no cell that succeeds fails the run (its last probe's failure counts).
+    fn conclude_search(&mut self, last_probe: usize, concluded: Concluded) {
+        self.shared.emit(EventKind::LogLine {
+            job: self.refs[last_probe].clone(),
+            step: None,
+            container: None,
+            stream: crate::events::Stream::Runner,
+            text: concluded.summary,
+        });
+        let outputs = self.outputs.entry(concluded.job_id).or_default();
+        match concluded.best {
+            Some((value, run)) => {
+                outputs.insert("best".into(), value);
+                outputs.insert("best-cell".into(), self.refs[run].display.clone());
+            }
+            None => {
+                if let Some(summary) = self.results[last_probe].as_mut() {
+                    summary.failure_allowed = false;
+                }
+            }
+        }
     }
 }
 

@@ -22,5 +22,6 @@ mod dispatch;
 mod gpu_start;
 mod readiness;
 mod run;
+mod search;
 
 pub use run::{RunError, RunReport, run};

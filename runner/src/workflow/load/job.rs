@@ -7,7 +7,7 @@ use super::reader::{Reader, is_expression, to_value};
 use crate::diag::{Span, Spanned, did_you_mean, join_quoted};
 use crate::workflow::model::{
     Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
-    MatrixDims, MatrixRow, Strategy,
+    MatrixDims, MatrixRow, Search, SearchFind, Strategy,
 };
 use crate::workflow::yaml::{Node, NodeKind};
 
@@ -345,11 +345,11 @@ impl Reader {
         let entries = self.map(
             "strategy",
             node,
-            "a mapping with `matrix`, `fail-fast`, `max-parallel`",
+            "a mapping with `matrix`, `fail-fast`, `max-parallel`, `search`",
         )?;
         self.check_keys(
             entries,
-            &["matrix", "fail-fast", "max-parallel"],
+            &["matrix", "fail-fast", "max-parallel", "search"],
             &[],
             "`strategy`",
         );
@@ -362,10 +362,74 @@ impl Reader {
                 "max-parallel" => {
                     s.max_parallel = self.positive_or_expr("max-parallel", v, "jobs", true)
                 }
+                "search" => s.search = self.search(v),
                 _ => {}
             }
         }
+        if let Some(search) = &s.search {
+            self.check_search_dimension(search, s.matrix.as_ref());
+        }
         Some(s)
+    }
+
+    /// A bisect's dimension must be one of the matrix's, written out as a list.
+    fn check_search_dimension(&mut self, search: &Search, matrix: Option<&Matrix>) {
+        let dim = &search.bisect;
+        let dims: Vec<&str> = match matrix {
+            Some(Matrix::Dims(d)) => d
+                .dims
+                .iter()
+                .filter(|(_, v)| matches!(v.value, MatrixDim::Values(_)))
+                .map(|(k, _)| k.as_str())
+                .collect(),
+            _ => Vec::new(),
+        };
+        if dims.contains(&dim.value.as_str()) {
+            return;
+        }
+        let d = self
+            .err(dim.span, format!("`bisect` names `{}`, which is not a dimension of the matrix", dim.value))
+            .label("not a matrix dimension written as a list")
+            .maybe_hint(did_you_mean(&dim.value, &dims))
+            .note("a bisect searches one dimension of `strategy.matrix` whose values are listed in order, e.g. `mem-fraction: [0.5, 0.6, 0.7, 0.8]`");
+        self.diags.push(d);
+    }
+
+    fn search(&mut self, node: &Node) -> Option<Search> {
+        let entries = self.map("search", node, "a mapping with `bisect` and `find`")?;
+        self.check_keys(entries, &["bisect", "find"], &[], "`strategy.search`");
+        let mut bisect = None;
+        let mut find = None;
+        for e in entries {
+            match e.key.value.as_str() {
+                "bisect" => bisect = self.string("bisect", &e.value),
+                "find" => {
+                    let text = self.string("find", &e.value)?;
+                    let value = match text.value.as_str() {
+                        "largest" => SearchFind::Largest,
+                        "smallest" => SearchFind::Smallest,
+                        other => {
+                            let d = self
+                                .err(text.span, format!("`find` is `{other}`"))
+                                .label("not `largest` or `smallest`")
+                                .maybe_hint(did_you_mean(other, &["largest", "smallest"]));
+                            self.diags.push(d);
+                            return None;
+                        }
+                    };
+                    find = Some(Spanned::new(value, text.span));
+                }
+                _ => {}
+            }
+        }
+        let Some(bisect) = bisect else {
+            let d = self
+                .err(node.span, "`strategy.search` needs `bisect`")
+                .hint("name the matrix dimension to search: `bisect: mem-fraction`");
+            self.diags.push(d);
+            return None;
+        };
+        Some(Search { bisect, find })
     }
 
     fn matrix(&mut self, key: &Spanned<String>, node: &Node) -> Option<Matrix> {

@@ -97,6 +97,34 @@ pub struct Strategy {
     /// At most this many cells run at once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<NumberOrExpr>,
+    /// Run only the cells a search needs instead of every cell (docs/campaigns.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<Search>,
+}
+
+/// `strategy.search`: which cells of the matrix run.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Search {
+    /// `bisect: DIMENSION`: find the boundary along one matrix dimension, whose values are
+    /// listed in order, between the cells that succeed and those that fail, in log₂ probes
+    /// (for each combination of the other dimensions).
+    #[schemars(schema_with = "schema::scalar_string")]
+    pub bisect: Spanned<String>,
+    /// `largest` (default): the last value, in the listed order, whose cell succeeds (the
+    /// cells succeed up to a boundary, e.g. a memory fraction that still loads); `smallest`:
+    /// the first value whose cell succeeds (they succeed from a boundary on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub find: Option<Spanned<SearchFind>>,
+}
+
+/// What a bisect looks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SearchFind {
+    #[default]
+    Largest,
+    Smallest,
 }
 
 /// `strategy.matrix`: dimensions, or one expression that yields the whole matrix

@@ -21,7 +21,7 @@ pub use action::{Action, ActionInput, ActionOutput, ActionRuns, GITHUB_ONLY_ACTI
 pub use defaults::{Defaults, RunDefaults};
 pub use job::{
     Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
-    MatrixDims, MatrixRow, Strategy,
+    MatrixDims, MatrixRow, Search, SearchFind, Strategy,
 };
 pub use step::{Step, Uses};
 pub use triggers::{
