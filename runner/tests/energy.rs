@@ -83,14 +83,16 @@ fn assert_close(actual: f64, expected: f64, what: &str) {
     );
 }
 
-/// The `duration` (seconds measured, all runs) in the result file the run's last line names.
+/// The `duration` (seconds measured, all runs) in the result file the run's last step named.
 fn measured_seconds(out: &str) -> f64 {
     let path = out
         .lines()
-        .find_map(|l| l.split("result-file=").nth(1))
+        .filter_map(|l| l.rsplit_once("result-file=").map(|(_, path)| path))
+        .find(|path| path.starts_with('/'))
         .unwrap_or_else(|| panic!("no result file: {out}"));
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(path.trim()).unwrap()).unwrap();
+    let path = path.trim();
+    let text = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}\n{out}"));
+    let json: serde_json::Value = serde_json::from_slice(&text).unwrap();
     json["duration"].as_f64().unwrap()
 }
 
@@ -161,7 +163,7 @@ fn energy_is_scripted_power_times_measured_time_and_doubled_power_is_a_regressio
     let (code, out) = run(&repo, &inventory(600.0, 200.0), port);
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        out.contains("joules_per_output_token (GPU energy per output token of a measured run, median of runs (stand-in power, made up)): regression"),
+        out.contains("joules_per_output_token (GPU energy per output token of a measured run, median of runs; stand-in power, made up): regression"),
         "{out}"
     );
     let second = find(&store)

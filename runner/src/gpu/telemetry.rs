@@ -129,7 +129,7 @@ impl Thinning {
 
 /// Where readings come from.
 enum Reader {
-    Nvml(nvml_wrapper::Nvml),
+    Nvml(Box<nvml_wrapper::Nvml>),
     /// Each GPU's scripted reading, by index.
     StandIn(Vec<(u32, Sample)>),
 }
@@ -164,7 +164,7 @@ impl Sampler {
             return Self::unavailable("the job has no GPU leased, so none was watched");
         }
         match super::nvml::open() {
-            Ok(nvml) => Self::spawn(gpus, Reader::Nvml(nvml)),
+            Ok(nvml) => Self::spawn(gpus, Reader::Nvml(Box::new(nvml))),
             Err(reason) => Self::unavailable(&format!("no NVML: {reason}")),
         }
     }

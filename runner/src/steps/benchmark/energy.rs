@@ -90,7 +90,7 @@ pub fn metrics(telemetry: &Telemetry, levels: &[LevelWindows]) -> Energy {
         return out;
     }
     let made_up = if *stand_in {
-        " (stand-in power, made up)"
+        "stand-in power, made up"
     } else {
         ""
     };
@@ -134,14 +134,17 @@ fn level_energy(
         .filter_map(|(r, e)| r.output_tokens.filter(|n| *n > 0).map(|n| e / n as f64))
         .collect();
     let at = level_metrics::describe_tag(level.suffix.trim_start_matches('@'));
+    let note = if made_up.is_empty() {
+        String::new()
+    } else {
+        format!("; {made_up}")
+    };
     let mut push = |name: String, unit: &str, samples: Vec<f64>, meaning: String| {
         if samples.is_empty() {
             return;
         }
-        out.meanings.insert(
-            name.clone(),
-            format!("{meaning}, median of runs{at}{made_up}"),
-        );
+        out.meanings
+            .insert(name.clone(), format!("{meaning}, median of runs{at}{note}"));
         out.metrics.push(NewMetric {
             name,
             unit: unit.into(),
@@ -203,6 +206,11 @@ fn line(
         String::new()
     };
     let tokens: u64 = level.runs.iter().filter_map(|r| r.output_tokens).sum();
+    let made_up = if made_up.is_empty() {
+        String::new()
+    } else {
+        format!(" ({made_up})")
+    };
     let per_token = if per_token.is_empty() || tokens == 0 {
         String::new()
     } else {
@@ -291,7 +299,7 @@ mod tests {
         );
         assert_eq!(
             e.meanings["joules_per_output_token@c8"],
-            "GPU energy per output token of a measured run, median of runs, at concurrency 8 (stand-in power, made up)"
+            "GPU energy per output token of a measured run, median of runs, at concurrency 8; stand-in power, made up"
         );
         assert_eq!(
             e.lines[0],
