@@ -217,6 +217,14 @@ struct FileGpu {
 type Key<'i> = toml::Spanned<std::borrow::Cow<'i, str>>;
 type Value<'i> = toml::Spanned<DeValue<'i>>;
 
+/// The value as a whole number without a sign, when it is one.
+fn whole(value: &Value<'_>) -> Option<u64> {
+    match value.get_ref() {
+        DeValue::Integer(n) => u64::from_str_radix(&n.as_str().replace('_', ""), n.radix()).ok(),
+        _ => None,
+    }
+}
+
 /// Walks the parsed file, collecting diagnostics.
 struct Reader {
     file: Arc<SourceFile>,
@@ -384,12 +392,7 @@ impl Reader {
         key: &str,
         example: &str,
     ) -> Option<T> {
-        let parsed = match value.get_ref() {
-            DeValue::Integer(n) => u64::from_str_radix(&n.as_str().replace('_', ""), n.radix())
-                .ok()
-                .and_then(|n| T::try_from(n).ok()),
-            _ => None,
-        };
+        let parsed = whole(value).and_then(|n| T::try_from(n).ok());
         if parsed.is_none() {
             self.error(
                 Span::from(value.span()),
@@ -403,13 +406,10 @@ impl Reader {
     /// A power in watts: a number, whole or not, 0 or more.
     fn watts(&mut self, value: &Value<'_>, key: &str) -> Option<f64> {
         let parsed = match value.get_ref() {
-            DeValue::Integer(n) => u64::from_str_radix(&n.as_str().replace('_', ""), n.radix())
-                .ok()
-                .map(|n| n as f64),
-            DeValue::Float(f) => f.as_str().replace('_', "").parse::<f64>().ok(),
-            _ => None,
-        };
-        let parsed = parsed.filter(|w| w.is_finite() && *w >= 0.0);
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            _ => whole(value).map(|n| n as f64),
+        }
+        .filter(|w| w.is_finite() && *w >= 0.0);
         if parsed.is_none() {
             self.error(
                 Span::from(value.span()),
