@@ -13,6 +13,7 @@ mod diagnostics;
 mod doc_examples;
 mod docker;
 mod docker_engine;
+mod energy;
 mod engine;
 mod expr;
 mod fuzz_validate;

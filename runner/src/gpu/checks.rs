@@ -167,6 +167,7 @@ mod tests {
             persistence_mode: Some(true),
             sm_clock_mhz: Some(2520),
             max_sm_clock_mhz: Some(2520),
+            power_w: None,
         };
         let v = all().judge(gpu, &state);
         assert!(v.passed(), "{v:?}");
@@ -183,6 +184,7 @@ mod tests {
             persistence_mode: Some(false),
             sm_clock_mhz: Some(1200),
             max_sm_clock_mhz: Some(2520),
+            power_w: None,
         };
         let v = all().judge(gpu, &state);
         assert_eq!(

@@ -49,6 +49,9 @@ pub struct GpuState {
     pub persistence_mode: Option<bool>,
     pub sm_clock_mhz: Option<u32>,
     pub max_sm_clock_mhz: Option<u32>,
+    /// Power drawn now, watts: NVML's reading, or a stand-in file's scripted `power-w` (which
+    /// its telemetry samples, docs/gpus.md). No check judges it.
+    pub power_w: Option<f64>,
 }
 
 /// How data gets from one GPU to another, as `nvidia-smi topo -m` names it.

@@ -2,7 +2,8 @@
 //! machine, [`nvidia_smi`] output from a remote host, or a [`stand_in`] file on machines
 //! without GPUs), which GPUs a job gets ([`allocator`]), exclusive [`lease`]s shared by every
 //! gpuflow process of the machine and freed by the kernel when their holder dies,
-//! the checks before timing ([`checks`]) and [`telemetry`] during benchmark steps.
+//! the checks before timing ([`checks`]), [`telemetry`] during benchmark steps and the
+//! [`energy`] integrated from it.
 //!
 //! Knows nothing of Docker (the backend turns leased ids into `DeviceRequests`, the CLI runs
 //! the remote probe in a container) nor of workflows (the engine turns `gpus:` into a
@@ -10,6 +11,7 @@
 
 pub mod allocator;
 pub mod checks;
+pub mod energy;
 pub mod host_gpus;
 pub mod inventory;
 pub mod lease;

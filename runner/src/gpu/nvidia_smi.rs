@@ -110,6 +110,7 @@ pub fn parse_query(text: &str) -> Result<(Vec<Gpu>, Option<String>), ParseError>
                 },
                 sm_clock_mhz: number(field(9)).map(|v| v as u32),
                 max_sm_clock_mhz: number(field(10)).map(|v| v as u32),
+                power_w: None,
             },
         });
     }

@@ -142,6 +142,7 @@ pub fn state_of(nvml: &Nvml, index: u32) -> GpuState {
         persistence_mode: d.is_in_persistent_mode().ok(),
         sm_clock_mhz: d.clock_info(Clock::SM).ok(),
         max_sm_clock_mhz: d.max_clock_info(Clock::SM).ok(),
+        power_w: d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0),
     }
 }
 

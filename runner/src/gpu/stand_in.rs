@@ -19,7 +19,15 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, join_
 pub const STAND_IN_ENV: &str = "GPUFLOW_GPU_INVENTORY";
 
 /// Keys of the file's top level, and of each `[[gpus]]` table.
-const TOP_KEYS: &[&str] = &["driver", "cuda", "model", "memory-mib", "nvlinks", "gpus"];
+const TOP_KEYS: &[&str] = &[
+    "driver",
+    "cuda",
+    "model",
+    "memory-mib",
+    "nvlinks",
+    "power-w",
+    "gpus",
+];
 const GPU_KEYS: &[&str] = &[
     "index",
     "uuid",
@@ -36,6 +44,7 @@ const GPU_KEYS: &[&str] = &[
     "persistence-mode",
     "sm-clock-mhz",
     "max-sm-clock-mhz",
+    "power-w",
 ];
 
 const FORMAT_HINT: &str =
@@ -178,6 +187,8 @@ struct Top {
     memory_mib: Option<u64>,
     /// Bonded links between two GPUs of one `nvlink-group` (default 1).
     nvlinks: Option<u32>,
+    /// The scripted power draw of every GPU that does not give its own.
+    power_w: Option<f64>,
 }
 
 /// One `[[gpus]]` table as written; `index` is `None` when it is missing or invalid (reported).
@@ -199,10 +210,20 @@ struct FileGpu {
     persistence_mode: Option<bool>,
     sm_clock_mhz: Option<u32>,
     max_sm_clock_mhz: Option<u32>,
+    /// What its telemetry reads as power drawn, watts (made up, constant).
+    power_w: Option<f64>,
 }
 
 type Key<'i> = toml::Spanned<std::borrow::Cow<'i, str>>;
 type Value<'i> = toml::Spanned<DeValue<'i>>;
+
+/// The value as a whole number without a sign, when it is one.
+fn whole(value: &Value<'_>) -> Option<u64> {
+    match value.get_ref() {
+        DeValue::Integer(n) => u64::from_str_radix(&n.as_str().replace('_', ""), n.radix()).ok(),
+        _ => None,
+    }
+}
 
 /// Walks the parsed file, collecting diagnostics.
 struct Reader {
@@ -224,6 +245,7 @@ impl Reader {
                 "model" => top.model = self.string(value, "model", "NVIDIA L40S"),
                 "memory-mib" => top.memory_mib = self.number(value, "memory-mib", "46068"),
                 "nvlinks" => top.nvlinks = self.number(value, "nvlinks", "18"),
+                "power-w" => top.power_w = self.watts(value, "power-w"),
                 "gpus" => {
                     let before = self.diagnostics.len();
                     entries = self.gpus(value);
@@ -298,6 +320,7 @@ impl Reader {
                         persistence_mode: g.persistence_mode,
                         sm_clock_mhz: g.sm_clock_mhz,
                         max_sm_clock_mhz: g.max_sm_clock_mhz,
+                        power_w: g.power_w.or(top.power_w),
                     },
                 },
                 pcie_switch: g.pcie_switch,
@@ -369,17 +392,29 @@ impl Reader {
         key: &str,
         example: &str,
     ) -> Option<T> {
-        let parsed = match value.get_ref() {
-            DeValue::Integer(n) => u64::from_str_radix(&n.as_str().replace('_', ""), n.radix())
-                .ok()
-                .and_then(|n| T::try_from(n).ok()),
-            _ => None,
-        };
+        let parsed = whole(value).and_then(|n| T::try_from(n).ok());
         if parsed.is_none() {
             self.error(
                 Span::from(value.span()),
                 format!("`{key}` must be a whole number, 0 or more"),
                 format!("write e.g. `{key} = {example}`"),
+            );
+        }
+        parsed
+    }
+
+    /// A power in watts: a number, whole or not, 0 or more.
+    fn watts(&mut self, value: &Value<'_>, key: &str) -> Option<f64> {
+        let parsed = match value.get_ref() {
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            _ => whole(value).map(|n| n as f64),
+        }
+        .filter(|w| w.is_finite() && *w >= 0.0);
+        if parsed.is_none() {
+            self.error(
+                Span::from(value.span()),
+                format!("`{key}` must be a number of watts, 0 or more"),
+                format!("write e.g. `{key} = 300` or `{key} = 287.5`"),
             );
         }
         parsed
@@ -425,6 +460,7 @@ impl Reader {
                     "persistence-mode" => g.persistence_mode = self.boolean(value, k),
                     "sm-clock-mhz" => g.sm_clock_mhz = self.number(value, k, "2520"),
                     "max-sm-clock-mhz" => g.max_sm_clock_mhz = self.number(value, k, "2520"),
+                    "power-w" => g.power_w = self.watts(value, k),
                     _ => self.unknown_key(key, GPU_KEYS, "a key of a `[[gpus]]` table"),
                 }
             }
@@ -554,5 +590,39 @@ mod tests {
         );
         assert!(text.contains("two GPUs have index `0`"), "{text}");
         assert!(text.contains("GPU 2 has no model"), "{text}");
+    }
+
+    #[test]
+    fn a_scripted_power_draw_is_each_gpus_or_the_files_default() {
+        let file = SourceFile::new(
+            "s.toml",
+            "model = \"X\"\npower-w = 300\n[[gpus]]\nindex = 0\n[[gpus]]\nindex = 1\npower-w = 87.5\n",
+        );
+        let inv = parse(&file).unwrap();
+        assert_eq!(inv.gpus[0].state.power_w, Some(300.0));
+        assert_eq!(inv.gpus[1].state.power_w, Some(87.5));
+
+        let file = SourceFile::new(
+            "s.toml",
+            "model = \"X\"\n[[gpus]]\nindex = 0\npower-w = -5\n[[gpus]]\nindex = 1\npower-w = \"300\"\n",
+        );
+        let found: Vec<(String, String)> = parse(&file)
+            .unwrap_err()
+            .iter()
+            .map(|d| (d.location(), d.message.clone()))
+            .collect();
+        let message = "`power-w` must be a number of watts, 0 or more".to_string();
+        assert_eq!(
+            found,
+            [
+                ("s.toml:4:11".to_string(), message.clone()),
+                ("s.toml:7:11".to_string(), message)
+            ]
+        );
+        let no_power = parse(&SourceFile::new(
+            "s.toml",
+            "model = \"X\"\n[[gpus]]\nindex = 0\n",
+        ));
+        assert_eq!(no_power.unwrap().gpus[0].state.power_w, None);
     }
 }

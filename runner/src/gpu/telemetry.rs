@@ -2,6 +2,11 @@
 //! the job's GPUs, sampled every 100 ms through NVML on a thread of its own (an NVML call can
 //! take milliseconds; the load generator's timing must not share a thread with it), kept as a
 //! time series with a per-GPU summary. Where NVML is not there the result says so instead.
+//!
+//! Stand-in GPUs are sampled the same way, on the same thread and grid, but each reading is
+//! what the stand-in file scripts (`power-w`, `memory-used-mib`, `sm-clock-mhz`): so what
+//! is computed from telemetry (energy, `gpu/energy.rs`) is tested without a GPU. Such
+//! telemetry is marked `stand_in`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::inventory::Inventory;
 pub use super::sample::Sample;
 
 /// How often the GPUs are read.
@@ -54,8 +60,15 @@ pub struct Summary {
 pub enum Telemetry {
     Sampled {
         interval_ms: u64,
+        /// The readings are a stand-in file's scripted values, not a GPU's (made up).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        stand_in: bool,
         summary: Vec<Summary>,
         series: Vec<Series>,
+        /// When sampling started: the origin of every series' `t_ms`, so that a window the
+        /// benchmark measured (in `Instant`s) can be found in the series.
+        #[serde(skip)]
+        started: Instant,
     },
     Unavailable {
         reason: String,
@@ -114,11 +127,33 @@ impl Thinning {
     }
 }
 
+/// Where readings come from.
+enum Reader {
+    Nvml(Box<nvml_wrapper::Nvml>),
+    /// Each GPU's scripted reading, by index.
+    StandIn(Vec<(u32, Sample)>),
+}
+
+impl Reader {
+    fn read(&self, index: u32) -> Sample {
+        match self {
+            Self::Nvml(nvml) => super::nvml::sample(nvml, index),
+            Self::StandIn(readings) => readings
+                .iter()
+                .find(|(i, _)| *i == index)
+                .map(|(_, s)| s.clone())
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// Samples GPUs until [`Sampler::finish`].
 pub struct Sampler {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<(Vec<Series>, u32)>>,
     unavailable: Option<String>,
+    started: Instant,
+    stand_in: bool,
 }
 
 impl Sampler {
@@ -128,14 +163,41 @@ impl Sampler {
         if gpus.is_empty() {
             return Self::unavailable("the job has no GPU leased, so none was watched");
         }
-        let nvml = match super::nvml::open() {
-            Ok(nvml) => nvml,
-            Err(reason) => return Self::unavailable(&format!("no NVML: {reason}")),
-        };
+        match super::nvml::open() {
+            Ok(nvml) => Self::spawn(gpus, Reader::Nvml(Box::new(nvml))),
+            Err(reason) => Self::unavailable(&format!("no NVML: {reason}")),
+        }
+    }
+
+    /// Starts sampling the stand-in GPUs `(index, uuid)` of `inventory`: every reading is what
+    /// its file scripts for the GPU (power, memory used, SM clock; nothing else is reported).
+    pub fn stand_in(gpus: Vec<(u32, String)>, inventory: &Inventory) -> Self {
+        if gpus.is_empty() {
+            return Self::unavailable("the job has no GPU leased, so none was watched");
+        }
+        let readings = inventory
+            .gpus
+            .iter()
+            .map(|g| {
+                let sample = Sample {
+                    memory_used_mib: g.state.memory_used_mib,
+                    power_w: g.state.power_w,
+                    sm_clock_mhz: g.state.sm_clock_mhz,
+                    ..Sample::default()
+                };
+                (g.index, sample)
+            })
+            .collect();
+        let mut sampler = Self::spawn(gpus, Reader::StandIn(readings));
+        sampler.stand_in = true;
+        sampler
+    }
+
+    fn spawn(gpus: Vec<(u32, String)>, reader: Reader) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let started = Instant::now();
         let thread = std::thread::spawn(move || {
-            let started = Instant::now();
             let mut series: Vec<Series> = gpus
                 .iter()
                 .map(|(index, uuid)| Series {
@@ -150,7 +212,7 @@ impl Sampler {
                 let t = started.elapsed().as_millis() as u64;
                 for s in &mut series {
                     s.t_ms.push(t);
-                    s.samples.push(super::nvml::sample(&nvml, s.index));
+                    s.samples.push(reader.read(s.index));
                 }
                 kept.after_push(&mut series);
                 tick = kept.next_tick(tick);
@@ -160,10 +222,9 @@ impl Sampler {
                 if flag.load(Ordering::SeqCst) {
                     break;
                 }
+                // Woken by `finish`, the loop reads once more before it ends: the series
+                // then reaches past the end of what was measured, which energy integrates.
                 std::thread::park_timeout(wait);
-                if flag.load(Ordering::SeqCst) {
-                    break;
-                }
             }
             (series, kept.stride)
         });
@@ -171,6 +232,8 @@ impl Sampler {
             stop,
             thread: Some(thread),
             unavailable: None,
+            started,
+            stand_in: false,
         }
     }
 
@@ -179,6 +242,8 @@ impl Sampler {
             stop: Arc::new(AtomicBool::new(true)),
             thread: None,
             unavailable: Some(reason.to_string()),
+            started: Instant::now(),
+            stand_in: false,
         }
     }
 
@@ -197,8 +262,10 @@ impl Sampler {
         match thread.join() {
             Ok((series, stride)) => Telemetry::Sampled {
                 interval_ms: INTERVAL.as_millis() as u64 * u64::from(stride),
+                stand_in: self.stand_in,
                 summary: series.iter().map(Series::summary).collect(),
                 series,
+                started: self.started,
             },
             Err(_) => Telemetry::Unavailable {
                 reason: "the sampling thread failed".into(),
@@ -273,6 +340,36 @@ mod tests {
                 "{t:?}"
             );
         }
+    }
+
+    #[test]
+    fn stand_in_gpus_are_sampled_with_their_scripted_values_and_marked() {
+        let inv = crate::gpu::stand_in::parse(&crate::diag::SourceFile::new(
+            "s.toml",
+            "model = \"X\"\npower-w = 300\n[[gpus]]\nindex = 0\nsm-clock-mhz = 2000\n[[gpus]]\nindex = 1\npower-w = 75.5\n",
+        ))
+        .unwrap();
+        let leased = vec![(1, "GPU-stand-in-0001".to_string())];
+        let t = Sampler::stand_in(leased, &inv).finish();
+        let Telemetry::Sampled {
+            stand_in, series, ..
+        } = &t
+        else {
+            panic!("{t:?}");
+        };
+        assert!(*stand_in);
+        assert_eq!(series.len(), 1);
+        assert_eq!(series[0].index, 1);
+        assert!(!series[0].samples.is_empty());
+        assert!(
+            series[0]
+                .samples
+                .iter()
+                .all(|s| s.power_w == Some(75.5) && s.sm_clock_mhz.is_none()),
+            "{series:?}"
+        );
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["stand_in"], true, "marked where it is stored: {json}");
     }
 
     #[test]

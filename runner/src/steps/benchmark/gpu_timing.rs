@@ -186,8 +186,8 @@ async fn checks_every(
     }
 }
 
-/// Starts telemetry on the job's GPUs where NVML can read them; otherwise a sampler that will
-/// say why there is none.
+/// Starts telemetry on the job's GPUs where NVML can read them, or on stand-in GPUs (their
+/// file's scripted values); otherwise says why there is none.
 pub fn start_telemetry(gpus: Option<&StepGpus>, wanted: bool) -> Result<Sampler, String> {
     let reason = match gpus {
         _ if !wanted => "`gpu-telemetry: false`",
@@ -195,7 +195,9 @@ pub fn start_telemetry(gpus: Option<&StepGpus>, wanted: bool) -> Result<Sampler,
         Some(g) if g.leased.is_empty() => "the job leased no GPU (`gpus:`)",
         Some(g) => match &g.inventory.source {
             Source::Nvml => return Ok(Sampler::start(g.leased.clone())),
-            Source::StandIn { .. } => "the GPUs are a stand-in inventory, not real GPUs",
+            Source::StandIn { .. } => {
+                return Ok(Sampler::stand_in(g.leased.clone(), &g.inventory));
+            }
             Source::NvidiaSmi => "the GPUs are on a remote host; NVML reads only this machine's",
             Source::None { .. } => "the host has no GPU",
         },
@@ -306,10 +308,6 @@ mod tests {
         let path = dir.path().join("inv.toml");
         stand_in(&path, 0);
         let gpus = step_gpus(&path);
-        assert_eq!(
-            start_telemetry(Some(&gpus), true).err().unwrap(),
-            "the GPUs are a stand-in inventory, not real GPUs"
-        );
         assert_eq!(
             start_telemetry(Some(&gpus), false).err().unwrap(),
             "`gpu-telemetry: false`"

@@ -47,14 +47,14 @@ pub fn meanings(metrics: &[NewMetric], result: &BenchResult) -> BTreeMap<String,
 }
 
 /// `c8` for concurrency 8, `r20` for 20 requests per second: the per-level file's tag.
-fn tag(level: &Level) -> String {
+pub fn tag(level: &Level) -> String {
     match (level.request_rate, level.concurrency) {
         (Some(r), _) => format!("r{r}"),
         (None, c) => format!("c{}", c.unwrap_or(1)),
     }
 }
 
-fn describe_tag(tag: &str) -> String {
+pub fn describe_tag(tag: &str) -> String {
     match (tag.strip_prefix('c'), tag.strip_prefix('r')) {
         (Some(n), _) => format!(", at concurrency {n}"),
         (_, Some(r)) => format!(", at {r} requests/s"),

@@ -240,13 +240,18 @@ impl GpuFacts {
             topology: inv.topology_summary(),
             ..Self::default()
         };
-        if let Telemetry::Sampled { summary, .. } = telemetry {
+        if let Telemetry::Sampled {
+            summary, stand_in, ..
+        } = telemetry
+        {
+            // Scripted values are made up: said where they are shown.
+            let made_up = if *stand_in { " (stand-in)" } else { "" };
             let join = |pick: &dyn Fn(&crate::gpu::telemetry::Summary) -> Option<String>| {
                 let v: Vec<String> = summary
                     .iter()
                     .filter_map(|s| pick(s).map(|t| format!("{}: {t}", s.index)))
                     .collect();
-                (!v.is_empty()).then(|| v.join("; "))
+                (!v.is_empty()).then(|| v.join("; ") + made_up)
             };
             facts.clocks = join(&|s| s.sm_clock_mhz.map(|m| format!("{:.0} MHz", m.mean)));
             facts.power = join(&|s| s.power_w.map(|m| format!("{:.1} W", m.mean)));

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use indexmap::IndexMap;
 
+use super::energy::{self, LevelWindows, RunWindow};
 use super::gpu_timing;
 use super::level_metrics;
 use super::recording::{Measured, ServerFacts, record};
@@ -83,11 +84,18 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let telemetry = telemetry(sampler, &say);
     let Finished {
         outputs,
-        metrics,
+        mut metrics,
         failure,
         key,
-        meanings,
+        mut meanings,
+        windows,
     } = measured?;
+    let energy = energy::metrics(&telemetry, &windows);
+    for line in &energy.lines {
+        say.line(line);
+    }
+    metrics.extend(energy.metrics);
+    meanings.extend(energy.meanings);
     let id = record(
         host,
         step,
@@ -129,6 +137,8 @@ struct Finished {
     failure: Option<String>,
     key: Option<KeyFigure>,
     meanings: BTreeMap<String, String>,
+    /// When each measured run ran: the windows energy is integrated over.
+    windows: Vec<LevelWindows>,
 }
 
 /// A benchmark's key metric across its runs: what the run's headline shows.
@@ -211,8 +221,15 @@ fn telemetry(sampler: Result<Sampler, String>, say: &Sayer<'_>) -> Telemetry {
         Err(reason) => Telemetry::Unavailable { reason },
     };
     match &telemetry {
-        Telemetry::Sampled { summary, .. } => say.line(&format!(
-            "GPU telemetry: {} samples per GPU every 100 ms, with the result",
+        Telemetry::Sampled {
+            summary, stand_in, ..
+        } => say.line(&format!(
+            "GPU telemetry{}: {} samples per GPU every 100 ms, with the result",
+            if *stand_in {
+                " (stand-in: the file's scripted values, not real GPUs)"
+            } else {
+                ""
+            },
             summary.first().map_or(0, |s| s.samples)
         )),
         Telemetry::Unavailable { reason } => {
@@ -391,6 +408,7 @@ async fn generator(
         failure,
         key,
         meanings,
+        windows: energy::generator_windows(&result),
     })
 }
 
@@ -502,6 +520,7 @@ async fn scripted(
     let target = script_container(script.texts.get("container"), containers)?;
     let command = script.command;
     let mut samples: IndexMap<String, Vec<f64>> = IndexMap::new();
+    let mut windows = Vec::new();
     for i in 0..warmup + runs {
         let measuring = i >= warmup;
         say.line(&if measuring {
@@ -509,6 +528,7 @@ async fn scripted(
         } else {
             format!("warm-up {}/{warmup}: {command}", i + 1)
         });
+        let start = Instant::now();
         let output = tokio::select! {
             r = run_once(target.as_deref(), containers, step, say) => r?,
             () = step.cancel.cancelled() => return Err("the benchmark was stopped".into()),
@@ -516,6 +536,11 @@ async fn scripted(
         if !measuring {
             continue;
         }
+        windows.push(RunWindow {
+            start,
+            end: Instant::now(),
+            output_tokens: None,
+        });
         for (name, value) in script_metrics::extract(&specs, &output)? {
             samples.entry(name).or_default().push(value);
         }
@@ -530,7 +555,12 @@ async fn scripted(
         })
         .collect();
     let doc = serde_json::json!({"command": command, "runs": runs, "warmup": warmup});
-    Ok(scripted_result(doc, metrics, say, result_path)?)
+    let mut finished = scripted_result(doc, metrics, say, result_path)?;
+    finished.windows = vec![LevelWindows {
+        suffix: String::new(),
+        runs: windows,
+    }];
+    Ok(finished)
 }
 
 /// `metrics`: where to read each number in the script's output.
@@ -618,6 +648,7 @@ fn scripted_result(
         failure: None,
         key,
         meanings: BTreeMap::new(),
+        windows: Vec::new(),
     })
 }
 

@@ -212,7 +212,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             "gpu-telemetry",
             InputType::Bool,
             Some("true"),
-            "Sample the job's GPUs (utilisation, memory, power, SM clock, temperature) every 100 ms through NVML while the step measures, and attach the series and a summary to the result; where NVML is not there the result says so.",
+            "Sample the job's GPUs (utilisation, memory, power, SM clock, temperature) every 100 ms through NVML (stand-in GPUs: their file's scripted values) while the step measures, attach the series and a summary to the result, and record the energy each measured run drew (`energy_j`, `joules_per_output_token`); where there is nothing to sample the result says so.",
         ),
         input(
             "metrics",
