@@ -386,11 +386,11 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
         let during = [
             exposition(
                 "vllm:num_requests_waiting{engine=\"0\"} 3\nvllm:num_requests_waiting{engine=\"1\"} 1\n\
-                 vllm:kv_cache_usage_perc{engine=\"0\"} 0.5\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.3\n",
+                 vllm:kv_cache_usage_perc{engine=\"0\"} 0.5\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.25\n",
             ),
             exposition(
                 "vllm:num_requests_waiting{engine=\"0\"} 1\nvllm:num_requests_waiting{engine=\"1\"} 1\n\
-                 vllm:kv_cache_usage_perc{engine=\"0\"} 0.2\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.2\n",
+                 vllm:kv_cache_usage_perc{engine=\"0\"} 0.25\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.25\n",
             ),
         ];
         let after = exposition(
@@ -409,7 +409,11 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
         assert_eq!(value(&values, "spec_accept_length"), Some(3.0));
         assert_eq!(value(&values, "prefix_cache_hit_rate"), Some(0.25));
         assert_eq!(value(&values, "queue_len"), Some(3.0), "(4 + 2) / 2 scrapes");
-        assert_eq!(value(&values, "kv_cache_usage"), Some(0.3), "(0.4 + 0.2) / 2");
+        assert_eq!(
+            value(&values, "kv_cache_usage"),
+            Some(0.3125),
+            "(0.375 + 0.25) / 2"
+        );
         assert_eq!(value(&values, "server.vllm:num_preemptions_total"), Some(3.0));
         let waiting = values
             .iter()
