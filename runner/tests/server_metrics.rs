@@ -7,9 +7,9 @@ use gpuflow::bench::server_metrics::ServerValue;
 use gpuflow::store::{ResultFilter, ResultStore};
 use serde_json::Value;
 
+use crate::support::Workspace;
 use crate::support::bench::{config, run_ok};
 use crate::support::sim::{self, SimProcess};
-use crate::support::Workspace;
 
 fn value(values: &[ServerValue], name: &str) -> f64 {
     values
@@ -63,11 +63,18 @@ async fn the_recorded_counts_are_what_the_simulator_served_in_each_run() {
     let record = server.record_json();
     for run in &result.levels[0].runs {
         let v = &run.server;
-        let completion = served(&record, run.run, |r| r["completion_tokens"].as_u64().unwrap());
-        let chunks = served(&record, run.run, |r| r["chunks"].as_array().unwrap().len() as u64);
+        let completion = served(&record, run.run, |r| {
+            r["completion_tokens"].as_u64().unwrap()
+        });
+        let chunks = served(&record, run.run, |r| {
+            r["chunks"].as_array().unwrap().len() as u64
+        });
         let prompt = served(&record, run.run, |r| r["prompt_tokens"].as_u64().unwrap());
         assert_eq!(completion, 60, "6 requests of 10 tokens");
-        assert_eq!(value(v, "server.vllm:generation_tokens_total"), completion as f64);
+        assert_eq!(
+            value(v, "server.vllm:generation_tokens_total"),
+            completion as f64
+        );
         assert_eq!(value(v, "server.vllm:prompt_tokens_total"), prompt as f64);
         assert_eq!(value(v, "server.sglang:num_requests_total"), 6.0);
         // 10 tokens are chunks of 4, 4 and 2: the acceptance length served is 10 / 3.

@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use super::server_metrics::{ServerMetricsConfig, Wanted};
 use super::inputs::{
     ArrivalKind, BenchInputs, ConfigError, Endpoint, ModeKind, PromptKind, Slo, err,
 };
 use super::prompts::PromptSource;
 use super::schedule::Arrival;
+use super::server_metrics::{ServerMetricsConfig, Wanted};
 
 /// How load is offered.
 #[derive(Clone, Debug, PartialEq)]

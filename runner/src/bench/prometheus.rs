@@ -12,7 +12,7 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     pub name: String,
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
     pub value: f64,
 }
 
@@ -37,7 +37,7 @@ pub struct Exposition {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Selector {
     pub name: String,
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
 }
 
 impl Selector {
@@ -158,13 +158,18 @@ fn sample(line: &str) -> Result<Sample, String> {
 fn split_name(text: &str) -> Option<(&str, &str)> {
     let end = text
         .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit())))
+        .find(|&(i, c)| {
+            !(c.is_ascii_alphabetic() || c == '_' || c == ':' || (i > 0 && c.is_ascii_digit()))
+        })
         .map_or(text.len(), |(i, _)| i);
     (end > 0).then(|| text.split_at(end))
 }
 
+/// A series' labels: name and value pairs, in the order written.
+pub type Labels = Vec<(String, String)>;
+
 /// The labels after a `{`, up to its `}`, and what follows it.
-fn read_labels(text: &str) -> Result<(Vec<(String, String)>, &str), String> {
+fn read_labels(text: &str) -> Result<(Labels, &str), String> {
     let mut labels = Vec::new();
     let mut rest = text.trim_start();
     loop {
@@ -173,15 +178,16 @@ fn read_labels(text: &str) -> Result<(Vec<(String, String)>, &str), String> {
         }
         let (name, after) =
             split_name(rest).ok_or_else(|| format!("a label name was expected at `{rest}`"))?;
-        let after = after.trim_start().strip_prefix('=').ok_or_else(|| {
-            format!("label `{name}` has no `=`")
-        })?;
-        let after = after.trim_start().strip_prefix('"').ok_or_else(|| {
-            format!("the value of label `{name}` is not in double quotes")
-        })?;
-        let (value, after) = quoted(after).ok_or_else(|| {
-            format!("the value of label `{name}` has no closing quote")
-        })?;
+        let after = after
+            .trim_start()
+            .strip_prefix('=')
+            .ok_or_else(|| format!("label `{name}` has no `=`"))?;
+        let after = after
+            .trim_start()
+            .strip_prefix('"')
+            .ok_or_else(|| format!("the value of label `{name}` is not in double quotes"))?;
+        let (value, after) = quoted(after)
+            .ok_or_else(|| format!("the value of label `{name}` has no closing quote"))?;
         labels.push((name.to_owned(), value));
         rest = after.trim_start();
         rest = rest.strip_prefix(',').unwrap_or(rest).trim_start();
@@ -273,7 +279,10 @@ odd{path="C:\\DIR",msg="say \"hi\"\nbye"} -Inf 1712345678000
     #[test]
     fn a_bad_line_is_named() {
         let err = parse("ok 1\nbroken{a=1} 2\n").unwrap_err();
-        assert_eq!(err, "line 2: the value of label `a` is not in double quotes");
+        assert_eq!(
+            err,
+            "line 2: the value of label `a` is not in double quotes"
+        );
         assert_eq!(
             parse("x{a=\"1\"} many\n").unwrap_err(),
             "line 1: `x` has the value `many`, not a number"

@@ -228,7 +228,9 @@ pub fn summarize(
         "queue_len",
         "requests",
         Direction::Lower,
-        queue.iter().find_map(|n| run.gauge(&named(n), Combine::Sum)),
+        queue
+            .iter()
+            .find_map(|n| run.gauge(&named(n), Combine::Sum)),
     );
     let kv = [
         "vllm:kv_cache_usage_perc",
@@ -398,7 +400,10 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
                 .replace("} 100.0", "} 150.0")
                 .replace("} 300.0", "} 400.0")
                 .replace("} 1000.0", "} 1400.0")
-                .replace("hits_total{engine=\"0\"} 0.0", "hits_total{engine=\"0\"} 100.0")
+                .replace(
+                    "hits_total{engine=\"0\"} 0.0",
+                    "hits_total{engine=\"0\"} 100.0",
+                )
                 .replace("} 2.0", "} 5.0"),
         );
         let wanted = [
@@ -408,13 +413,20 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
         let values = summarize(&before, &during, &after, &wanted);
         assert_eq!(value(&values, "spec_accept_length"), Some(3.0));
         assert_eq!(value(&values, "prefix_cache_hit_rate"), Some(0.25));
-        assert_eq!(value(&values, "queue_len"), Some(3.0), "(4 + 2) / 2 scrapes");
+        assert_eq!(
+            value(&values, "queue_len"),
+            Some(3.0),
+            "(4 + 2) / 2 scrapes"
+        );
         assert_eq!(
             value(&values, "kv_cache_usage"),
             Some(0.3125),
             "(0.375 + 0.25) / 2"
         );
-        assert_eq!(value(&values, "server.vllm:num_preemptions_total"), Some(3.0));
+        assert_eq!(
+            value(&values, "server.vllm:num_preemptions_total"),
+            Some(3.0)
+        );
         let waiting = values
             .iter()
             .find(|v| v.name == "server.vllm:num_requests_waiting{engine=\"1\"}")
@@ -446,7 +458,12 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
     #[test]
     fn what_a_server_does_not_expose_is_left_out() {
         let empty = exposition("other_metric 1\n");
-        let values = summarize(&empty, &[], &empty, &[Wanted::parse("absent_total").unwrap()]);
+        let values = summarize(
+            &empty,
+            &[],
+            &empty,
+            &[Wanted::parse("absent_total").unwrap()],
+        );
         assert_eq!(values, []);
         // No speculative decoding: SGLang's gauge stays 0.
         let zero = exposition("sglang:spec_accept_length 0\n");
@@ -466,7 +483,10 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
         let w = Wanted::parse("vllm:e2e_request_latency_seconds_sum").unwrap();
         assert_eq!(w.direction, Direction::Lower);
         let w = Wanted::parse("  tokens_total higher ").unwrap();
-        assert_eq!((w.text.as_str(), w.direction), ("tokens_total", Direction::Higher));
+        assert_eq!(
+            (w.text.as_str(), w.direction),
+            ("tokens_total", Direction::Higher)
+        );
         assert!(Wanted::parse("not a name").is_err());
     }
 }

@@ -85,18 +85,29 @@ impl ServerMetrics {
 
     /// The exposition of every series, vLLM's then SGLang's.
     pub fn exposition(&self, config: &SimConfig) -> String {
-        let get = |n: &AtomicU64| n.load(Ordering::Relaxed) as f64;
-        let drafts = get(&self.drafts);
-        let accepted = get(&self.accepted);
-        let queries = get(&self.prefix_queries);
-        let hits = get(&self.prefix_hits);
-        let kv_usage = (get(&self.kv_tokens) / config.kv_cache_tokens as f64).min(1.0);
-        let speculative = config.speculative_tokens();
         let model = escape(&config.model_name);
         let mut out = Exposition {
             text: String::new(),
             labels: format!("engine=\"0\",model_name=\"{model}\""),
         };
+        self.vllm(&mut out, config);
+        // SGLang labels its series with the model name alone.
+        out.labels = format!("model_name=\"{model}\"");
+        self.sglang(&mut out, config);
+        out.text
+    }
+
+    fn get(n: &AtomicU64) -> f64 {
+        n.load(Ordering::Relaxed) as f64
+    }
+
+    /// The prompt and generated tokens of the running requests over the KV cache, at most 1.
+    fn kv_usage(&self, config: &SimConfig) -> f64 {
+        (Self::get(&self.kv_tokens) / config.kv_cache_tokens as f64).min(1.0)
+    }
+
+    fn vllm(&self, out: &mut Exposition, config: &SimConfig) {
+        let get = Self::get;
         out.gauge(
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -110,7 +121,7 @@ impl ServerMetrics {
         out.gauge(
             "vllm:kv_cache_usage_perc",
             "KV-cache usage. 1 means 100 percent usage.",
-            kv_usage,
+            self.kv_usage(config),
         );
         out.counter(
             "vllm:prompt_tokens",
@@ -126,15 +137,17 @@ impl ServerMetrics {
             out.counter(
                 "vllm:prefix_cache_queries",
                 "Prefix cache queries, in terms of number of queried tokens.",
-                queries,
+                get(&self.prefix_queries),
             );
             out.counter(
                 "vllm:prefix_cache_hits",
                 "Prefix cache hits, in terms of number of cached tokens.",
-                hits,
+                get(&self.prefix_hits),
             );
         }
+        let speculative = config.speculative_tokens();
         if speculative > 0 {
+            let drafts = get(&self.drafts);
             out.counter(
                 "vllm:spec_decode_num_drafts",
                 "Number of spec decoding drafts.",
@@ -148,11 +161,14 @@ impl ServerMetrics {
             out.counter(
                 "vllm:spec_decode_num_accepted_tokens",
                 "Number of accepted tokens.",
-                accepted,
+                get(&self.accepted),
             );
         }
-        // SGLang labels its series with the model name alone.
-        out.labels = format!("model_name=\"{model}\"");
+    }
+
+    fn sglang(&self, out: &mut Exposition, config: &SimConfig) {
+        let get = Self::get;
+        let hits = get(&self.prefix_hits);
         out.gauge(
             "sglang:num_running_reqs",
             "The number of running requests.",
@@ -163,44 +179,53 @@ impl ServerMetrics {
             "The number of requests in the waiting queue.",
             get(&self.waiting),
         );
-        out.gauge("sglang:token_usage", "The token usage.", kv_usage);
+        out.gauge(
+            "sglang:token_usage",
+            "The token usage.",
+            self.kv_usage(config),
+        );
         out.gauge(
             "sglang:cache_hit_rate",
             "The prefix cache hit rate.",
-            ratio(hits, queries),
+            ratio(hits, get(&self.prefix_queries)),
         );
-        if speculative > 0 {
+        if config.speculative_tokens() > 0 {
+            let drafts = get(&self.drafts);
             out.gauge(
                 "sglang:spec_accept_length",
                 "The average acceptance length of speculative decoding.",
                 if drafts > 0.0 {
-                    1.0 + accepted / drafts
+                    1.0 + get(&self.accepted) / drafts
                 } else {
                     0.0
                 },
             );
         }
-        out.counter(
-            "sglang:prompt_tokens",
-            "Number of prefill tokens processed.",
-            get(&self.prompt_tokens),
-        );
-        out.counter(
-            "sglang:generation_tokens",
-            "Number of generation tokens processed.",
-            get(&self.generation_tokens),
-        );
-        out.counter(
-            "sglang:cached_tokens",
-            "Number of cached prompt tokens.",
-            hits,
-        );
-        out.counter(
-            "sglang:num_requests",
-            "Number of requests processed.",
-            get(&self.finished),
-        );
-        out.text
+        let counters = [
+            (
+                "sglang:prompt_tokens",
+                "Number of prefill tokens processed.",
+                get(&self.prompt_tokens),
+            ),
+            (
+                "sglang:generation_tokens",
+                "Number of generation tokens processed.",
+                get(&self.generation_tokens),
+            ),
+            (
+                "sglang:cached_tokens",
+                "Number of cached prompt tokens.",
+                hits,
+            ),
+            (
+                "sglang:num_requests",
+                "Number of requests processed.",
+                get(&self.finished),
+            ),
+        ];
+        for (name, help, value) in counters {
+            out.counter(name, help, value);
+        }
     }
 }
 
