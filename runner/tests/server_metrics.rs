@@ -99,20 +99,10 @@ fn workflow(port: u16, metric: &str) -> String {
 jobs:
   j:
     steps:
-      - id: bench
-        uses: benchmark
-        with:
-          target: http://127.0.0.1:{port}
-          concurrency: 2
-          requests: 8
-          runs: 3
-          warmup: 1
-          output-tokens: 64
-      - id: compare
-        uses: compare-to-baseline
-        with:
-          metric: {metric}
-          baseline: previous
+      - uses: benchmark
+        with: {{ target: 'http://127.0.0.1:{port}', concurrency: 2, requests: 8, runs: 3, warmup: 1, output-tokens: 64 }}
+      - uses: compare-to-baseline
+        with: {{ metric: {metric}, baseline: previous }}
 "#
     )
 }
@@ -131,11 +121,7 @@ fn run_against(dir: &Workspace, tokens_per_chunk: &str, metric: &str) -> (Option
         tokens_per_chunk,
     ]);
     dir.write("w.yml", &workflow(sim.addr().port(), metric));
-    let out = dir
-        .gpuflow()
-        .without_docker()
-        .args(["run", "--plain", "w.yml"])
-        .output();
+    let out = dir.run_plain_without_docker();
     drop(sim);
     (out.status.code(), out.all())
 }
