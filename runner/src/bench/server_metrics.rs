@@ -147,7 +147,12 @@ impl Scraper {
                         () = stop.cancelled() => break,
                         () = tokio::time::sleep(SAMPLE_EVERY) => {}
                     }
-                    match scraper.scrape().await {
+                    // A slow answer must not hold the run's end: it is dropped unread.
+                    let scraped = tokio::select! {
+                        () = stop.cancelled() => break,
+                        scraped = scraper.scrape() => scraped,
+                    };
+                    match scraped {
                         Some(e) => during.push(e),
                         None => break,
                     }
