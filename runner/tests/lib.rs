@@ -36,6 +36,7 @@ mod run_docker;
 mod run_headline;
 mod run_results;
 mod secret_leaks;
+mod server_metrics;
 mod shipped_actions;
 mod signals;
 mod sim;

@@ -11,6 +11,7 @@ use super::inputs::{
 };
 use super::prompts::PromptSource;
 use super::schedule::Arrival;
+use super::server_metrics::{ServerMetricsConfig, Wanted};
 
 /// How load is offered.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +62,8 @@ pub struct BenchConfig {
     /// A fraction: 0.05 is 5%.
     pub max_error_rate: f64,
     pub slo: Slo,
+    /// The server's `/metrics` to scrape around each run; `None`: off.
+    pub server_metrics: Option<ServerMetricsConfig>,
 }
 
 /// Requests per run when neither `requests` nor `duration` is given: a few long single-stream
@@ -90,6 +93,7 @@ impl BenchConfig {
             "streaming metrics need at least one token",
         )?;
         let synthetic = matches!(prompts, PromptSource::Synthetic { .. });
+        let server_metrics = server_metrics(inputs, &target)?;
         Ok(Self {
             target,
             endpoint: inputs.endpoint,
@@ -106,6 +110,7 @@ impl BenchConfig {
             idle_timeout: positive("idle-timeout", inputs.idle_timeout)?,
             max_error_rate: inputs.max_error_rate,
             slo: inputs.slo,
+            server_metrics,
         })
     }
 }
@@ -124,6 +129,45 @@ fn target(inputs: &BenchInputs) -> Result<String, ConfigError> {
             )
         })?;
     normalise_target(target)
+}
+
+/// What `server-metrics` and `server-metric-names` ask: the target's `/metrics` unless another
+/// URL is given or it is turned off.
+fn server_metrics(
+    inputs: &BenchInputs,
+    target: &str,
+) -> Result<Option<ServerMetricsConfig>, ConfigError> {
+    let url = match &inputs.server_metrics {
+        None => format!("{target}/metrics"),
+        Some(None) => return Ok(None),
+        Some(Some(url)) => {
+            if url.parse::<hyper::Uri>().is_err() || url.contains(char::is_whitespace) {
+                return Err(err(
+                    "server-metrics",
+                    format!("input `server-metrics` is `{url}`, which is not a URL"),
+                    Some("`http://localhost:30000/metrics`".into()),
+                ));
+            }
+            url.clone()
+        }
+    };
+    let wanted = inputs
+        .server_metric_names
+        .iter()
+        .map(|name| Wanted::parse(name))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            err(
+                "server-metric-names",
+                format!("input `server-metric-names`: {e}"),
+                Some(
+                    "list series as `/metrics` names them, with labels to pick some and \
+                     `higher` or `lower` after: `vllm:num_preemptions_total lower`"
+                        .into(),
+                ),
+            )
+        })?;
+    Ok(Some(ServerMetricsConfig { url, wanted }))
 }
 
 /// `requests` or `duration`, not both; without either, [`default_requests`].

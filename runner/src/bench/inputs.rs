@@ -133,6 +133,10 @@ pub struct BenchInputs {
     /// A fraction: 0.05 is 5%.
     pub max_error_rate: f64,
     pub slo: Slo,
+    /// `None`: the target's `/metrics`; `Some(None)`: off; `Some(Some(url))`: that URL.
+    pub server_metrics: Option<Option<String>>,
+    /// Series of `/metrics` to record besides the built-in ones, as written.
+    pub server_metric_names: Vec<String>,
 }
 
 impl Default for BenchInputs {
@@ -160,6 +164,8 @@ impl Default for BenchInputs {
             idle_timeout: Duration::from_secs(60),
             max_error_rate: 0.0,
             slo: Slo::default(),
+            server_metrics: None,
+            server_metric_names: Vec::new(),
         }
     }
 }
@@ -189,6 +195,8 @@ impl BenchInputs {
         "idle-timeout",
         "max-error-rate",
         "slo",
+        "server-metrics",
+        "server-metric-names",
     ];
 
     /// Reads the inputs given; absent ones, `null` and empty text keep their defaults.
@@ -228,6 +236,8 @@ impl BenchInputs {
             "idle-timeout" => self.idle_timeout = given.duration()?,
             "max-error-rate" => self.max_error_rate = given.percent()?,
             "slo" => self.slo = given.slo()?,
+            "server-metrics" => self.server_metrics = given.switch_or_url()?,
+            "server-metric-names" => self.server_metric_names = given.names()?,
             "command" => {
                 return Err(given.err(
                     format!(
@@ -372,6 +382,52 @@ impl Given<'_> {
                 None,
             )),
         }
+    }
+
+    /// `true` (the target's `/metrics`: `None`), `false` (off) or a URL to scrape.
+    fn switch_or_url(&self) -> Result<Option<Option<String>>, ConfigError> {
+        match self.value {
+            Json::Bool(true) => return Ok(None),
+            Json::Bool(false) => return Ok(Some(None)),
+            _ => {}
+        }
+        let v = self.text();
+        match v.to_ascii_lowercase().as_str() {
+            "true" => Ok(None),
+            "false" => Ok(Some(None)),
+            _ if v.starts_with("http://") => Ok(Some(Some(v.into_owned()))),
+            _ => Err(self.err(
+                format!(
+                    "input `{}` is `{v}`, expected `true`, `false` or an `http://` URL",
+                    self.name
+                ),
+                Some("`http://localhost:30000/metrics`".into()),
+            )),
+        }
+    }
+
+    /// A list of texts: a JSON list of strings, or one string (a list of one).
+    fn names(&self) -> Result<Vec<String>, ConfigError> {
+        let items: Vec<String> = match self.value {
+            Json::Array(items) => items
+                .iter()
+                .map(|item| match item {
+                    Json::String(s) => Ok(s.trim().to_owned()),
+                    other => Err(self.err(
+                        format!("input `{}` lists `{other}`, not a metric name", self.name),
+                        None,
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+            _ => {
+                let text = self.text();
+                match serde_json::from_str::<Vec<String>>(&text) {
+                    Ok(list) => list,
+                    Err(_) => vec![text.into_owned()],
+                }
+            }
+        };
+        Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
     }
 
     /// A duration with its unit (`30s`, `1h30m`); a bare number is refused, as its unit is

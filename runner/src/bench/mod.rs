@@ -9,6 +9,8 @@
 //!   [`prompts`]: synthetic, JSONL and ShareGPT prompts.
 //! - [`run`]: levels, runs, warm-up, closed and open loops. `cpu`: the client's own CPU time.
 //!   [`reachability`]: backing off from, and giving up on, a server that went away.
+//! - [`server_metrics`]: the server's own `/metrics` around each run ([`prometheus`] reads
+//!   the format).
 //! - [`metrics`] and [`stats`]: a run's numbers. [`result`]: the vLLM-compatible JSON and
 //!   files. [`report`]: the readable table.
 //!
@@ -19,6 +21,7 @@ pub mod config;
 mod cpu;
 pub mod inputs;
 pub mod metrics;
+pub mod prometheus;
 pub mod prompts;
 pub mod reachability;
 pub mod report;
@@ -26,6 +29,7 @@ pub mod request;
 pub mod result;
 pub mod run;
 pub mod schedule;
+pub mod server_metrics;
 pub mod sse;
 pub mod stats;
 

@@ -54,6 +54,11 @@ pub fn metric_meaning(name: &str, mode: &Mode) -> Option<&'static str> {
         "decode_tok_s" => "decode tok/s, per-request median",
         "e2e_tok_s" => "end-to-end tok/s, per-request median",
         "tokens_per_chunk" => "tokens per chunk, per-request median",
+        "spec_accept_length" => "server's mean speculative acceptance length, per run",
+        "prefix_cache_hit_rate" => "server's prefix-cache hit rate, per run",
+        "queue_len" => "server's waiting requests, mean per run",
+        "kv_cache_usage" => "server's KV-cache usage, mean per run",
+        n if n.starts_with("server.") => "from the server's /metrics, per run",
         _ => return None,
     })
 }
@@ -133,8 +138,33 @@ fn render_level(out: &mut String, level: &LevelResult, compared: Option<&Mode>) 
             render_across_runs(out, level);
         }
     }
+    render_server(out, level);
     render_errors(out, level);
     render_client(out, m);
+}
+
+/// The server's own metrics (`/metrics`), each its median over the runs.
+fn render_server(out: &mut String, level: &LevelResult) {
+    let mut names: Vec<&str> = Vec::new();
+    for v in level.runs.iter().flat_map(|r| &r.server) {
+        if !names.contains(&v.name.as_str()) {
+            names.push(&v.name);
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{:-^60}", " Server (/metrics) ");
+    for name in names {
+        let values: Vec<f64> = level
+            .runs
+            .iter()
+            .flat_map(|r| r.server.iter().filter(|v| v.name == name))
+            .map(|v| v.value)
+            .collect();
+        let median = super::stats::Summary::of(&values).median;
+        row(out, &format!("{name}:"), format!("{median:.3}"));
+    }
 }
 
 /// Tokens, requests and tokens per second, with the figure `compare-to-baseline` judges.

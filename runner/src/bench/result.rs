@@ -20,6 +20,7 @@ use super::inputs::Slo;
 use super::metrics::{Honesty, RunMetrics};
 use super::request::{RequestError, RequestRecord};
 use super::schedule::Arrival;
+use super::server_metrics::ServerValue;
 use super::stats::{AcrossRuns, Summary};
 
 /// One load level: a closed-loop concurrency, or an open-loop rate (with its optional cap).
@@ -76,6 +77,8 @@ pub struct RunResult {
     pub warmup: WarmUp,
     /// When its first request could be sent (for "the server went away at T").
     pub started_at: Option<std::time::Instant>,
+    /// From the server's `/metrics` around it (empty when not scraped).
+    pub server: Vec<ServerValue>,
 }
 
 /// A run's warm-up: its requests are not measured, but their failures are shown.
@@ -423,7 +426,11 @@ impl BenchResult {
             "first_chunk_tokens_from": level.pooled.first_chunk_tokens_from,
             "metrics": level.pooled,
             "across_runs": level.across_runs,
-            "runs": level.runs.iter().map(|r| json!({"run": r.run, "metrics": r.metrics})).collect::<Vec<_>>(),
+            "runs": level.runs.iter().map(|r| json!({
+                "run": r.run,
+                "metrics": r.metrics,
+                "server_metrics": r.server.iter().map(|v| (v.name.clone(), json!(v.value))).collect::<serde_json::Map<_, _>>(),
+            })).collect::<Vec<_>>(),
             "errors_by_kind": level.pooled.errors,
             "warnings": self.warnings,
         })

@@ -22,6 +22,7 @@ use super::reachability::{Gone, Reachability};
 use super::request::{RequestRecord, RequestSpec, Timeouts, measure};
 use super::result::{BenchResult, Level, LevelResult, RunResult, WarmUp};
 use super::schedule::Schedule;
+use super::server_metrics::Scraper;
 use super::stats::Summary;
 
 /// Where a benchmark is, for a live progress line.
@@ -100,6 +101,8 @@ struct Shared {
     reach: Arc<Reachability>,
     in_flight: Arc<AtomicU64>,
     max_in_flight: Arc<AtomicU64>,
+    /// The server's `/metrics`, read around each measured run.
+    server: Option<Arc<Scraper>>,
 }
 
 impl Shared {
@@ -173,6 +176,10 @@ pub async fn run(
         reach: Arc::new(Reachability::new(widest(&config.mode))),
         in_flight: Arc::new(AtomicU64::new(0)),
         max_in_flight: Arc::new(AtomicU64::new(0)),
+        server: config
+            .server_metrics
+            .clone()
+            .map(|c| Arc::new(Scraper::new(c))),
     };
     let levels = Level::all(&config.mode);
     let mut results = Vec::new();
@@ -187,7 +194,15 @@ pub async fn run(
                 runs: config.runs,
             };
             let warmup = warm_up(&shared, &tag, progress).await;
+            // After the warm-up, so its requests are not counted.
+            let watch = match &shared.server {
+                Some(scraper) => Some(scraper.watch().await),
+                None => None,
+            };
             let mut measured = measure_run(&shared, &tag, progress).await;
+            if let Some(watch) = watch {
+                measured.server = watch.finish().await;
+            }
             measured.warmup = warmup;
             runs.push(measured);
             if shared.reach.is_gone() {
@@ -199,7 +214,10 @@ pub async fn run(
             break;
         }
     }
-    let result = BenchResult::new(config, model, prompt_seed, results);
+    let mut result = BenchResult::new(config, model, prompt_seed, results);
+    if let Some(note) = shared.server.as_ref().and_then(|s| s.note()) {
+        result.warnings.push(note);
+    }
     if let Some(gone) = shared.reach.gone() {
         return Err(BenchError::ServerGone {
             message: gone_message(&gone, &result),
@@ -421,6 +439,7 @@ async fn measure_run(
         records,
         warmup: WarmUp::default(),
         started_at: Some(start),
+        server: Vec::new(),
     }
 }
 

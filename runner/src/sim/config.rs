@@ -58,6 +58,29 @@ pub struct SimConfig {
     )]
     pub tokens_per_chunk: u32,
 
+    /// Draft tokens per speculative step, as vLLM's `num_speculative_tokens`: what `/metrics`
+    /// reports as drafted. Each chunk is one step whose tokens beyond the first are the
+    /// accepted drafts, so the acceptance length served is --tokens-per-chunk; lowering
+    /// --tokens-per-chunk below this + 1 is an acceptance collapse. Default: tokens-per-chunk
+    /// − 1 (0: no speculative decoding, and no speculative series in `/metrics`).
+    #[arg(
+        long,
+        env = "GPUFLOW_SIM_NUM_SPECULATIVE_TOKENS",
+        value_parser = clap::value_parser!(u32).range(0..=4095)
+    )]
+    pub num_speculative_tokens: Option<u32>,
+
+    /// Tokens the KV cache holds: `/metrics` reports the prompt and generated tokens of the
+    /// running requests as a share of it (vLLM's `kv_cache_usage_perc`, SGLang's
+    /// `token_usage`), at most 1.
+    #[arg(
+        long,
+        env = "GPUFLOW_SIM_KV_CACHE_TOKENS",
+        default_value_t = 262_144,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub kv_cache_tokens: u64,
+
     /// Random jitter of each gap (and of the time to first token), as a fraction: 0.1 draws
     /// each gap uniformly within ±10% of its nominal length. Must be below 1.
     #[arg(long, env = "GPUFLOW_SIM_JITTER", default_value_t = 0.0, value_parser = parse_jitter)]
@@ -216,6 +239,8 @@ impl Default for SimConfig {
             ttft: Duration::from_millis(50),
             tokens_per_second: 90.0,
             tokens_per_chunk: 1,
+            num_speculative_tokens: None,
+            kv_cache_tokens: 262_144,
             jitter: 0.0,
             seed: 0,
             max_concurrency: None,
@@ -257,6 +282,12 @@ impl SimConfig {
         Duration::try_from_secs_f64(seconds).unwrap_or(MAX_DURATION)
     }
 
+    /// Draft tokens per speculative step: --num-speculative-tokens, or tokens-per-chunk − 1.
+    pub fn speculative_tokens(&self) -> u32 {
+        self.num_speculative_tokens
+            .unwrap_or(self.tokens_per_chunk.saturating_sub(1))
+    }
+
     /// The checks the flags' parsers make, for a config built in code: every problem, one per
     /// line, or nothing.
     pub fn check(&self) -> Result<(), String> {
@@ -272,6 +303,19 @@ impl SimConfig {
         }
         if self.tokens_per_chunk == 0 {
             problems.push("`tokens_per_chunk`: expected at least 1".to_owned());
+        }
+        if let Some(drafts) = self.num_speculative_tokens
+            && self.tokens_per_chunk > drafts + 1
+        {
+            problems.push(format!(
+                "`num_speculative_tokens`: {drafts} draft tokens cannot give {} tokens per chunk \
+                 (at most {} per step: the drafts and one token of the target model's own)",
+                self.tokens_per_chunk,
+                drafts + 1
+            ));
+        }
+        if self.kv_cache_tokens == 0 {
+            problems.push("`kv_cache_tokens`: expected at least 1".to_owned());
         }
         let durations = [
             ("startup_delay", Some(self.startup_delay)),

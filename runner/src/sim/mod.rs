@@ -8,7 +8,8 @@
 //!
 //! - [`config`]: the flags. [`request`] / [`response`]: OpenAI shapes in and out.
 //! - [`schedule`]: when each chunk is due. `timer`: sub-millisecond wake-ups.
-//! - [`record`]: the server-side record. `lifecycle`: log lines and crash messages.
+//! - [`record`]: the server-side record. [`metrics`]: `/metrics`, under vLLM's and SGLang's
+//!   names. `lifecycle`: log lines and crash messages.
 //! - `routes`, `stream`, `state`, `server`: HTTP, the streamed body, shared state, the loop.
 //!   `connection`: --close-after-stream's early close.
 //!
@@ -17,6 +18,7 @@
 pub mod config;
 mod connection;
 mod lifecycle;
+pub mod metrics;
 pub mod record;
 pub mod request;
 pub mod response;

@@ -48,6 +48,11 @@ pub async fn handle(
             }))
             .unwrap_or_default(),
         ),
+        (Method::GET, "/metrics") => respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            Bytes::from(state.metrics.exposition(&state.config)),
+        ),
         (Method::GET, "/sim/record") => json(StatusCode::OK, state.recorder.snapshot_json()),
         (Method::POST, "/v1/completions") => generate(state, Endpoint::Completions, req).await,
         (Method::POST, "/v1/chat/completions") => {
@@ -58,11 +63,12 @@ pub async fn handle(
     Ok(response)
 }
 
-const ROUTES: [(&str, &str); 7] = [
+const ROUTES: [(&str, &str); 8] = [
     ("GET", "/health"),
     ("GET", "/health_generate"),
     ("GET", "/v1/models"),
     ("GET", "/get_model_info"),
+    ("GET", "/metrics"),
     ("GET", "/sim/record"),
     ("POST", "/v1/completions"),
     ("POST", "/v1/chat/completions"),
@@ -144,7 +150,10 @@ async fn generate(
         Ok(admitted) => admitted,
         Err(refused) => return refused,
     };
-    let Ok(slot) = state.slot().await else {
+    let waiting = state.metrics.waiting();
+    let slot = state.slot().await;
+    drop(waiting);
+    let Ok(slot) = slot else {
         return error(&ApiError::new(
             503,
             "service_unavailable",

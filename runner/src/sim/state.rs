@@ -12,6 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, watch};
 
 use super::config::SimConfig;
 use super::lifecycle;
+use super::metrics::ServerMetrics;
 use super::record::Recorder;
 
 /// Why a server stopped.
@@ -30,6 +31,8 @@ pub struct Busy;
 pub struct State {
     pub config: SimConfig,
     pub recorder: Recorder,
+    /// What `/metrics` reports.
+    pub metrics: ServerMetrics,
     ready: AtomicBool,
     slots: Option<Arc<Semaphore>>,
     next_request: AtomicU64,
@@ -83,6 +86,7 @@ impl State {
         Self {
             config,
             recorder,
+            metrics: ServerMetrics::default(),
             ready: AtomicBool::new(false),
             slots,
             next_request: AtomicU64::new(0),

@@ -29,11 +29,18 @@ use super::timer::{self, Sleep};
 pub struct RequestGuard {
     state: Arc<State>,
     record: Option<RequestRecord>,
+    /// Prompt and sent tokens: what its KV cache holds until it ends.
+    held: u64,
 }
 
 impl RequestGuard {
+    /// The request got its slot: counted as running from now until the guard closes.
     pub fn new(state: Arc<State>, record: RequestRecord) -> Self {
+        state
+            .metrics
+            .started(record.prompt_tokens, record.cached_tokens);
         Self {
+            held: u64::from(record.prompt_tokens),
             state,
             record: Some(record),
         }
@@ -41,6 +48,8 @@ impl RequestGuard {
 
     pub fn push_chunk(&mut self, chunk: ChunkStamp) {
         if let Some(record) = &mut self.record {
+            self.state.metrics.chunk(chunk.tokens);
+            self.held += u64::from(chunk.tokens);
             record.chunks.push(chunk);
         }
     }
@@ -55,6 +64,9 @@ impl RequestGuard {
         if let Some(mut record) = self.record.take() {
             record.outcome = outcome;
             record.finished = self.state.recorder.clock().now().1;
+            self.state
+                .metrics
+                .ended(self.held, outcome == Outcome::Complete);
             self.state.recorder.finish(record);
         }
     }

@@ -113,4 +113,12 @@ impl Workspace {
             .args(args)
             .output()
     }
+
+    /// `gpuflow run --plain w.yml` on a machine without Docker (a server on the host).
+    pub(crate) fn run_plain_without_docker(&self) -> super::Output {
+        self.gpuflow()
+            .without_docker()
+            .args(["run", "--plain", "w.yml"])
+            .output()
+    }
 }

@@ -137,6 +137,25 @@ fn level_metrics(level: &LevelResult, mode: &Mode) -> Vec<NewMetric> {
         Higher,
         per_request(|r| r.tokens_per_chunk()),
     );
+    out.extend(server_metrics(level));
+    out
+}
+
+/// The server's own metrics (`spec_accept_length`, `server.<name>`, …), one sample per run,
+/// in the order the first run that has each gave them.
+fn server_metrics(level: &LevelResult) -> Vec<NewMetric> {
+    let mut out: Vec<NewMetric> = Vec::new();
+    for value in level.runs.iter().flat_map(|r| &r.server) {
+        match out.iter_mut().find(|m| m.name == value.name) {
+            Some(metric) => metric.samples.push(value.value),
+            None => out.push(NewMetric {
+                name: value.name.clone(),
+                unit: value.unit.into(),
+                direction: Some(value.direction),
+                samples: vec![value.value],
+            }),
+        }
+    }
     out
 }
 
@@ -181,6 +200,7 @@ mod tests {
                     records,
                     warmup: WarmUp::default(),
                     started_at: None,
+                    server: Vec::new(),
                 };
                 LevelResult::new(level, vec![run], &Slo::default())
             })

@@ -169,14 +169,17 @@ impl KeyFigure {
 
 /// What defines the experiment, for the result's series: the inputs but the target (the
 /// address is where the server listens today, not what it is: a port published elsewhere
-/// next time is the same experiment), and the `env:` values the command reads.
+/// next time is the same experiment) and what is read of the server's `/metrics` (watching
+/// more of it changes no measurement), and the `env:` values the command reads.
+const NOT_THE_EXPERIMENT: [&str; 3] = ["target", "server-metrics", "server-metric-names"];
+
 fn definition(
     texts: &IndexMap<String, String>,
     env: &IndexMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut definition: BTreeMap<String, String> = texts
         .iter()
-        .filter(|(k, _)| k.as_str() != "target")
+        .filter(|(k, _)| !NOT_THE_EXPERIMENT.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // A value passed to the command through `env:` (the safe form for pushed values) is as

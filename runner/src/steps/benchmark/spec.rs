@@ -155,6 +155,18 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             "Service-level objectives for `request_goodput`, in milliseconds: `ttft_ms`, `tpot_ms`, `e2el_ms` (`{ttft_ms: 500, tpot_ms: 50}`). A request is good when it meets every one given.",
         ),
         input(
+            "server-metrics",
+            InputType::String,
+            Some("true"),
+            "Scrape the server's Prometheus `/metrics` before, during and after each run: `true` (the target's `/metrics`), `false`, or its URL. Records `spec_accept_length`, `prefix_cache_hit_rate`, `queue_len` and `kv_cache_usage` where the server reports them (docs/benchmark.md, \"Server-side metrics\"). A server without `/metrics` is said once; it never fails the benchmark.",
+        ),
+        input(
+            "server-metric-names",
+            InputType::List,
+            None,
+            "More `/metrics` series to record, as `server.<name>`: a counter's increase over the run, a gauge's mean during it. `name`, `name{label=\"value\"}` to pick series, and `higher` or `lower` after it to say which is better (`vllm:num_preemptions_total lower`).",
+        ),
+        input(
             "command",
             InputType::String,
             None,
