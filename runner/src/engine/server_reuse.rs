@@ -230,7 +230,8 @@ impl JobContainers {
             if reuse.own_network {
                 return Ok(());
             }
-            if let Some(network) = &self.network {
+            // Started alone, it joined no job network (`joins_network_as` is still set).
+            if let (Some(network), None) = (&self.network, &started.joins_network_as) {
                 self.docker.disconnect_network(network, &started.id).await?;
             }
             if reuse.created_on_job_network {

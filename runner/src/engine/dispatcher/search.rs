@@ -33,7 +33,6 @@ struct Line {
     ok_upto: isize,
     /// The first position known to fail (`runs.len()`: none yet).
     fails_from: isize,
-    probing: Option<usize>,
     probes: Vec<(String, bool)>,
 }
 
@@ -110,7 +109,6 @@ impl Searches {
                     values: Vec::new(),
                     ok_upto: -1,
                     fails_from: 0,
-                    probing: None,
                     probes: Vec::new(),
                 });
                 searches.lines.len() - 1
@@ -153,10 +151,10 @@ impl Searches {
                 line.dimension
             ));
         }
-        if line.probing.is_some() || position != line.next_probe() {
+        // The next probe may have to wait for GPUs: it is asked again, and is still the next.
+        if position != line.next_probe() {
             return Decision::Wait;
         }
-        line.probing = Some(position);
         Decision::Run
     }
 
@@ -164,7 +162,6 @@ impl Searches {
     pub(super) fn record(&mut self, i: usize, ok: bool) -> Option<Concluded> {
         let &(index, position) = self.of_run.get(&i)?;
         let line = &mut self.lines[index];
-        line.probing = None;
         if ok {
             line.ok_upto = line.ok_upto.max(position as isize);
         } else {
