@@ -8,7 +8,9 @@ use std::collections::HashSet;
 
 use indexmap::IndexMap;
 
-use super::qualify::{Candidate, StartAt, candidates, does, path_checks, static_inputs};
+use super::qualify::{
+    Candidate, StartAt, candidates, does, memory_checks, path_checks, static_inputs,
+};
 use crate::backend::{ContainerSpec, VolumeMount};
 use crate::diag::SourceFile;
 use crate::engine::container_inputs::start_container_spec;
@@ -63,11 +65,14 @@ pub(super) fn prepare_all(shared: &Shared, runs: &[PlannedJob], refs: &[JobRef])
         let paths = path_checks(&shared.wf, job)
             .into_iter()
             .filter_map(|at| prepare_paths(shared, job, at, (&ctx, &env), jref));
+        let memory = memory_checks(&shared.wf, job)
+            .into_iter()
+            .filter_map(|at| super::memory::prepare(shared, planned, job, at, (&ctx, &env), jref));
         let checks = candidates(&shared.wf, job)
             .into_iter()
             .filter_map(|c| prepare(shared, job, &c, (&ctx, &env), jref).map(|r| (c.step, r)));
-        // The paths a server needs first: they are looked for before its flags.
-        for (step, r) in paths.chain(checks) {
+        // The paths a server needs first: they are looked for before its memory and flags.
+        for (step, r) in paths.chain(memory).chain(checks) {
             let key = format!(
                 "{}#{step}#{:?}#{:?}#{:?}",
                 planned.job_id, r.check, r.inputs, r.container
@@ -108,6 +113,13 @@ pub(super) enum Check {
         /// Per host folder the volumes mount: the input of the job's step that gives it and
         /// where (`file:line:col`), for a folder that does not exist.
         sources: Vec<MountSource>,
+    },
+    /// The memory estimate of the model server a `start-container` starts: its flags, the
+    /// GPUs the job asks for, and where the job writes the flags (`file:line:col`).
+    Memory {
+        flags: crate::memory::ServerFlags,
+        request: crate::gpu::Request,
+        at: String,
     },
 }
 
@@ -162,7 +174,7 @@ fn env_value(env: &IndexMap<String, String>) -> Value {
 }
 
 /// `ctx` with the step's own `env:` over `env`, as the step sees it.
-fn ctx_for(
+pub(super) fn ctx_for(
     ctx: &MapContext,
     env: &IndexMap<String, String>,
     step: &Step,
@@ -254,7 +266,7 @@ fn builtin_name(step: &Step) -> Option<&str> {
 
 /// The evaluated inputs of the `start-container` step at `at`, and the name its container gets
 /// (`name`, else the step's `id`).
-fn start_inputs(
+pub(super) fn start_inputs(
     shared: &Shared,
     job: &Job,
     at: StartAt,

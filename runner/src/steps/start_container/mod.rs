@@ -1,6 +1,7 @@
 //! `start-container`: starts a server container the job's later steps use, checking first that what it mounts exists.
 //! Declared in `spec.rs`, run by `run.rs`.
 
+pub mod memory;
 pub mod required_paths;
 mod run;
 mod spec;

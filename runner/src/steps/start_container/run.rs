@@ -4,8 +4,9 @@
 
 use indexmap::IndexMap;
 
-use super::required_paths;
+use super::{memory, required_paths};
 use crate::engine::container_inputs::start_container_spec;
+use crate::events::{EventKind, Stream};
 use crate::steps::{Outputs, StepCall, StepError};
 
 /// Runs the step; returns `name` and `id`.
@@ -18,6 +19,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let pull = call.text("pull");
     let (inputs, host, job) = (call.inputs, call.host, call.job);
     let action_inputs = call.step.action_inputs.clone();
+    let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
     let containers = call.engine()?;
     match pull.as_deref() {
         Some("always") => containers
@@ -55,7 +57,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         required_paths::check_at_start(containers, host, job, &container, &spec, &paths, &origin)
             .await?;
     }
-    let started = containers
+    let id = containers
         .start(host, job, &container, spec.clone())
         .await
         .map_err(|e| {
@@ -63,9 +65,51 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
                 "could not start container `{container}`: {}",
                 required_paths::start_error(&e, &spec, &origin)
             )
-        })?;
-    Ok(IndexMap::from([
+        })?
+        .id
+        .clone();
+    let mut outputs = IndexMap::from([
         ("name".to_string(), container.clone()),
-        ("id".to_string(), started.id.clone()),
-    ]))
+        ("id".to_string(), id.clone()),
+    ]);
+    if let (Some(flags), Some(gpus)) = (memory::server_flags(&spec), &step_gpus) {
+        let place = crate::steps::FileInContainer {
+            docker: containers.docker.clone(),
+            id,
+            name: container.clone(),
+        };
+        let positions: Vec<usize> = gpus
+            .leased
+            .iter()
+            .filter_map(|(_, uuid)| gpus.inventory.gpus.iter().position(|g| &g.uuid == uuid))
+            .collect();
+        let say = |text: String| {
+            host.emit(EventKind::LogLine {
+                job: job.clone(),
+                step: Some(key.clone()),
+                container: None,
+                stream: Stream::Runner,
+                text,
+            });
+        };
+        if let Some(gpu) = memory::of_positions(&gpus.inventory, &positions) {
+            // The estimate records; refusing is preflight's: the server is started already.
+            match memory::estimate(&place, &flags, gpu.mib).await {
+                Ok(Some(e)) => {
+                    say(memory::summary(&e, &gpu));
+                    outputs.insert("kv-cache-tokens-estimate".into(), e.kv_tokens.to_string());
+                    outputs.insert(
+                        "weights-gib-per-gpu".into(),
+                        format!("{:.2}", e.weights_mib / 1024.0),
+                    );
+                    if let Some(s) = containers.started.get_mut(&container) {
+                        s.memory = Some(e);
+                    }
+                }
+                Ok(None) => {}
+                Err(why) => say(format!("no memory estimate: {why}")),
+            }
+        }
+    }
+    Ok(outputs)
 }
