@@ -186,7 +186,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -282,7 +282,7 @@ mod tests {
             e.starts_with("cannot read the model's config `/nonexistent/model/config.json`"),
             "{e}"
         );
-        assert_eq!(plan(&SimConfig::default()).unwrap().is_none(), true);
+        assert!(plan(&SimConfig::default()).unwrap().is_none());
         assert_eq!(thousands(4_455_808), "4,455,808");
     }
 }
