@@ -167,6 +167,21 @@ impl Ran {
             .collect()
     }
 
+    /// Asserts that preflight failed one check and that neither a job nor the container
+    /// `container` started; returns that check's message.
+    pub(crate) fn refused_in_preflight(&self, container: &str) -> String {
+        assert_eq!(self.report.result, JobResult::Failure);
+        assert_eq!(self.report.preflight.failed, 1, "{:#?}", self.events);
+        assert!(!self.started(container), "`{container}` was started");
+        assert!(
+            self.position(|k| matches!(k, EventKind::JobStarted { .. }))
+                .is_none()
+        );
+        let messages = self.preflight_messages();
+        assert_eq!(messages.len(), 1, "{messages:#?}");
+        messages[0].clone()
+    }
+
     /// Asserts with the engine's API that nothing of the run is left.
     pub(crate) async fn assert_nothing_left(&self) {
         let docker = self.docker.as_ref().expect("a run on Docker");

@@ -67,7 +67,7 @@ pub(super) fn prepare_all(shared: &Shared, runs: &[PlannedJob], refs: &[JobRef])
             .filter_map(|at| prepare_paths(shared, job, at, (&ctx, &env), jref));
         let memory = memory_checks(&shared.wf, job)
             .into_iter()
-            .filter_map(|at| super::memory::prepare(shared, planned, job, at, (&ctx, &env), jref));
+            .filter_map(|at| prepare_memory(shared, planned, job, at, (&ctx, &env), jref));
         let checks = candidates(&shared.wf, job)
             .into_iter()
             .filter_map(|c| prepare(shared, job, &c, (&ctx, &env), jref).map(|r| (c.step, r)));
@@ -174,7 +174,7 @@ fn env_value(env: &IndexMap<String, String>) -> Value {
 }
 
 /// `ctx` with the step's own `env:` over `env`, as the step sees it.
-pub(super) fn ctx_for(
+fn ctx_for(
     ctx: &MapContext,
     env: &IndexMap<String, String>,
     step: &Step,
@@ -266,7 +266,7 @@ fn builtin_name(step: &Step) -> Option<&str> {
 
 /// The evaluated inputs of the `start-container` step at `at`, and the name its container gets
 /// (`name`, else the step's `id`).
-pub(super) fn start_inputs(
+fn start_inputs(
     shared: &Shared,
     job: &Job,
     at: StartAt,
@@ -318,12 +318,7 @@ fn prepare_paths(
     let volumes = spec.volumes.clone();
     // Where the job says where the model is: the folder mounted, else the path, else the step.
     let step = &job.steps[at.step];
-    let step_name = step
-        .name
-        .as_ref()
-        .map(|n| n.value.clone())
-        .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
-        .unwrap_or_else(|| (at.step + 1).to_string());
+    let step_name = step_label(step, at.step);
     let at_span = |span| format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
     let span = ["models", "volumes", "model", "required-paths"]
         .iter()
@@ -382,6 +377,62 @@ fn prepare_paths(
             container: Some((name, spec.harmless())),
         },
     ))
+}
+
+/// The memory check of the `start-container` at `at`, when it starts a model server and the
+/// job asks for GPUs on a host whose GPUs are known.
+fn prepare_memory(
+    shared: &Shared,
+    planned: &PlannedJob,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<(usize, Ready)> {
+    let request = {
+        let gpus = planned.gpus.as_ref()?;
+        shared.engines.gpus_for(jref)?;
+        let ctx = ctx_for(ctx, env, &job.steps[at.step], &shared.wf.file)?;
+        crate::engine::job_gpus::evaluate(gpus, &ctx, &shared.wf.file)
+            .ok()?
+            .lease_request()?
+    };
+    let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
+    let spec = start_container_spec(&inputs, None).ok()?;
+    let flags = steps::server_memory::server_flags(&spec)?;
+    let step = &job.steps[at.step];
+    let step_name = step_label(step, at.step);
+    // Where the flags are written: the action's `args`, else the step's `command`.
+    let span = ["args", "command"]
+        .iter()
+        .find_map(|k| step.with.get(*k).map(|v| v.span))
+        .unwrap_or(step.span);
+    let at_text = format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
+    Some((
+        at.step,
+        Ready {
+            jref: jref.clone(),
+            step_key: (at.step + 1).to_string(),
+            check: Check::Memory {
+                flags,
+                request,
+                at: at_text,
+            },
+            label: format!("the memory of the server in container `{name}`"),
+            inputs: IndexMap::new(),
+            places: IndexMap::new(),
+            container: Some((name, spec.harmless())),
+        },
+    ))
+}
+
+/// How messages name the step at `index`: its `name`, else its `id`, else its number.
+fn step_label(step: &Step, index: usize) -> String {
+    step.name
+        .as_ref()
+        .map(|n| n.value.clone())
+        .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
+        .unwrap_or_else(|| (index + 1).to_string())
 }
 
 /// The `inputs` an action's steps see, as the engine gives them (`with:`, else the default).

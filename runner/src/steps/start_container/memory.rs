@@ -5,10 +5,16 @@
 //! again with the GPUs the job leased, says it and keeps it with the container, where
 //! `wait-for-health` finds it to set beside what the server reports.
 
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
 use crate::backend::ContainerSpec;
+use crate::engine::containers::JobContainers;
+use crate::events::{EventKind, JobRef, Stream};
 use crate::gpu::{Fit, Inventory, Request};
 use crate::memory::{Estimate, ModelShape, ServerFlags};
-use crate::steps::{FileInContainer as InContainer, FilePlace as _};
+use crate::steps::{FileInContainer as InContainer, FilePlace as _, StepGpus, StepHost};
 
 /// A `config.json` larger than this is not a model's configuration.
 const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
@@ -112,4 +118,64 @@ pub fn summary(e: &Estimate, gpus: &GpuMemory) -> String {
         e.kv_tokens,
         e.kv_mib / 1024.0
     )
+}
+
+/// The container `start-container` just started, and where its step says things.
+pub struct Started<'a> {
+    pub host: &'a Arc<dyn StepHost>,
+    pub job: &'a JobRef,
+    pub step: &'a str,
+    pub container: &'a str,
+    pub id: String,
+}
+
+/// At the step's place, the server started: its estimate on the GPUs the job leased, said in
+/// the step's log and kept with the container for `wait-for-health`; the step's outputs
+/// `kv-cache-tokens-estimate` and `weights-gib-per-gpu`. Refusing is preflight's: the server
+/// runs already, so a problem is only said.
+pub async fn record(
+    containers: &mut JobContainers,
+    at: &Started<'_>,
+    flags: &ServerFlags,
+    gpus: &StepGpus,
+) -> IndexMap<String, String> {
+    let say = |text: String| {
+        at.host.emit(EventKind::LogLine {
+            job: at.job.clone(),
+            step: Some(at.step.to_string()),
+            container: None,
+            stream: Stream::Runner,
+            text,
+        });
+    };
+    let positions: Vec<usize> = gpus
+        .leased
+        .iter()
+        .filter_map(|(_, uuid)| gpus.inventory.gpus.iter().position(|g| &g.uuid == uuid))
+        .collect();
+    let Some(gpu) = of_positions(&gpus.inventory, &positions) else {
+        return IndexMap::new();
+    };
+    let place = InContainer {
+        docker: containers.docker.clone(),
+        id: at.id.clone(),
+        name: at.container.to_string(),
+    };
+    let mut outputs = IndexMap::new();
+    match estimate(&place, flags, gpu.mib).await {
+        Ok(Some(e)) => {
+            say(summary(&e, &gpu));
+            outputs.insert("kv-cache-tokens-estimate".into(), e.kv_tokens.to_string());
+            outputs.insert(
+                "weights-gib-per-gpu".into(),
+                format!("{:.2}", e.weights_mib / 1024.0),
+            );
+            if let Some(s) = containers.started.get_mut(at.container) {
+                s.memory = Some(e);
+            }
+        }
+        Ok(None) => {}
+        Err(why) => say(format!("no memory estimate: {why}")),
+    }
+    outputs
 }

@@ -20,6 +20,11 @@ impl Builtin for StartContainer {
         EngineUse::Required
     }
 
+    /// The memory estimate of a model server needs the memory of the job's GPUs.
+    fn reads_gpus(&self) -> bool {
+        true
+    }
+
     fn effect(&self) -> Effect {
         Effect::StartsContainer
     }

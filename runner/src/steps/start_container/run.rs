@@ -6,7 +6,6 @@ use indexmap::IndexMap;
 
 use super::{memory, required_paths};
 use crate::engine::container_inputs::start_container_spec;
-use crate::events::{EventKind, Stream};
 use crate::steps::{Outputs, StepCall, StepError};
 
 /// Runs the step; returns `name` and `id`.
@@ -73,43 +72,14 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         ("id".to_string(), id.clone()),
     ]);
     if let (Some(flags), Some(gpus)) = (memory::server_flags(&spec), &step_gpus) {
-        let place = crate::steps::FileInContainer {
-            docker: containers.docker.clone(),
+        let at = memory::Started {
+            host,
+            job,
+            step: &key,
+            container: &container,
             id,
-            name: container.clone(),
         };
-        let positions: Vec<usize> = gpus
-            .leased
-            .iter()
-            .filter_map(|(_, uuid)| gpus.inventory.gpus.iter().position(|g| &g.uuid == uuid))
-            .collect();
-        let say = |text: String| {
-            host.emit(EventKind::LogLine {
-                job: job.clone(),
-                step: Some(key.clone()),
-                container: None,
-                stream: Stream::Runner,
-                text,
-            });
-        };
-        if let Some(gpu) = memory::of_positions(&gpus.inventory, &positions) {
-            // The estimate records; refusing is preflight's: the server is started already.
-            match memory::estimate(&place, &flags, gpu.mib).await {
-                Ok(Some(e)) => {
-                    say(memory::summary(&e, &gpu));
-                    outputs.insert("kv-cache-tokens-estimate".into(), e.kv_tokens.to_string());
-                    outputs.insert(
-                        "weights-gib-per-gpu".into(),
-                        format!("{:.2}", e.weights_mib / 1024.0),
-                    );
-                    if let Some(s) = containers.started.get_mut(&container) {
-                        s.memory = Some(e);
-                    }
-                }
-                Ok(None) => {}
-                Err(why) => say(format!("no memory estimate: {why}")),
-            }
-        }
+        outputs.extend(memory::record(containers, &at, &flags, gpus).await);
     }
     Ok(outputs)
 }
