@@ -29,6 +29,7 @@ pub mod expr;
 pub mod gpu;
 pub mod hosts;
 pub mod local_dirs;
+pub mod memory;
 pub mod plan;
 pub mod report;
 pub mod run_logs;

@@ -71,6 +71,7 @@ pages! {
     expressions => "docs/expressions.md",
     gpus => "docs/gpus.md",
     hosts => "docs/hosts.md",
+    memory => "docs/memory.md",
     reports => "docs/reports.md",
     results => "docs/results.md",
     running => "docs/running.md",

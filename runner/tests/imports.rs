@@ -28,6 +28,9 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("backend", "engine"),
     ("bench", "steps"),
     ("ui", "hosts"),
+    ("memory", "engine"),
+    ("memory", "steps"),
+    ("sim", "engine"),
 ];
 
 /// Arrows that still break [`FORBIDDEN`], `(from, to)`. The restructuring of issue 15 removes

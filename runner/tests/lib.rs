@@ -27,6 +27,7 @@ mod imports;
 mod injection;
 mod llama_process;
 mod llama_server;
+mod memory;
 mod mounts;
 mod preflight;
 mod remote;

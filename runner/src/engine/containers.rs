@@ -58,6 +58,9 @@ pub struct Started {
     pub docker_name: String,
     /// The shell its `run:` steps go through, started by the first one.
     pub shell: SharedShell,
+    /// The memory estimate of the model server it runs, when `start-container` made one:
+    /// `wait-for-health` sets the server's own KV cache size beside it.
+    pub memory: Option<crate::memory::Estimate>,
     /// Started alone on the default network: to connect to the job's network, as this name,
     /// once it exists.
     pub(super) joins_network_as: Option<String>,
@@ -190,6 +193,7 @@ impl JobContainers {
                 id: container.id,
                 docker_name,
                 shell: SharedShell::default(),
+                memory: None,
                 joins_network_as,
                 forward: Some(forward),
                 reuse: None,

@@ -161,6 +161,8 @@ impl JobContainers {
                 shell: Default::default(),
                 joins_network_as,
                 forward: Some(forward),
+                // Estimated again by the step that adopts it, with this cell's GPUs.
+                memory: None,
                 reuse: Some(Reuse {
                     group: parked.group.clone(),
                     key: key.to_string(),

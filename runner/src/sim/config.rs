@@ -121,6 +121,7 @@ pub struct SimConfig {
     /// request can take.
     #[arg(
         long,
+        visible_alias = "context-length",
         env = "GPUFLOW_SIM_MAX_MODEL_LEN",
         default_value_t = 131_072,
         value_parser = clap::value_parser!(u32).range(1..=16_777_216)
@@ -185,6 +186,51 @@ pub struct SimConfig {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub crash_after_requests: Option<u64>,
+
+    /// The model's folder, as SGLang's `--model-path`: with it, the load allocates memory like
+    /// SGLang (or vLLM, with --gpu-memory-utilization) from its `config.json` and the flags
+    /// below, prints the KV cache size it got, and fails the load when the weights do not fit
+    /// (docs/simulator.md, "Memory").
+    #[arg(long, env = "GPUFLOW_SIM_MODEL_PATH")]
+    pub model_path: Option<PathBuf>,
+
+    /// The memory of each simulated GPU, in MiB (an H100 80GB's by default).
+    #[arg(long, env = "GPUFLOW_SIM_GPU_MEMORY_MIB", default_value_t = 81_559,
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    pub gpu_memory_mib: u64,
+
+    /// SGLang's share of the GPU's memory for weights and KV cache (its default for the
+    /// tensor-parallel size when not given).
+    #[arg(long, env = "GPUFLOW_SIM_MEM_FRACTION_STATIC", value_parser = parse_fraction)]
+    pub mem_fraction_static: Option<f64>,
+
+    /// vLLM's share of the GPU's memory: allocate and speak like vLLM instead of SGLang.
+    #[arg(long, env = "GPUFLOW_SIM_GPU_MEMORY_UTILIZATION", value_parser = parse_fraction,
+          conflicts_with = "mem_fraction_static")]
+    pub gpu_memory_utilization: Option<f64>,
+
+    /// Tensor-parallel size: the weights and KV heads are split over this many GPUs.
+    #[arg(long, visible_aliases = ["tp", "tensor-parallel-size"], env = "GPUFLOW_SIM_TP_SIZE",
+          default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub tp_size: u64,
+
+    /// At most this many tokens of KV cache, as SGLang's flag.
+    #[arg(long, env = "GPUFLOW_SIM_MAX_TOTAL_TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_total_tokens: Option<u64>,
+
+    /// The KV cache's dtype (`fp8_e4m3`, `bfloat16`); `auto` is the model's.
+    #[arg(long, env = "GPUFLOW_SIM_KV_CACHE_DTYPE")]
+    pub kv_cache_dtype: Option<String>,
+
+    /// A speculative draft model's folder: its weights and KV cache take memory too.
+    #[arg(long, env = "GPUFLOW_SIM_SPECULATIVE_DRAFT_MODEL_PATH")]
+    pub speculative_draft_model_path: Option<PathBuf>,
+
+    /// Memory the server needs outside its share (activations, CUDA graphs), in MiB. When the
+    /// rest of the GPU is smaller (the share set too high), the load fails with CUDA out of
+    /// memory while capturing CUDA graphs.
+    #[arg(long, env = "GPUFLOW_SIM_ACTIVATION_MIB", default_value_t = 2048)]
+    pub activation_mib: u64,
 
     /// Append the server-side record (one JSON object per line: start, ready, each request
     /// with the time each chunk was sent) to this file.
@@ -257,6 +303,15 @@ impl Default for SimConfig {
             oom_style: OomStyle::Sglang,
             crash_after_delay: None,
             crash_after_requests: None,
+            model_path: None,
+            gpu_memory_mib: 81_559,
+            mem_fraction_static: None,
+            gpu_memory_utilization: None,
+            tp_size: 1,
+            max_total_tokens: None,
+            kv_cache_dtype: None,
+            speculative_draft_model_path: None,
+            activation_mib: 2048,
             record: None,
             record_memory: 1_000_000,
             ready_file: None,
@@ -360,6 +415,15 @@ fn check_duration(duration: Duration) -> Result<Duration, String> {
         return Err("expected at most a year (`365days`)".to_owned());
     }
     Ok(duration)
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(
+            "expected a share of the GPU's memory above 0 and at most 1, e.g. `0.85`".to_owned(),
+        ),
+    }
 }
 
 fn parse_rate(text: &str) -> Result<f64, String> {
@@ -474,6 +538,8 @@ mod tests {
     #[test_case(&["--tokens-per-chunk=0"], "0" ; "zero tokens per chunk")]
     #[test_case(&["--crash-after-delay=1s"], "--oom-at-start" ; "crash delay needs oom")]
     #[test_case(&["--reject-when-busy"], "--max-concurrency" ; "reject needs a limit")]
+    #[test_case(&["--mem-fraction-static=1.2"], "at most 1" ; "fraction above one")]
+    #[test_case(&["--mem-fraction-static=0.8", "--gpu-memory-utilization=0.8"], "cannot be used with" ; "two servers' fractions")]
     fn bad_values_are_refused_with_a_reason(args: &[&str], expected: &str) {
         let err = parse(args).unwrap_err().to_string();
         assert!(err.contains(expected), "{err}");

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
 use super::config::{OomStyle, SimConfig};
+use super::memory::MemoryPlan;
 
 /// SGLang's ready line, printed once the server answers requests.
 pub const READY_LINE: &str = "The server is fired up and ready to roll!";
@@ -26,11 +27,15 @@ pub fn log(message: &str) {
 }
 
 /// The lines printed while the model "loads", each with the fraction of the load after which
-/// it appears.
-pub fn loading_lines(config: &SimConfig, addr: SocketAddr) -> Vec<(f64, String)> {
+/// it appears; with a memory plan, its lines in place of the fixed memory lines.
+pub fn loading_lines(
+    config: &SimConfig,
+    addr: SocketAddr,
+    memory: Option<&MemoryPlan>,
+) -> Vec<(f64, String)> {
     let model = &config.model_name;
     let pid = std::process::id();
-    vec![
+    let mut lines = vec![
         (
             0.0,
             format!(
@@ -70,7 +75,14 @@ pub fn loading_lines(config: &SimConfig, addr: SocketAddr) -> Vec<(f64, String)>
             1.0,
             format!("INFO:     Uvicorn running on http://{addr} (Press CTRL+C to quit)"),
         ),
-    ]
+    ];
+    if let Some(plan) = memory {
+        let fixed = ["Load weight", "KV Cache is allocated"];
+        lines.retain(|(_, l)| !fixed.iter().any(|f| l.starts_with(f)));
+        lines.extend(plan.lines());
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    lines
 }
 
 /// When each loading line is due, from the load time and its fraction.
@@ -138,7 +150,7 @@ mod tests {
     #[test]
     fn loading_lines_end_with_the_bound_address_and_are_in_order() {
         let addr: SocketAddr = "127.0.0.1:4321".parse().unwrap();
-        let lines = loading_lines(&SimConfig::default(), addr);
+        let lines = loading_lines(&SimConfig::default(), addr, None);
         assert!(lines.windows(2).all(|w| w[0].0 <= w[1].0));
         assert!(lines.last().unwrap().1.contains("http://127.0.0.1:4321"));
         assert_eq!(

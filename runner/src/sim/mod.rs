@@ -9,7 +9,8 @@
 //! - [`config`]: the flags. [`request`] / [`response`]: OpenAI shapes in and out.
 //! - [`schedule`]: when each chunk is due. `timer`: sub-millisecond wake-ups.
 //! - [`record`]: the server-side record. [`metrics`]: `/metrics`, under vLLM's and SGLang's
-//!   names. `lifecycle`: log lines and crash messages.
+//!   names. `lifecycle`: log lines and crash messages. `memory`: the simulated GPU memory
+//!   (--model-path): the KV cache it gets, the loads that fail.
 //! - `routes`, `stream`, `state`, `server`: HTTP, the streamed body, shared state, the loop.
 //!   `connection`: --close-after-stream's early close.
 //!
@@ -18,6 +19,7 @@
 pub mod config;
 mod connection;
 mod lifecycle;
+mod memory;
 pub mod metrics;
 pub mod record;
 pub mod request;

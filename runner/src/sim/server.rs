@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use super::config::SimConfig;
 use super::connection::{CloseAfterStream, StreamEnd};
 use super::lifecycle::{self, READY_LINE};
+use super::memory::{self, MemoryPlan};
 use super::record::{Clock, RecordedSettings, Recorder, Stamp};
 use super::routes;
 use super::state::{Exit, State};
@@ -51,6 +52,10 @@ pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
             )
         })?;
     let addr = listener.local_addr()?;
+    // An unreadable model config stops the server before it listens, as a bad flag does.
+    let memory = memory::plan(&config)
+        .map_err(|problem| io::Error::new(io::ErrorKind::InvalidInput, problem))?
+        .map(Arc::new);
     let clock = Clock::new();
     let settings = RecordedSettings {
         model: config.model_name.clone(),
@@ -74,20 +79,20 @@ pub async fn serve(config: SimConfig) -> io::Result<SimServer> {
 
     if state.config.load_time().is_zero() {
         // Nothing to wait for: ready (or failed) before the caller sends its first request.
-        load(Arc::clone(&state), addr).await;
+        load(Arc::clone(&state), addr, memory).await;
     } else {
-        spawn_load(Arc::clone(&state), addr);
+        spawn_load(Arc::clone(&state), addr, memory);
     }
     let task = tokio::spawn(accept(listener, Arc::clone(&state)));
     Ok(SimServer { addr, state, task })
 }
 
-fn spawn_load(state: Arc<State>, addr: SocketAddr) {
+fn spawn_load(state: Arc<State>, addr: SocketAddr, memory: Option<Arc<MemoryPlan>>) {
     let loading = state;
     tokio::spawn(async move {
         // A server stopped while still loading must not turn ready (or crash) afterwards.
         tokio::select! {
-            () = load(Arc::clone(&loading), addr) => {}
+            () = load(Arc::clone(&loading), addr, memory) => {}
             _ = loading.stopped() => {}
         }
     });
@@ -136,25 +141,30 @@ fn panic_exit(err: &tokio::task::JoinError) -> Exit {
     }
 }
 
-/// The simulated model load, then readiness or the OOM crash.
-async fn load(state: Arc<State>, addr: SocketAddr) {
+/// The simulated model load, then readiness or the crash of --oom-at-start or of the memory
+/// plan (at the point of the load where it fails).
+async fn load(state: Arc<State>, addr: SocketAddr, memory: Option<Arc<MemoryPlan>>) {
     let start = state.recorder.clock().start();
     let load = state.config.load_time();
-    for (fraction, line) in lifecycle::loading_lines(&state.config, addr) {
-        if state.config.oom_at_start && fraction >= 1.0 {
+    let failure = match (&memory, state.config.oom_at_start) {
+        (_, true) => Some((1.0, lifecycle::oom_traceback(state.config.oom_style))),
+        (Some(plan), false) => plan.failure.clone(),
+        (None, false) => None,
+    };
+    let lines = lifecycle::loading_lines(&state.config, addr, memory.as_deref());
+    for (fraction, line) in lines {
+        if failure.as_ref().is_some_and(|(at, _)| fraction >= *at) {
             break;
         }
         timer::sleep_until(start + lifecycle::line_offset(load, fraction)).await;
         lifecycle::log(&line);
     }
-    timer::sleep_until(start + load).await;
-    if state.config.oom_at_start {
-        state.stop(Exit::Crashed {
-            code: 1,
-            message: lifecycle::oom_traceback(state.config.oom_style),
-        });
+    if let Some((at, message)) = failure {
+        timer::sleep_until(start + lifecycle::line_offset(load, at)).await;
+        state.stop(Exit::Crashed { code: 1, message });
         return;
     }
+    timer::sleep_until(start + load).await;
     state.set_ready();
     let at = state.recorder.mark_ready();
     lifecycle::log(READY_LINE);

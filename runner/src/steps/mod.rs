@@ -27,7 +27,7 @@ pub use context::{Recorded, StepContext, StepGpus};
 pub use error::StepError;
 pub use host::StepHost;
 pub use spec::{BuiltinSpec, InputSpec, InputType, OutputSpec};
-pub use start_container::required_paths;
+pub use start_container::{memory as server_memory, required_paths};
 pub use wait_for_health::causes;
 
 /// Every built-in step, in the order the docs list them.

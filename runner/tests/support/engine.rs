@@ -167,6 +167,21 @@ impl Ran {
             .collect()
     }
 
+    /// Asserts that preflight failed one check and that neither a job nor the container
+    /// `container` started; returns that check's message.
+    pub(crate) fn refused_in_preflight(&self, container: &str) -> String {
+        assert_eq!(self.report.result, JobResult::Failure);
+        assert_eq!(self.report.preflight.failed, 1, "{:#?}", self.events);
+        assert!(!self.started(container), "`{container}` was started");
+        assert!(
+            self.position(|k| matches!(k, EventKind::JobStarted { .. }))
+                .is_none()
+        );
+        let messages = self.preflight_messages();
+        assert_eq!(messages.len(), 1, "{messages:#?}");
+        messages[0].clone()
+    }
+
     /// Asserts with the engine's API that nothing of the run is left.
     pub(crate) async fn assert_nothing_left(&self) {
         let docker = self.docker.as_ref().expect("a run on Docker");
@@ -332,6 +347,7 @@ pub(crate) struct EngineRun<'a> {
     images: &'a [&'a str],
     tweak: Box<dyn FnOnce(&mut RunOptions) + 'a>,
     watch: bool,
+    stand_in: Option<std::path::PathBuf>,
 }
 
 /// `yaml` to run on Docker; it needs the base and simulator images unless told otherwise.
@@ -342,6 +358,7 @@ pub(crate) fn workflow(yaml: &str) -> EngineRun<'_> {
         images: &[images::BASE, images::SIM],
         tweak: Box::new(|_| {}),
         watch: false,
+        stand_in: None,
     }
 }
 
@@ -370,6 +387,13 @@ impl<'a> EngineRun<'a> {
         self
     }
 
+    /// With the GPUs of the stand-in inventory `file` on the local host, leased in the
+    /// workspace (as `GPUFLOW_GPU_INVENTORY` gives them to `gpuflow run`).
+    pub(crate) fn stand_in_gpus(mut self, file: std::path::PathBuf) -> Self {
+        self.stand_in = Some(file);
+        self
+    }
+
     /// Runs it; `None` only when Docker tests are skipped knowingly.
     pub(crate) async fn on_docker(self) -> Option<Ran> {
         let docker = images::docker_with(self.images).await?;
@@ -385,12 +409,23 @@ impl<'a> EngineRun<'a> {
             .then(|| tokio::spawn(watch(docker.clone(), run_id.clone(), done.clone())));
         let collect = CollectSink::new();
         let started = Instant::now();
+        let mut engines = gpuflow::engine::Engines::from(Some(docker.clone()));
+        if let Some(file) = self.stand_in {
+            let leases = workspace.path().join(".leases");
+            engines.set_gpus(
+                gpuflow::hosts::LOCAL,
+                gpuflow::gpu::HostGpus::new(
+                    gpuflow::gpu::Discovery::StandIn(file),
+                    gpuflow::gpu::LeaseDir::at(&leases, gpuflow::hosts::LOCAL),
+                ),
+            );
+        }
         let result = gpuflow::engine::run(
             Arc::new(*workflow),
             plan,
             opts,
             Arc::new(collect.clone()),
-            Some(docker.clone()),
+            engines,
             CancellationToken::new(),
         )
         .await;

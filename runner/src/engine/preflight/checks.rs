@@ -136,7 +136,7 @@ async fn run_job_checks(
                 step: Some(check.step_key.clone()),
                 name: check.label.clone(),
                 outcome: outcome(result.is_ok()),
-                message: result.err(),
+                message: result.unwrap_or_else(Some),
                 duration: t.elapsed(),
             },
         );
@@ -181,8 +181,13 @@ impl Throwaway {
         }
     }
 
-    /// Runs one check, starting its container first if it is the first to look into it.
-    async fn run_check(&mut self, check: &Ready, cancel: &CancellationToken) -> Result<(), String> {
+    /// Runs one check, starting its container first if it is the first to look into it; `Ok`
+    /// with what a passing check has to say.
+    async fn run_check(
+        &mut self,
+        check: &Ready,
+        cancel: &CancellationToken,
+    ) -> Result<Option<String>, String> {
         if self.containers.is_none() {
             return Err(NO_ENGINE.to_string());
         }
@@ -193,7 +198,22 @@ impl Throwaway {
             return Err(NO_ENGINE.to_string());
         };
         match &check.check {
-            Check::Builtin(name) => run_builtin(name, check, containers, &self.host, cancel).await,
+            Check::Builtin(name) => run_builtin(name, check, containers, &self.host, cancel)
+                .await
+                .map(|()| None),
+            Check::Memory { flags, request, at } => {
+                let Some((name, _)) = &check.container else {
+                    return Err("no container to look in".to_string());
+                };
+                super::memory::run(
+                    &self.shared,
+                    &check.jref,
+                    containers,
+                    name,
+                    (flags, request, at),
+                )
+                .await
+            }
             Check::Paths {
                 paths, volumes, at, ..
             } => {
@@ -210,6 +230,7 @@ impl Throwaway {
                 };
                 steps::required_paths::check(&place, &spec.image, volumes, paths)
                     .await
+                    .map(|()| None)
                     .map_err(|m| format!("{m}\n  --> {at}"))
             }
         }
@@ -234,7 +255,7 @@ impl Throwaway {
         // the input that gives it and where, as a missing path is.
         let sources = match check {
             Check::Paths { sources, .. } => sources.as_slice(),
-            Check::Builtin(_) => &[],
+            Check::Builtin(_) | Check::Memory { .. } => &[],
         };
         containers
             .start(&self.host, &self.pref, &temp, spec.clone())

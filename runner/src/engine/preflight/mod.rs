@@ -20,13 +20,15 @@
 //! - [`qualify`]: which checks of a job qualify (the walk over its steps);
 //! - [`prepare`]: the qualifying checks with their inputs evaluated for one job run;
 //! - [`checks`]: running them: images first, then each job run's checks in throw-away
-//!   containers.
+//!   containers;
+//! - [`memory`]: the memory estimate of a model server (docs/memory.md).
 
 mod checks;
+mod memory;
 mod prepare;
 mod qualify;
 mod refusals;
 
 pub use checks::{PreflightReport, run};
-pub use qualify::{Candidate, StartAt, candidates, path_checks};
+pub use qualify::{Candidate, StartAt, candidates, memory_checks, path_checks};
 pub use refusals::{check, check_steps};

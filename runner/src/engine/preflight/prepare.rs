@@ -8,7 +8,9 @@ use std::collections::HashSet;
 
 use indexmap::IndexMap;
 
-use super::qualify::{Candidate, StartAt, candidates, does, path_checks, static_inputs};
+use super::qualify::{
+    Candidate, StartAt, candidates, does, memory_checks, path_checks, static_inputs,
+};
 use crate::backend::{ContainerSpec, VolumeMount};
 use crate::diag::SourceFile;
 use crate::engine::container_inputs::start_container_spec;
@@ -63,11 +65,14 @@ pub(super) fn prepare_all(shared: &Shared, runs: &[PlannedJob], refs: &[JobRef])
         let paths = path_checks(&shared.wf, job)
             .into_iter()
             .filter_map(|at| prepare_paths(shared, job, at, (&ctx, &env), jref));
+        let memory = memory_checks(&shared.wf, job)
+            .into_iter()
+            .filter_map(|at| prepare_memory(shared, planned, job, at, (&ctx, &env), jref));
         let checks = candidates(&shared.wf, job)
             .into_iter()
             .filter_map(|c| prepare(shared, job, &c, (&ctx, &env), jref).map(|r| (c.step, r)));
-        // The paths a server needs first: they are looked for before its flags.
-        for (step, r) in paths.chain(checks) {
+        // The paths a server needs first: they are looked for before its memory and flags.
+        for (step, r) in paths.chain(memory).chain(checks) {
             let key = format!(
                 "{}#{step}#{:?}#{:?}#{:?}",
                 planned.job_id, r.check, r.inputs, r.container
@@ -108,6 +113,13 @@ pub(super) enum Check {
         /// Per host folder the volumes mount: the input of the job's step that gives it and
         /// where (`file:line:col`), for a folder that does not exist.
         sources: Vec<MountSource>,
+    },
+    /// The memory estimate of the model server a `start-container` starts: its flags, the
+    /// GPUs the job asks for, and where the job writes the flags (`file:line:col`).
+    Memory {
+        flags: crate::memory::ServerFlags,
+        request: crate::gpu::Request,
+        at: String,
     },
 }
 
@@ -306,12 +318,7 @@ fn prepare_paths(
     let volumes = spec.volumes.clone();
     // Where the job says where the model is: the folder mounted, else the path, else the step.
     let step = &job.steps[at.step];
-    let step_name = step
-        .name
-        .as_ref()
-        .map(|n| n.value.clone())
-        .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
-        .unwrap_or_else(|| (at.step + 1).to_string());
+    let step_name = step_label(step, at.step);
     let at_span = |span| format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
     let span = ["models", "volumes", "model", "required-paths"]
         .iter()
@@ -370,6 +377,62 @@ fn prepare_paths(
             container: Some((name, spec.harmless())),
         },
     ))
+}
+
+/// The memory check of the `start-container` at `at`, when it starts a model server and the
+/// job asks for GPUs on a host whose GPUs are known.
+fn prepare_memory(
+    shared: &Shared,
+    planned: &PlannedJob,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<(usize, Ready)> {
+    let request = {
+        let gpus = planned.gpus.as_ref()?;
+        shared.engines.gpus_for(jref)?;
+        let ctx = ctx_for(ctx, env, &job.steps[at.step], &shared.wf.file)?;
+        crate::engine::job_gpus::evaluate(gpus, &ctx, &shared.wf.file)
+            .ok()?
+            .lease_request()?
+    };
+    let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
+    let spec = start_container_spec(&inputs, None).ok()?;
+    let flags = steps::server_memory::server_flags(&spec)?;
+    let step = &job.steps[at.step];
+    let step_name = step_label(step, at.step);
+    // Where the flags are written: the action's `args`, else the step's `command`.
+    let span = ["args", "command"]
+        .iter()
+        .find_map(|k| step.with.get(*k).map(|v| v.span))
+        .unwrap_or(step.span);
+    let at_text = format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
+    Some((
+        at.step,
+        Ready {
+            jref: jref.clone(),
+            step_key: (at.step + 1).to_string(),
+            check: Check::Memory {
+                flags,
+                request,
+                at: at_text,
+            },
+            label: format!("the memory of the server in container `{name}`"),
+            inputs: IndexMap::new(),
+            places: IndexMap::new(),
+            container: Some((name, spec.harmless())),
+        },
+    ))
+}
+
+/// How messages name the step at `index`: its `name`, else its `id`, else its number.
+fn step_label(step: &Step, index: usize) -> String {
+    step.name
+        .as_ref()
+        .map(|n| n.value.clone())
+        .or_else(|| step.id.as_ref().map(|i| i.value.clone()))
+        .unwrap_or_else(|| (index + 1).to_string())
 }
 
 /// The `inputs` an action's steps see, as the engine gives them (`with:`, else the default).

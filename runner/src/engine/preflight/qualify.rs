@@ -203,6 +203,19 @@ fn follow_action(call: &Step, i: usize, action: &Action, walk: &mut Walk) {
 /// gpuflow cannot see into, no earlier container with a writable volume (a downloader), no
 /// `services:` and no job this one `needs`. The others are looked for at their place.
 pub fn path_checks(wf: &Workflow, job: &Job) -> Vec<StartAt> {
+    starts_checked(wf, job, "required-paths")
+}
+
+/// The `start-container` steps whose model's memory preflight estimates: those with a
+/// `command`, under the rules of [`path_checks`] (the model's `config.json` is a file it
+/// could have been given).
+pub fn memory_checks(wf: &Workflow, job: &Job) -> Vec<StartAt> {
+    starts_checked(wf, job, "command")
+}
+
+/// The `start-container` steps with the input `input` that nothing before could have
+/// changed the files of ([`path_checks`]).
+fn starts_checked(wf: &Workflow, job: &Job, input: &str) -> Vec<StartAt> {
     let mut out = Vec::new();
     if job.condition.is_some() || !job.needs.is_empty() || !job.services.is_empty() {
         return out;
@@ -213,7 +226,7 @@ pub fn path_checks(wf: &Workflow, job: &Job) -> Vec<StartAt> {
             Some(Uses::Builtin(name)) if does(name, Effect::StartsContainer) => {
                 if step.condition.is_none()
                     && static_inputs(step, true)
-                    && step.with.contains_key("required-paths")
+                    && step.with.contains_key(input)
                 {
                     out.push(at);
                 }

@@ -288,6 +288,33 @@ impl InContainer {
     }
 }
 
+impl InContainer {
+    /// The text of the file at `path` (`None` when there is no such file), refused above
+    /// `limit` bytes: a model's `config.json`, read for the memory estimate.
+    pub async fn read_text(&self, path: &str, limit: u64) -> Result<Option<String>, String> {
+        match self.facts(path).await? {
+            Some(f) if f.kind == FoundKind::File && f.size <= limit => {}
+            Some(f) if f.kind == FoundKind::File => {
+                return Err(format!(
+                    "`{path}` {} has {} bytes, more than the {limit} expected",
+                    self.describe(),
+                    f.size
+                ));
+            }
+            _ => return Ok(None),
+        }
+        let (code, out, err) = self.sh(r#"cat "$1""#, &[path]).await?;
+        if code != 0 {
+            return Err(format!(
+                "could not read `{path}` {} (`cat` exit code {code}): {}",
+                self.describe(),
+                err.join(" ")
+            ));
+        }
+        Ok(Some(out.join("\n")))
+    }
+}
+
 impl Place for InContainer {
     fn describe(&self) -> String {
         format!("in container `{}`", self.name)

@@ -1,6 +1,7 @@
 //! `start-container`: starts a server container the job's later steps use, checking first that what it mounts exists.
 //! Declared in `spec.rs`, run by `run.rs`.
 
+pub mod memory;
 pub mod required_paths;
 mod run;
 mod spec;
@@ -17,6 +18,11 @@ impl Builtin for StartContainer {
 
     fn engine(&self) -> EngineUse {
         EngineUse::Required
+    }
+
+    /// The memory estimate of a model server needs the memory of the job's GPUs.
+    fn reads_gpus(&self) -> bool {
+        true
     }
 
     fn effect(&self) -> Effect {

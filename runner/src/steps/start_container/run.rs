@@ -4,7 +4,7 @@
 
 use indexmap::IndexMap;
 
-use super::required_paths;
+use super::{memory, required_paths};
 use crate::engine::container_inputs::start_container_spec;
 use crate::steps::{Outputs, StepCall, StepError};
 
@@ -19,6 +19,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let reuse = call.text("reuse").is_none_or(|r| r != "false");
     let (inputs, host, job) = (call.inputs, call.host, call.job);
     let action_inputs = call.step.action_inputs.clone();
+    let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
     let containers = call.engine()?;
     match pull.as_deref() {
         Some("always") => containers
@@ -65,14 +66,26 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
                 required_paths::start_error(&e, &spec, &origin)
             )
         })?;
-    Ok(IndexMap::from([
+    let id = obtained.id.clone();
+    let mut outputs = IndexMap::from([
         ("name".to_string(), container.clone()),
-        ("id".to_string(), obtained.id),
+        ("id".to_string(), id.clone()),
         ("reused".to_string(), obtained.reused.is_some().to_string()),
         ("server-key".to_string(), obtained.key.unwrap_or_default()),
         (
             "cells-before".to_string(),
             obtained.reused.map_or(0, |(cells, _)| cells).to_string(),
         ),
-    ]))
+    ]);
+    if let (Some(flags), Some(gpus)) = (memory::server_flags(&spec), &step_gpus) {
+        let at = memory::Started {
+            host,
+            job,
+            step: &key,
+            container: &container,
+            id,
+        };
+        outputs.extend(memory::record(containers, &at, &flags, gpus).await);
+    }
+    Ok(outputs)
 }

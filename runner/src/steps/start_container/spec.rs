@@ -169,6 +169,14 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             name: "cells-before",
             doc: "How many cells the adopted server served before this one (`0` for a fresh server).",
         },
+        OutputSpec {
+            name: "kv-cache-tokens-estimate",
+            doc: "For an SGLang or vLLM server (`command` with its model in a folder) on GPUs leased to the job: the KV cache room in tokens estimated from the model's `config.json`, the memory flags and the GPUs' memory (docs/memory.md). Preflight refuses a server whose weights alone exceed its budget.",
+        },
+        OutputSpec {
+            name: "weights-gib-per-gpu",
+            doc: "With `kv-cache-tokens-estimate`: the estimated weights each GPU holds, in GiB (`14.96`).",
+        },
     ],
     shell_inputs: &[],
     example: r"- id: server

@@ -28,6 +28,7 @@ use super::watch::{Watched, resolve_watched};
 use crate::backend::{LogLine, LogStart};
 use crate::engine::containers::JobContainers;
 use crate::events::{EventKind, JobRef, Stream};
+use crate::memory::reported::kv_tokens;
 use crate::steps::{Outputs, StepCall, StepError, StepHost};
 
 /// How often the live view hears where the wait is.
@@ -63,19 +64,50 @@ pub async fn run(step: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let mut spec = HealthSpec::from_inputs(step.inputs)?;
     prepare_command(&mut spec, &call)?;
     let watched = resolve_watched(&mut spec, call.containers).await?;
-    wait(&spec, watched, &call, started).await?;
+    // The memory estimate `start-container` kept with the watched server, if it made one.
+    let estimate = watched.as_ref().and_then(|w| {
+        let started = call.containers?.started.values().find(|s| s.id == w.id)?;
+        started.memory.clone()
+    });
+    let reported = wait(&spec, watched, &call, started, estimate.is_some()).await?;
     let ready_after = started.elapsed().as_secs_f64();
+    say(
+        &call,
+        format!("ready after {ready_after:.3}s: {}", spec.target()),
+    );
+    let mut outputs = IndexMap::from([("ready-after".to_string(), format!("{ready_after:.3}"))]);
+    if let Some(tokens) = reported {
+        outputs.insert("kv-cache-tokens".into(), tokens.to_string());
+    }
+    if let Some(e) = estimate {
+        outputs.insert("kv-cache-tokens-estimate".into(), e.kv_tokens.to_string());
+        say(
+            &call,
+            match reported {
+                Some(m) => format!(
+                    "estimated KV room {} tokens, server allocated {m} ({:+.1}%)",
+                    e.kv_tokens,
+                    (m as f64 / e.kv_tokens.max(1) as f64 - 1.0) * 100.0
+                ),
+                None => format!(
+                    "estimated KV room {} tokens; the server's log did not say what it allocated",
+                    e.kv_tokens
+                ),
+            },
+        );
+    }
+    Ok(outputs)
+}
+
+/// One line of the step's own in the run's log.
+fn say(call: &Call<'_>, text: String) {
     call.host.emit(EventKind::LogLine {
         job: call.job.clone(),
         step: Some(call.step.to_string()),
         container: None,
         stream: Stream::Runner,
-        text: format!("ready after {ready_after:.3}s: {}", spec.target()),
+        text,
     });
-    Ok(IndexMap::from([(
-        "ready-after".to_string(),
-        format!("{ready_after:.3}"),
-    )]))
 }
 
 /// The command probe runs the shell form of `command`, its `${{ }}` values in variables.
@@ -93,13 +125,16 @@ fn prepare_command(spec: &mut HealthSpec, call: &Call<'_>) -> Result<(), String>
 }
 
 /// Waits until the probe succeeds; `Err` when the watched container dies, the probe shows
-/// waiting is pointless, the timeout passes or the step is cancelled.
+/// waiting is pointless, the timeout passes or the step is cancelled. `Ok` with the KV cache
+/// size the server's log reported, if it did; with `whole_log`, its log is read from the
+/// start (the line may come before this step).
 async fn wait(
     spec: &HealthSpec,
     watched: Option<Watched>,
     call: &Call<'_>,
     started: Instant,
-) -> Result<(), String> {
+    whole_log: bool,
+) -> Result<Option<u64>, String> {
     let deadline = tokio::time::Instant::now()
         .checked_add(spec.timeout)
         .unwrap_or_else(far_future);
@@ -110,10 +145,12 @@ async fn wait(
         let start = match spec.probe {
             // A ready line printed before this step started counts.
             Probe::Log { .. } => LogStart::Beginning,
+            _ if whole_log => LogStart::Beginning,
             _ => LogStart::Tail(spec.tail_lines as u64),
         };
         tokio::spawn(async move { docker.follow_logs(&id, start, tx).await })
     });
+    let mut reported = None;
     let mut tail: VecDeque<String> = VecDeque::new();
     let last_attempt = Arc::new(Mutex::new(None::<String>));
     let (ready_tx, mut ready_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
@@ -153,6 +190,7 @@ async fn wait(
             }
             line = lines.recv(), if logs_open => match line {
                 Some(line) => {
+                    reported = kv_tokens(&line.text).or(reported);
                     let matched = matches!(&spec.probe, Probe::Log { pattern } if pattern.is_match(&line.text));
                     keep(&mut tail, line.text, spec.tail_lines.max(1));
                     if matched {
@@ -173,7 +211,11 @@ async fn wait(
     if let Some(f) = follower {
         f.abort();
     }
-    outcome
+    // Lines that arrived with the answer still count.
+    while let Ok(line) = lines.try_recv() {
+        reported = kv_tokens(&line.text).or(reported);
+    }
+    outcome.map(|()| reported)
 }
 
 /// Where the wait is, for the live view: what it waits for and the container's last line.

@@ -106,10 +106,20 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             doc: "How many of the container's last log lines to show when it fails.",
         },
     ],
-    outputs: &[OutputSpec {
-        name: "ready-after",
-        doc: "Seconds from the step's start until the server was ready (`12.345`).",
-    }],
+    outputs: &[
+        OutputSpec {
+            name: "ready-after",
+            doc: "Seconds from the step's start until the server was ready (`12.345`).",
+        },
+        OutputSpec {
+            name: "kv-cache-tokens",
+            doc: "The KV cache size in tokens the watched server's log reported (SGLang's `KV Cache is allocated. #tokens: N`, vLLM's `GPU KV cache size: N tokens` or `# GPU blocks: N`); unset when it said none.",
+        },
+        OutputSpec {
+            name: "kv-cache-tokens-estimate",
+            doc: "The KV cache room `start-container` estimated for the watched server (docs/memory.md), set beside `kv-cache-tokens`; the step's log says both.",
+        },
+    ],
     shell_inputs: &["command"],
     example: r"- id: ready
   uses: wait-for-health

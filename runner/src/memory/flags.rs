@@ -1,0 +1,245 @@
+//! A server's memory flags read from its command line: SGLang's (`--mem-fraction-static`,
+//! `--max-total-tokens`, `--context-length`, `--speculative-draft-model-path`) and vLLM's
+//! (`--gpu-memory-utilization`, `--max-model-len`), with the tensor-parallel size, the model's
+//! folder, the dtypes and the quantization. Both `--flag value` and `--flag=value`.
+//! `gpuflow-sim` takes SGLang's flags, so it is read as SGLang.
+
+/// Which server's rules apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerKind {
+    Sglang,
+    Vllm,
+}
+
+impl ServerKind {
+    /// The flag that sets the share of GPU memory the server takes for weights and KV cache.
+    pub fn fraction_flag(self) -> &'static str {
+        match self {
+            Self::Sglang => "--mem-fraction-static",
+            Self::Vllm => "--gpu-memory-utilization",
+        }
+    }
+
+    /// The flag that sets the context length.
+    pub fn context_flag(self) -> &'static str {
+        match self {
+            Self::Sglang => "--context-length",
+            Self::Vllm => "--max-model-len",
+        }
+    }
+}
+
+/// What the memory estimate reads from a server's command line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerFlags {
+    pub kind: ServerKind,
+    /// The model's folder (`--model-path`, `--model`, or `vllm serve PATH`).
+    pub model: String,
+    /// SGLang's speculative draft model's folder.
+    pub draft_model: Option<String>,
+    pub tp: u64,
+    /// `--mem-fraction-static` / `--gpu-memory-utilization`, when given.
+    pub fraction: Option<f64>,
+    pub max_total_tokens: Option<u64>,
+    /// `--context-length` / `--max-model-len`, when given.
+    pub context: Option<u64>,
+    /// `--dtype` (none for `auto`).
+    pub dtype: Option<String>,
+    /// `--kv-cache-dtype` (none for `auto`).
+    pub kv_cache_dtype: Option<String>,
+    /// `--quantization`.
+    pub quantization: Option<String>,
+}
+
+/// The value of `--name` (or one of its aliases) in `words`: `--name value` or `--name=value`.
+fn value<'a>(words: &'a [String], names: &[&str]) -> Option<&'a str> {
+    let mut found = None;
+    for (i, w) in words.iter().enumerate() {
+        for name in names {
+            if w == name {
+                found = words.get(i + 1).map(String::as_str);
+            } else if let Some(v) = w.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+                found = Some(v);
+            }
+        }
+    }
+    // The last one wins, as with argparse.
+    found
+}
+
+fn number<T: std::str::FromStr>(words: &[String], names: &[&str]) -> Result<Option<T>, String> {
+    match value(words, names) {
+        None => Ok(None),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("`{}` is `{v}`, not a number", names[0])),
+    }
+}
+
+fn auto(v: Option<&str>) -> Option<String> {
+    v.filter(|v| *v != "auto").map(String::from)
+}
+
+/// The kind of server `words` starts, when it is one gpuflow knows the memory rules of.
+fn kind_of(words: &[String]) -> Option<ServerKind> {
+    let has = |flag: &str| {
+        words
+            .iter()
+            .any(|w| w == flag || w.starts_with(&format!("{flag}=")))
+    };
+    let mentions = |what: &str| words.iter().any(|w| w.contains(what));
+    if mentions("sglang") || mentions("gpuflow-sim") || has("--mem-fraction-static") {
+        Some(ServerKind::Sglang)
+    } else if mentions("vllm") || has("--gpu-memory-utilization") {
+        Some(ServerKind::Vllm)
+    } else {
+        None
+    }
+}
+
+impl ServerFlags {
+    /// The memory flags of the server `words` starts: `Ok(None)` for a command that is not an
+    /// SGLang or vLLM server or names no model; `Err` for a flag whose value is not a number.
+    pub fn parse(words: &[String]) -> Result<Option<Self>, String> {
+        let Some(kind) = kind_of(words) else {
+            return Ok(None);
+        };
+        let serve_arg = words
+            .iter()
+            .position(|w| w == "serve")
+            .and_then(|i| words.get(i + 1))
+            .filter(|w| !w.starts_with('-'))
+            .map(String::as_str);
+        let model = match kind {
+            ServerKind::Sglang => value(words, &["--model-path", "--model"]),
+            ServerKind::Vllm => value(words, &["--model"]).or(serve_arg),
+        };
+        let Some(model) = model else {
+            return Ok(None);
+        };
+        let tp = number(
+            words,
+            &["--tp-size", "--tp", "--tensor-parallel-size", "-tp"],
+        )?;
+        if tp == Some(0) {
+            return Err("the tensor-parallel size is 0".into());
+        }
+        let (fraction, context) = match kind {
+            ServerKind::Sglang => (
+                number(words, &["--mem-fraction-static"])?,
+                number(words, &["--context-length"])?,
+            ),
+            ServerKind::Vllm => (
+                number(words, &["--gpu-memory-utilization"])?,
+                number(words, &["--max-model-len"])?,
+            ),
+        };
+        if let Some(f) = fraction
+            && !(f > 0.0 && f <= 1.0)
+        {
+            return Err(format!(
+                "`{}` is {f}; it is a share of the GPU's memory, above 0 and at most 1",
+                kind.fraction_flag()
+            ));
+        }
+        Ok(Some(Self {
+            kind,
+            model: model.to_string(),
+            draft_model: value(
+                words,
+                &[
+                    "--speculative-draft-model-path",
+                    "--speculative-draft-model",
+                ],
+            )
+            .map(String::from),
+            tp: tp.unwrap_or(1),
+            fraction,
+            max_total_tokens: number(words, &["--max-total-tokens"])?,
+            context,
+            dtype: auto(value(words, &["--dtype"])),
+            kv_cache_dtype: auto(value(words, &["--kv-cache-dtype"])),
+            quantization: value(words, &["--quantization"]).map(String::from),
+        }))
+    }
+
+    /// The model's `config.json` in the container, when the model is a folder there (not a
+    /// Hugging Face id, which the server downloads).
+    pub fn config_path(model: &str) -> Option<String> {
+        model
+            .starts_with('/')
+            .then(|| format!("{}/config.json", model.trim_end_matches('/')))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn sglang_flags_in_both_forms() {
+        let f = ServerFlags::parse(&words(
+            "python3 -m sglang.launch_server --model-path /models/qwen --tp 8 \
+             --mem-fraction-static=0.55 --context-length 32768 --max-total-tokens 100000 \
+             --kv-cache-dtype fp8_e4m3 --dtype auto --speculative-draft-model-path /models/eagle",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(f.kind, ServerKind::Sglang);
+        assert_eq!(f.model, "/models/qwen");
+        assert_eq!(f.draft_model.as_deref(), Some("/models/eagle"));
+        assert_eq!((f.tp, f.fraction), (8, Some(0.55)));
+        assert_eq!(
+            (f.context, f.max_total_tokens),
+            (Some(32768), Some(100_000))
+        );
+        assert_eq!(f.kv_cache_dtype.as_deref(), Some("fp8_e4m3"));
+        assert_eq!(f.dtype, None);
+    }
+
+    #[test]
+    fn vllm_serve_takes_the_model_as_its_argument() {
+        let f = ServerFlags::parse(&words(
+            "vllm serve /models/llama --tensor-parallel-size=2 --gpu-memory-utilization 0.8 --max-model-len=8192",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(f.kind, ServerKind::Vllm);
+        assert_eq!(f.model, "/models/llama");
+        assert_eq!((f.tp, f.fraction, f.context), (2, Some(0.8), Some(8192)));
+    }
+
+    #[test]
+    fn other_commands_and_servers_without_a_model_are_not_read() {
+        assert_eq!(ServerFlags::parse(&words("sleep 600")).unwrap(), None);
+        assert_eq!(
+            ServerFlags::parse(&words("gpuflow-sim --port 30000")).unwrap(),
+            None
+        );
+        assert_eq!(ServerFlags::parse(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_numbers_are_said_with_the_flag() {
+        let e = ServerFlags::parse(&words("sglang --model-path /m --mem-fraction-static x"))
+            .unwrap_err();
+        assert_eq!(e, "`--mem-fraction-static` is `x`, not a number");
+        let e =
+            ServerFlags::parse(&words("vllm serve /m --gpu-memory-utilization 1.5")).unwrap_err();
+        assert!(e.contains("at most 1"), "{e}");
+    }
+
+    #[test]
+    fn a_model_folder_has_a_config_and_an_id_has_none() {
+        assert_eq!(
+            ServerFlags::config_path("/models/x/").as_deref(),
+            Some("/models/x/config.json")
+        );
+        assert_eq!(ServerFlags::config_path("meta-llama/Llama-3-8B"), None);
+    }
+}
