@@ -71,7 +71,8 @@ impl<C> Default for ServerPool<C> {
 
 struct PoolState<C> {
     parked: Vec<Parked<C>>,
-    /// Per group, how many of its cells have not started (or been skipped) yet.
+    /// Per group, how many of its cells have not ended yet (a running cell may still adopt a
+    /// parked server: it is not removed under it).
     pending: HashMap<String, usize>,
 }
 
@@ -101,7 +102,7 @@ impl<C> ServerPool<C> {
             .map(String::as_str)
     }
 
-    /// A run of `job` started, or will never start: one cell fewer waits for its group.
+    /// A run of `job` ended, or will never start: one cell fewer of its group may adopt.
     pub fn settled(&self, job: &JobRef) {
         if let Some(group) = self.group_of(job) {
             let mut state = self.state();
@@ -111,9 +112,10 @@ impl<C> ServerPool<C> {
         }
     }
 
-    /// Whether a cell of `group` has yet to start (a server of the group is worth keeping).
-    pub fn wanted(&self, group: &str) -> bool {
-        self.state().pending.get(group).is_some_and(|n| *n > 0)
+    /// Whether a cell of `group` other than the one ending now has yet to end: the server
+    /// that cell started is worth keeping for it.
+    pub fn wanted_after(&self, group: &str) -> bool {
+        self.state().pending.get(group).is_some_and(|n| *n > 1)
     }
 
     /// Whether a server of `job`'s group is parked.
@@ -179,8 +181,8 @@ impl<C> ServerPool<C> {
         }
     }
 
-    /// The parked servers no cell will adopt any more (their groups have no cell left to
-    /// start), taken out to be removed.
+    /// The parked servers no cell will adopt any more (every cell of their group ended),
+    /// taken out to be removed.
     pub fn unwanted(&self) -> Vec<Parked<C>> {
         let mut state = self.state();
         let pending = state.pending.clone();
@@ -245,8 +247,10 @@ mod tests {
     #[test]
     fn a_server_is_adopted_only_by_its_group_under_its_key() {
         let pool = pool();
+        assert!(pool.wanted_after("g1"), "cell 0 ends, cell 1 is to come");
+        assert!(!pool.wanted_after("g2"), "cell 2 is the group's only one");
         pool.settled(&cell(0));
-        assert!(pool.wanted("g1"));
+        assert!(!pool.wanted_after("g1"), "cell 1 is the group's last");
         pool.park(parked("g1", "k1"));
         assert!(pool.has_parked(&cell(1)) && !pool.has_parked(&cell(2)));
         assert!(matches!(
@@ -269,7 +273,7 @@ mod tests {
         let pool = pool();
         pool.park(parked("g1", "k1"));
         pool.settled(&cell(0));
-        assert!(pool.unwanted().is_empty(), "cell 1 of g1 has yet to start");
+        assert!(pool.unwanted().is_empty(), "cell 1 of g1 has yet to end");
         pool.settled(&cell(1));
         assert_eq!(pool.unwanted().len(), 1);
         assert!(pool.drain().is_empty());

@@ -271,7 +271,6 @@ impl Dispatcher {
             });
         }
         self.state[i] = State::Running;
-        self.shared.servers.settled(jref);
         self.shared
             .emit(EventKind::JobStarted { job: jref.clone() });
         let (shared, planned, jref) = (self.shared.clone(), self.runs[i].clone(), jref.clone());
@@ -393,6 +392,7 @@ impl Dispatcher {
             .or_default()
             .extend(outcome.outputs);
         self.state[i] = State::Done;
+        self.shared.servers.settled(&self.refs[i]);
         self.results[i] = Some(JobSummary {
             job: self.refs[i].clone(),
             result: outcome.result,
