@@ -432,6 +432,9 @@ jobs:
           image: gpuflow-base:test
           command: sleep 60
           ulimits: { memlock: 8388608 }
+          # Each cell its own container on its own GPUs, side by side (not one server shared
+          # by the cells one after another, docs/campaigns.md).
+          reuse: false
       - run: sleep 1
 ";
 

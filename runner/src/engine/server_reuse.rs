@@ -192,7 +192,11 @@ impl JobContainers {
         let names: Vec<String> = self
             .started
             .iter()
-            .filter(|(_, s)| s.reuse.as_ref().is_some_and(|r| pool.wanted_after(&r.group)))
+            .filter(|(_, s)| {
+                s.reuse
+                    .as_ref()
+                    .is_some_and(|r| pool.wanted_after(&r.group))
+            })
             .map(|(n, _)| n.clone())
             .collect();
         let mut parked_any = false;

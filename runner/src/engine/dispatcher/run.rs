@@ -124,9 +124,13 @@ fn start_run(
     // secrets are taken out of what the run shows and stores (docs/running.md#secrets).
     let masked: Arc<dyn EventSink> = Arc::new(MaskingSink::new(headline.clone(), masker.clone()));
     let base = base_contexts(&wf, plan, &opts, inputs);
-    let servers = Arc::new(ServerPool::new(server_groups::groups(
-        &wf, &plan.jobs, &base,
-    )));
+    // Kept containers (`--keep-containers`) are never handed to another cell: no groups.
+    let groups = if opts.keep_containers {
+        Default::default()
+    } else {
+        server_groups::groups(&wf, &plan.jobs, &base)
+    };
+    let servers = Arc::new(ServerPool::new(groups));
     let shared = Arc::new(Shared {
         servers,
         wf,
