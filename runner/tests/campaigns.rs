@@ -4,6 +4,7 @@
 //! events.
 
 use gpuflow::engine::{EventKind, JobResult};
+use gpuflow::store::{ResultFilter, ResultStore};
 
 use crate::support::engine::{Ran, workflow};
 use crate::support::images;
@@ -75,6 +76,26 @@ async fn twelve_cells_over_three_server_keys_start_three_servers() {
     // The server went on serving: the last cell of a group is its fourth.
     let said = ran.lines_of_jobs_starting_with("tune").join("\n");
     assert!(said.contains("reused=true before=3"), "{said}");
+    // Every result says whether its server was warm, so comparisons can tell.
+    let store = ResultStore::open(&ran.workspace.path().join(".gpuflow/results.db")).unwrap();
+    let results = store
+        .find(&ResultFilter {
+            metric: "request_throughput".into(),
+            limit: 100,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(results.len(), 12);
+    let warm: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r.fingerprint.info.server_reuse.as_deref())
+        .collect();
+    assert_eq!(warm.len(), 9, "{warm:?}");
+    assert!(warm.iter().all(|w| w.starts_with("server: ")), "{warm:?}");
+    assert!(
+        warm.iter().any(|w| w.contains(" 1 cell before, up ")),
+        "{warm:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

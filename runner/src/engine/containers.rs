@@ -69,6 +69,17 @@ pub struct Started {
     pub(super) reuse: Option<Reuse>,
 }
 
+impl Started {
+    /// For a server an earlier cell started and this cell adopted: how many cells it served
+    /// before, and how long it has run.
+    pub fn reused(&self) -> Option<(u32, std::time::Duration)> {
+        self.reuse
+            .as_ref()
+            .filter(|r| r.cells_before > 0)
+            .map(|r| (r.cells_before, r.started.elapsed()))
+    }
+}
+
 /// What a reusable server carries from cell to cell.
 #[derive(Clone, Debug)]
 pub struct Reuse {

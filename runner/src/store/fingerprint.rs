@@ -43,6 +43,10 @@ pub struct Info {
     /// series, or why there is none. Absent in results recorded before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<serde_json::Value>,
+    /// A warm server: one an earlier cell started and this one adopted (docs/campaigns.md),
+    /// `server: 2 cells before, up 41s`; absent for a server this cell started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_reuse: Option<String>,
 }
 
 /// Everything known about where a result came from.

@@ -74,6 +74,7 @@ pub fn record(
             temperature: gpus.temperature,
             topology: gpus.topology,
             telemetry: Some(super::gpu_timing::telemetry_value(telemetry)),
+            server_reuse: server.reuse.clone(),
         },
     };
     let result = NewResult {
@@ -119,6 +120,9 @@ pub struct ServerFacts {
     /// Entrypoint and command of each started container; several are prefixed with
     /// `name:` so a flag moved from one to another is a change.
     pub command: Vec<String>,
+    /// The servers an earlier cell started and this one adopted, warm
+    /// ([`crate::store::Info::server_reuse`]).
+    pub reuse: Option<String>,
 }
 
 impl ServerFacts {
@@ -127,6 +131,18 @@ impl ServerFacts {
     pub async fn of(containers: &JobContainers) -> Self {
         let mut images = Vec::new();
         let mut command = Vec::new();
+        let reuse: Vec<String> = containers
+            .started
+            .iter()
+            .filter_map(|(name, s)| {
+                let (cells, age) = s.reused()?;
+                Some(format!(
+                    "{name}: {cells} cell{} before, up {:.0}s",
+                    if cells == 1 { "" } else { "s" },
+                    age.as_secs_f64()
+                ))
+            })
+            .collect();
         let servers: Vec<(&String, &String)> = containers
             .started
             .iter()
@@ -169,6 +185,7 @@ impl ServerFacts {
             host_label,
             image_digest: (!images.is_empty()).then(|| images.join(" ")),
             command,
+            reuse: (!reuse.is_empty()).then(|| reuse.join("; ")),
         }
     }
 }
