@@ -1,0 +1,158 @@
+//! `make bench`: a tuning campaign (docs/campaigns.md) of N cells over M server keys, each
+//! server taking `GPUFLOW_BENCH_LOAD` (default 60 s, a real model's load is minutes) to load.
+//! Goal: the campaign takes at most M × load + the benchmarks' time + 10% — the servers are
+//! loaded once per key, not once per cell; the naive cost, N × load + the benchmarks, is
+//! printed beside it.
+//!
+//! Needs the local engine and `make test-images` (the simulator image).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpuflow::backend::DockerBackend;
+use gpuflow::check::load_and_check;
+use gpuflow::engine::{CollectSink, Event, EventKind, RunOptions, new_run_id};
+use gpuflow::plan::{build, from_workflow};
+use gpuflow::workflow::Loaded;
+use tokio_util::sync::CancellationToken;
+
+const IMAGE: &str = "gpuflow-sim:test";
+/// Server flag values (M servers) × client concurrencies: N = M × levels cells.
+const SERVERS: [u32; 2] = [1, 4];
+const LEVELS: [u32; 3] = [1, 4, 16];
+
+fn main() {
+    let load = std::env::var("GPUFLOW_BENCH_LOAD")
+        .ok()
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .unwrap_or(Duration::from_secs(60));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let docker = runtime
+        .block_on(DockerBackend::connect_local())
+        .unwrap_or_else(|e| panic!("the campaign benchmark needs Docker: {e}"));
+    assert!(
+        runtime.block_on(docker.has_image(IMAGE)).unwrap(),
+        "the image `{IMAGE}` is missing: run `make test-images`"
+    );
+    let workspace = tempfile::tempdir().expect("a temporary folder");
+    std::fs::create_dir(workspace.path().join(".git")).unwrap();
+    std::fs::write(workspace.path().join("w.yml"), workflow(load)).unwrap();
+
+    let (events, took) = runtime.block_on(run_workflow(&docker, workspace.path()));
+    let servers = events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ContainerStarted { .. }))
+        .count();
+    let (m, n) = (SERVERS.len(), SERVERS.len() * LEVELS.len());
+    assert_eq!(servers, m, "one server per key");
+    let benchmarks = step_time(&events, "3");
+    let goal = (load * m as u32 + benchmarks).mul_f64(1.1);
+    let naive = load * n as u32 + benchmarks;
+    println!(
+        "tuning campaign: {n} cells over {m} server keys, a {}s load per server",
+        load.as_secs()
+    );
+    println!(
+        "  the campaign, start to end                 {:>8.1} s  ({servers} servers started)",
+        took.as_secs_f64()
+    );
+    println!(
+        "  goal: M × load + benchmarks ({:.1} s) + 10% {:>8.1} s  ({})",
+        benchmarks.as_secs_f64(),
+        goal.as_secs_f64(),
+        if took <= goal { "met" } else { "NOT met" }
+    );
+    println!(
+        "  naive: N × load + benchmarks               {:>8.1} s  (a server per cell)",
+        naive.as_secs_f64()
+    );
+    println!(
+        "  a re-run with warm servers: not measured (servers kept across runs are not built yet)"
+    );
+}
+
+/// The grid: a server flag (`--tokens-per-chunk`) × the benchmark's concurrency.
+fn workflow(load: Duration) -> String {
+    let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+    format!(
+        r#"on: workflow_dispatch
+jobs:
+  tune:
+    strategy:
+      matrix:
+        tokens-per-chunk: [{servers}]
+        concurrency: [{levels}]
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: {IMAGE}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay {load}ms --tokens-per-chunk ${{{{ matrix.tokens-per-chunk }}}}
+      - uses: wait-for-health
+        with: {{ container: server, url: "http://server:30000/health", timeout: 10m }}
+      - uses: benchmark
+        with:
+          target: http://server:30000
+          mode: concurrency
+          concurrency: ${{{{ matrix.concurrency }}}}
+          requests: 64
+          output-tokens: 32
+"#,
+        servers = list(&SERVERS),
+        levels = list(&LEVELS),
+        load = load.as_millis(),
+    )
+}
+
+async fn run_workflow(docker: &DockerBackend, workspace: &Path) -> (Vec<Event>, Duration) {
+    let (loaded, diags) = load_and_check(&workspace.join("w.yml")).expect("loads");
+    assert!(!diags.has_errors(), "{diags:?}");
+    let Loaded::Workflow(Some(wf)) = loaded else {
+        panic!("not a workflow")
+    };
+    let plan = build(&from_workflow(&wf, "w").input).expect("plans");
+    let run_id = format!("bench-{}", new_run_id());
+    let mut opts = RunOptions::new(&run_id, workspace);
+    opts.grace = Duration::from_secs(1);
+    let collect = CollectSink::new();
+    let started = std::time::Instant::now();
+    let report = gpuflow::engine::run(
+        Arc::new(*wf),
+        plan,
+        opts,
+        Arc::new(collect.clone()),
+        Some(docker.clone()),
+        CancellationToken::new(),
+    )
+    .await
+    .expect("runs");
+    let took = started.elapsed();
+    docker.remove_run(&run_id).await.expect("clean-up");
+    assert_eq!(report.exit_code().code(), 0, "the campaign failed");
+    (collect.events(), took)
+}
+
+/// The summed time of step `key` over every job run.
+fn step_time(events: &[Event], key: &str) -> Duration {
+    let mut total = Duration::ZERO;
+    for start in events.iter() {
+        let EventKind::StepStarted { job, step, .. } = &start.kind else {
+            continue;
+        };
+        if step != key {
+            continue;
+        }
+        let end = events.iter().find_map(|e| match &e.kind {
+            EventKind::StepFinished {
+                job: j, step: s, ..
+            } if j == job && s == key => Some(e.elapsed),
+            _ => None,
+        });
+        total += end.map_or(Duration::ZERO, |end| end - start.elapsed);
+    }
+    total
+}
