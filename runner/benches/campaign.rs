@@ -91,7 +91,7 @@ jobs:
         with:
           name: server
           image: {IMAGE}
-          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay {load}ms --tokens-per-chunk ${{{{ matrix.tokens-per-chunk }}}}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay {load}ms --ttft 5ms --tokens-per-second 2000 --tokens-per-chunk ${{{{ matrix.tokens-per-chunk }}}}
       - uses: wait-for-health
         with: {{ container: server, url: "http://server:30000/health", timeout: 10m }}
       - uses: benchmark
@@ -99,8 +99,8 @@ jobs:
           target: http://server:30000
           mode: concurrency
           concurrency: ${{{{ matrix.concurrency }}}}
-          requests: 64
-          output-tokens: 32
+          requests: 32
+          output-tokens: 16
 "#,
         servers = list(&SERVERS),
         levels = list(&LEVELS),
