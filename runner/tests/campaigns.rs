@@ -163,7 +163,7 @@ async fn a_bisect_finds_the_largest_value_that_works_in_log2_probes() {
     assert_eq!(ran.value("use", "best="), "70 cell=probe (70)");
     assert!(
         ran.said().contains(
-            "bisect of `frac`: 70 ok, 80 failed, 75 failed → the largest `frac` that succeeds is 70 (3 probes of 9 cells)"
+            "bisect of `frac`: 70 ok, 80 failed (the script exited with code 1), 75 failed (the script exited with code 1) → the largest `frac` that succeeds is 70 (3 probes of 9 cells)"
         ),
         "{}",
         ran.said()
@@ -196,4 +196,61 @@ fn a_bisect_of_a_dimension_the_matrix_lacks_is_refused_where_it_is_written() {
         "{errors}"
     );
     assert!(errors.contains("did you mean `frac`?"), "{errors}");
+}
+
+/// The simulator's memory model: Llama-3-8B on a 46068 MiB GPU runs out of memory capturing
+/// CUDA graphs once the share leaves less than 2 GiB outside it (above 0.95).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bisect_over_a_simulated_oom_boundary_finds_it_and_says_why_probes_failed() {
+    let yaml = format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  fit:
+    strategy:
+      matrix:
+        fraction: [0.80, 0.85, 0.88, 0.90, 0.92, 0.94, 0.96, 0.98]
+      search:
+        bisect: fraction
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: {sim}
+          volumes: ['${{{{ github.workspace }}}}/models:/models:ro']
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 300ms --model-path /models/llama3-8b --gpu-memory-mib 46068 --mem-fraction-static ${{{{ matrix.fraction }}}}
+      - uses: wait-for-health
+        with: {{ url: "http://server:30000/health", container: server, timeout: 1m }}
+"#,
+        sim = images::SIM,
+    );
+    let Some(ran) = workflow(&yaml)
+        .files(&[("models/llama3-8b/config.json", crate::memory::LLAMA3_8B)])
+        .on_docker()
+        .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    // ⌈log₂(8 + 1)⌉ = 4 at most: 0.90 ok, 0.94 ok, 0.96 out of memory.
+    assert_eq!(
+        started(&ran),
+        ["fit (0.9)", "fit (0.94)", "fit (0.96)"],
+        "{}",
+        ran.said()
+    );
+    let said = ran.said();
+    let summary = said
+        .lines()
+        .find(|l| l.starts_with("bisect of `fraction`"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(summary.contains("0.96 failed ("), "{summary}");
+    assert!(
+        summary.contains("memory"),
+        "the cause, not only `failed`: {summary}"
+    );
+    assert!(
+        summary.ends_with("the largest `fraction` that succeeds is 0.94 (3 probes of 8 cells)"),
+        "{summary}"
+    );
 }

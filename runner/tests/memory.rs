@@ -13,7 +13,7 @@ use crate::support::sim::SimProcess;
 use crate::support::{Ran, Workspace, engine, repo_root};
 
 /// meta-llama/Meta-Llama-3-8B's config.json (its sizing fields).
-const LLAMA3_8B: &str = r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+pub(crate) const LLAMA3_8B: &str = r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
 "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama",
 "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
 "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 128256}"#;

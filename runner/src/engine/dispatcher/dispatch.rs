@@ -360,6 +360,7 @@ impl Dispatcher {
         let outcome = JobOutcome {
             result: JobResult::Failure,
             outputs: IndexMap::new(),
+            failure: Some(format!("gpuflow panicked: {why}")),
         };
         Some((i, outcome, started.elapsed()))
     }
@@ -400,9 +401,11 @@ impl Dispatcher {
             failure_allowed: allowed,
         });
         if probe
-            && let Some(concluded) = self
-                .searches
-                .record(i, outcome.result == JobResult::Success)
+            && let Some(concluded) = self.searches.record(
+                i,
+                (outcome.result != JobResult::Success)
+                    .then(|| outcome.failure.clone().unwrap_or_default()),
+            )
         {
             self.conclude_search(i, concluded);
         }

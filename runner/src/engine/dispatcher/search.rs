@@ -33,7 +33,8 @@ struct Line {
     ok_upto: isize,
     /// The first position known to fail (`runs.len()`: none yet).
     fails_from: isize,
-    probes: Vec<(String, bool)>,
+    /// Each probe's value, and why it failed (`None`: it succeeded).
+    probes: Vec<(String, Option<String>)>,
 }
 
 impl Line {
@@ -158,8 +159,10 @@ impl Searches {
         Decision::Run
     }
 
-    /// Probe `i` ended (`ok`: it succeeded); how its search ended, when this was its last.
-    pub(super) fn record(&mut self, i: usize, ok: bool) -> Option<Concluded> {
+    /// Probe `i` ended: succeeded (`failure` is `None`), or infeasible for that reason; how
+    /// its search ended, when this was its last.
+    pub(super) fn record(&mut self, i: usize, failure: Option<String>) -> Option<Concluded> {
+        let ok = failure.is_none();
         let &(index, position) = self.of_run.get(&i)?;
         let line = &mut self.lines[index];
         if ok {
@@ -167,7 +170,7 @@ impl Searches {
         } else {
             line.fails_from = line.fails_from.min(position as isize);
         }
-        line.probes.push((line.values[position].clone(), ok));
+        line.probes.push((line.values[position].clone(), failure));
         if !line.done() {
             return None;
         }
@@ -177,7 +180,11 @@ impl Searches {
         let tried: Vec<String> = line
             .probes
             .iter()
-            .map(|(v, ok)| format!("{v} {}", if *ok { "ok" } else { "failed" }))
+            .map(|(v, failure)| match failure {
+                None => format!("{v} ok"),
+                Some(why) if why.is_empty() => format!("{v} failed"),
+                Some(why) => format!("{v} failed ({})", reason(why)),
+            })
             .collect();
         let which = match line.find {
             SearchFind::Largest => "largest",
@@ -200,5 +207,19 @@ impl Searches {
             ),
             best,
         })
+    }
+}
+
+/// Why a probe failed, in short: the cause a step recognised (`cause: CUDA out of memory: …`
+/// in wait-for-health's message), else the message's first line; at most 120 characters.
+fn reason(text: &str) -> String {
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("cause: "))
+        .map(|cause| cause.split(": `").next().unwrap_or(cause))
+        .unwrap_or_else(|| text.lines().next().unwrap_or(""));
+    match line.char_indices().nth(120) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
     }
 }

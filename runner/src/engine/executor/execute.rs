@@ -130,7 +130,7 @@ impl JobRun {
 
     /// A built-in's answer as the step's result.
     fn builtin_result(
-        &self,
+        &mut self,
         outputs: Result<IndexMap<String, String>, String>,
         outputs_on_failure: IndexMap<String, String>,
         key: &str,
@@ -154,7 +154,8 @@ impl JobRun {
             // A step that says something before failing (a regression's `verdict`)
             // keeps those outputs for `if: always()` steps and job outputs.
             Err(message) if !outputs_on_failure.is_empty() => {
-                self.say(Some(key), &self.in_caller(scope, &message));
+                let message = self.in_caller(scope, &message);
+                self.fail_with(key, &message);
                 Ok(StepResult {
                     outcome: StepOutcome::Failure,
                     outputs: outputs_on_failure,

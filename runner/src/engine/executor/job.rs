@@ -24,6 +24,8 @@ use crate::workflow::model::Job;
 pub struct JobOutcome {
     pub result: JobResult,
     pub outputs: IndexMap<String, String>,
+    /// Why its first failed step failed, in the words its log has.
+    pub failure: Option<String>,
 }
 
 impl JobOutcome {
@@ -31,6 +33,7 @@ impl JobOutcome {
         Self {
             result: JobResult::Failure,
             outputs: IndexMap::new(),
+            failure: None,
         }
     }
 }
@@ -126,6 +129,7 @@ impl JobRun {
             recorded: Vec::new(),
             gpus: gpus.leased,
             asked_gpus: gpus.asked,
+            failure: None,
         }
     }
 
@@ -135,6 +139,7 @@ impl JobRun {
         let mut outputs = IndexMap::new();
         if let Err(message) = self.start_containers(job).await {
             self.say(None, &message);
+            self.failure = Some(message);
             self.status = JobStatus::Failure;
         } else {
             let mut scope = Scope {
@@ -158,6 +163,10 @@ impl JobRun {
             JobResult::Success
         };
         timeout.stop();
-        JobOutcome { result, outputs }
+        JobOutcome {
+            result,
+            outputs,
+            failure: self.failure.take(),
+        }
     }
 }

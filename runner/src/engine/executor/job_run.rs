@@ -65,11 +65,22 @@ pub(super) struct JobRun {
     /// The job's `gpus:` as evaluated when it started: what its containers get where nothing
     /// was leased (the host's GPUs are not known to the run).
     pub(super) asked_gpus: crate::backend::GpuRequest,
+    /// Why its first failed step failed.
+    pub(super) failure: Option<String>,
 }
 
 impl JobRun {
     /// A line from gpuflow itself about the job or one of its steps; masked by the run's sink
     /// (`MaskingSink`), as every event is.
+    /// Says why step `key` failed, and keeps the job's first such reason ([`JobRun::failure`]):
+    /// what a search records of an infeasible probe.
+    pub(super) fn fail_with(&mut self, key: &str, message: &str) {
+        self.say(Some(key), message);
+        if self.failure.is_none() {
+            self.failure = Some(message.to_string());
+        }
+    }
+
     pub(super) fn say(&self, step: Option<&str>, text: &str) {
         self.shared.emit(EventKind::LogLine {
             job: self.jref.clone(),

@@ -201,7 +201,7 @@ impl JobRun {
         let outcome = match exit.code {
             Some(0) => StepOutcome::Success,
             Some(code) => {
-                self.say(Some(key), &format!("the script exited with code {code}"));
+                self.fail_with(key, &format!("the script exited with code {code}"));
                 StepOutcome::Failure
             }
             None => StepOutcome::Cancelled,

@@ -76,14 +76,15 @@ impl JobRun {
         let mut result = match self.execute_contained(step, key, scope, token).await {
             Ok(r) => r,
             Err(message) => {
-                self.say(Some(key), &self.in_caller(scope, &message));
+                let message = self.in_caller(scope, &message);
+                self.fail_with(key, &message);
                 StepResult::failed()
             }
         };
         if let Some(timeout) = timeout {
             let message = timeout.message("step");
             if timeout.stop() {
-                self.say(Some(key), &message);
+                self.fail_with(key, &message);
                 result.outcome = StepOutcome::Failure;
             }
         }
