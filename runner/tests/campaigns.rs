@@ -116,6 +116,8 @@ fn bisect(find: &str, values: &str, works: &str) -> String {
 on: workflow_dispatch
 jobs:
   probe:
+    outputs:
+      frac: ${{{{ matrix.frac }}}}
     strategy:
       matrix:
         frac: {values}
@@ -127,7 +129,7 @@ jobs:
   use:
     needs: probe
     steps:
-      - run: echo "best=${{{{ needs.probe.outputs.best }}}} cell=${{{{ needs.probe.outputs.best-cell }}}}"
+      - run: echo "best=${{{{ needs.probe.outputs.best }}}} cell=${{{{ needs.probe.outputs.best-cell }}}} frac=${{{{ needs.probe.outputs.frac }}}}"
 "#
     )
 }
@@ -160,7 +162,8 @@ async fn a_bisect_finds_the_largest_value_that_works_in_log2_probes() {
         ran.said()
     );
     assert_eq!(ran.job("probe (90)"), JobResult::Skipped);
-    assert_eq!(ran.value("use", "best="), "70 cell=probe (70)");
+    // The job's outputs are the best cell's, not those of the probe that ended last (75).
+    assert_eq!(ran.value("use", "best="), "70 cell=probe (70) frac=70");
     assert!(
         ran.said().contains(
             "bisect of `frac`: 70 ok, 80 failed (the script exited with code 1), 75 failed (the script exited with code 1) → the largest `frac` that succeeds is 70 (3 probes of 9 cells)"
@@ -175,7 +178,7 @@ async fn a_bisect_for_the_smallest_value_and_one_that_finds_none() {
     let values = "[1, 2, 4, 8, 16, 32, 64, 128]";
     let ran = crate::support::engine::on_host(&bisect("smallest", values, "-ge 16")).await;
     assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
-    assert_eq!(ran.value("use", "best="), "16 cell=probe (16)");
+    assert_eq!(ran.value("use", "best="), "16 cell=probe (16) frac=16");
     assert!(started(&ran).len() <= 1 + 4, "{:?}", started(&ran));
 
     let none = crate::support::engine::on_host(&bisect("largest", values, "-ge 1000")).await;

@@ -61,6 +61,8 @@ pub(super) struct Dispatcher {
     skipped_jobs: Vec<String>,
     // Jobs whose cells run only as a search needs them (`strategy.search`).
     searches: Searches,
+    // The outputs of each probe, so the job's outputs can be the best cell's.
+    probe_outputs: HashMap<usize, IndexMap<String, String>>,
 }
 
 impl Dispatcher {
@@ -75,6 +77,7 @@ impl Dispatcher {
         let searches = Searches::new(&shared.wf, &runs);
         Self {
             searches,
+            probe_outputs: HashMap::new(),
             shared,
             runs,
             refs,
@@ -388,6 +391,9 @@ impl Dispatcher {
         {
             t.cancel();
         }
+        if probe {
+            self.probe_outputs.insert(i, outcome.outputs.clone());
+        }
         self.outputs
             .entry(planned.job_id.clone())
             .or_default()
@@ -411,8 +417,10 @@ impl Dispatcher {
         }
     }
 
-    /// A search ended: said in the last probe's log, its boundary the job's output `best`; a
-    /// search that found no cell that succeeds fails the run (its last probe's failure counts).
+    /// A search ended: said in the last probe's log, its boundary the job's output `best`, and
+    /// the job's outputs those of the best cell (not of the probe that happened to end last);
+    /// a search that found no cell that succeeds fails the run (its last probe's failure
+    /// counts).
     fn conclude_search(&mut self, last_probe: usize, concluded: Concluded) {
         self.shared.emit(EventKind::LogLine {
             job: self.refs[last_probe].clone(),
@@ -424,6 +432,7 @@ impl Dispatcher {
         let outputs = self.outputs.entry(concluded.job_id).or_default();
         match concluded.best {
             Some((value, run)) => {
+                outputs.extend(self.probe_outputs.get(&run).cloned().unwrap_or_default());
                 outputs.insert("best".into(), value);
                 outputs.insert("best-cell".into(), self.refs[run].display.clone());
             }
