@@ -6,16 +6,11 @@
 //!
 //! Needs the local engine and `make test-images` (the simulator image).
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use gpuflow::backend::DockerBackend;
-use gpuflow::check::load_and_check;
-use gpuflow::engine::{CollectSink, Event, EventKind, RunOptions, new_run_id};
-use gpuflow::plan::{build, from_workflow};
-use gpuflow::workflow::Loaded;
-use tokio_util::sync::CancellationToken;
+use gpuflow::engine::{Event, EventKind};
+
+mod engine_run;
 
 const IMAGE: &str = "gpuflow-sim:test";
 /// Server flag values (M servers) × client concurrencies: N = M × levels cells.
@@ -27,22 +22,12 @@ fn main() {
         .ok()
         .and_then(|v| humantime::parse_duration(&v).ok())
         .unwrap_or(Duration::from_secs(60));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let docker = runtime
-        .block_on(DockerBackend::connect_local())
-        .unwrap_or_else(|e| panic!("the campaign benchmark needs Docker: {e}"));
-    assert!(
-        runtime.block_on(docker.has_image(IMAGE)).unwrap(),
-        "the image `{IMAGE}` is missing: run `make test-images`"
-    );
+    let (runtime, docker) = engine_run::engine_with(IMAGE);
     let workspace = tempfile::tempdir().expect("a temporary folder");
     std::fs::create_dir(workspace.path().join(".git")).unwrap();
     std::fs::write(workspace.path().join("w.yml"), workflow(load)).unwrap();
 
-    let (events, took) = runtime.block_on(run_workflow(&docker, workspace.path()));
+    let (events, took) = runtime.block_on(engine_run::run_workflow(&docker, workspace.path()));
     let servers = events
         .iter()
         .filter(|e| matches!(e.kind, EventKind::ContainerStarted { .. }))
@@ -106,34 +91,6 @@ jobs:
         levels = list(&LEVELS),
         load = load.as_millis(),
     )
-}
-
-async fn run_workflow(docker: &DockerBackend, workspace: &Path) -> (Vec<Event>, Duration) {
-    let (loaded, diags) = load_and_check(&workspace.join("w.yml")).expect("loads");
-    assert!(!diags.has_errors(), "{diags:?}");
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).expect("plans");
-    let run_id = format!("bench-{}", new_run_id());
-    let mut opts = RunOptions::new(&run_id, workspace);
-    opts.grace = Duration::from_secs(1);
-    let collect = CollectSink::new();
-    let started = std::time::Instant::now();
-    let report = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        Arc::new(collect.clone()),
-        Some(docker.clone()),
-        CancellationToken::new(),
-    )
-    .await
-    .expect("runs");
-    let took = started.elapsed();
-    docker.remove_run(&run_id).await.expect("clean-up");
-    assert_eq!(report.exit_code().code(), 0, "the campaign failed");
-    (collect.events(), took)
 }
 
 /// The summed time of step `key` over every job run.

@@ -10,17 +10,12 @@
 //! Needs the local engine and `make test-images` (the base image). `GPUFLOW_BENCH_RUNS`
 //! (default 5) sets how many times each side is measured; medians are printed.
 
-use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuflow::backend::DockerBackend;
-use gpuflow::check::load_and_check;
-use gpuflow::engine::{CollectSink, Event, EventKind, RunOptions, new_run_id};
-use gpuflow::plan::{build, from_workflow};
-use gpuflow::workflow::Loaded;
-use tokio_util::sync::CancellationToken;
+use gpuflow::engine::{Event, EventKind};
+
+mod engine_run;
 
 const IMAGE: &str = "gpuflow-base:test";
 const STEPS: usize = 50;
@@ -30,17 +25,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let docker = runtime
-        .block_on(DockerBackend::connect_local())
-        .unwrap_or_else(|e| panic!("the engine benchmarks need Docker: {e}"));
-    assert!(
-        runtime.block_on(docker.has_image(IMAGE)).unwrap(),
-        "the image `{IMAGE}` is missing: run `make test-images`"
-    );
+    let (runtime, docker) = engine_run::engine_with(IMAGE);
     let workspace = tempfile::tempdir().expect("a temporary folder");
     std::fs::create_dir(workspace.path().join(".git")).unwrap();
     std::fs::write(workspace.path().join("w.yml"), workflow()).unwrap();
@@ -50,7 +35,7 @@ fn main() {
     let mut exec_loop = Vec::new();
     let mut docker_run = Vec::new();
     for _ in 0..runs {
-        let events = runtime.block_on(run_workflow(&docker, workspace.path()));
+        let (events, _) = runtime.block_on(engine_run::run_workflow(&docker, workspace.path()));
         let (to_first, fifty) = measure(&events);
         first.push(to_first);
         steps.push(fifty);
@@ -91,36 +76,6 @@ fn workflow() -> String {
         text.push_str("      - run: 'true'\n        container: box\n");
     }
     text
-}
-
-async fn run_workflow(docker: &DockerBackend, workspace: &Path) -> Vec<Event> {
-    let (loaded, diags) = load_and_check(&workspace.join("w.yml")).expect("loads");
-    assert!(!diags.has_errors(), "{diags:?}");
-    let Loaded::Workflow(Some(wf)) = loaded else {
-        panic!("not a workflow")
-    };
-    let plan = build(&from_workflow(&wf, "w").input).expect("plans");
-    let run_id = format!("bench-{}", new_run_id());
-    let mut opts = RunOptions::new(&run_id, workspace);
-    opts.grace = Duration::from_secs(1);
-    let collect = CollectSink::new();
-    let report = gpuflow::engine::run(
-        Arc::new(*wf),
-        plan,
-        opts,
-        Arc::new(collect.clone()),
-        Some(docker.clone()),
-        CancellationToken::new(),
-    )
-    .await
-    .expect("runs");
-    docker.remove_run(&run_id).await.expect("clean-up");
-    assert_eq!(
-        report.exit_code().code(),
-        0,
-        "the benchmark workflow failed"
-    );
-    collect.events()
 }
 
 /// (start-container started → step 2 finished, step 2 started → step 51 finished), from the
