@@ -81,7 +81,7 @@ impl Started {
 }
 
 /// What a reusable server carries from cell to cell.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Reuse {
     pub group: String,
     pub key: String,
@@ -93,6 +93,9 @@ pub struct Reuse {
     pub(super) created_on_job_network: bool,
     /// On a network its step chose (`network: host`): left as it is.
     pub(super) own_network: bool,
+    /// The GPU lease that came with an adopted server when this cell leased none of its own:
+    /// it lives as long as the server runs, and is parked with it again.
+    pub(super) lease: Option<crate::gpu::JobGpus>,
 }
 
 /// Everything Docker-side of one job run.

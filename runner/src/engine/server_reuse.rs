@@ -90,6 +90,7 @@ impl JobContainers {
                 started: Instant::now(),
                 created_on_job_network,
                 own_network,
+                lease: None,
             });
         }
         Ok(Obtained {
@@ -170,13 +171,12 @@ impl JobContainers {
                     started: parked.started,
                     created_on_job_network: parked.container.created_on_job_network,
                     own_network: parked.container.own_network,
+                    // Its GPU lease, when this cell did not take it over at its start: held
+                    // while the server runs on those GPUs.
+                    lease: parked.lease,
                 }),
             },
         );
-        // Its GPU lease, if this cell did not take it at its start, stays with the pool.
-        if let (Some(lease), Some(pool)) = (parked.lease, &self.servers) {
-            pool.give_back_lease(job, lease);
-        }
         Ok(Some(Obtained {
             id,
             reused: Some((cells_before, age)),
@@ -264,7 +264,7 @@ impl JobContainers {
                 created_on_job_network: reuse.created_on_job_network,
                 own_network: reuse.own_network,
             },
-            lease: None,
+            lease: reuse.lease,
             cells_served: reuse.cells_before + 1,
             started: reuse.started,
         });

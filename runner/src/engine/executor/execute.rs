@@ -107,8 +107,8 @@ impl JobRun {
         let outputs_on_failure = std::mem::take(&mut context.outputs_on_failure);
         drop(context);
         self.recorded = recorded;
-        let places = step_inputs::places(step, &scope.file);
-        let outputs = outputs.map_err(|e| step_inputs::error_text(&e, &places));
+        let outputs = outputs
+            .map_err(|e| step_inputs::error_text(&e, &step_inputs::places(step, &scope.file)));
         self.builtin_result(outputs, outputs_on_failure, key, scope, &cancel)
     }
 
