@@ -41,5 +41,6 @@ pub mod steps;
 pub mod store;
 pub mod trigger;
 pub mod ui;
+pub mod warm;
 pub mod worker;
 pub mod workflow;

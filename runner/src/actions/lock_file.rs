@@ -251,7 +251,7 @@ pub(super) fn exclusive(lock_dir: &Path, path: &Path) -> std::io::Result<std::fs
 
 /// Writes a sibling temporary file and renames it over `path`; on failure the temporary
 /// file is removed.
-pub(super) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()

@@ -7,7 +7,7 @@
 //! workflows' contents, Docker or the engine.
 
 mod git_cache;
-mod lock_file;
+pub(crate) mod lock_file;
 mod resolver;
 mod source_url;
 mod sources;

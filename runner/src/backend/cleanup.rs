@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptionsBuilder};
 
 use super::labels::{
-    LABEL_JOB, LABEL_KEPT, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_RUN_ID, label_filter,
+    LABEL_JOB, LABEL_KEEP_WARM, LABEL_KEPT, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_UID,
+    LABEL_RUN_ID, label_filter,
 };
 use super::{BackendError, DockerBackend, Owner};
 
@@ -57,6 +58,11 @@ impl Managed {
     /// Kept on purpose (`gpuflow run --keep-containers`).
     pub fn kept(&self) -> bool {
         self.labels.get(LABEL_KEPT).is_some_and(|v| v == "true")
+    }
+
+    /// Started to be kept warm (`keep-warm:`): its life is the warm servers' sweep's.
+    pub fn warm(&self) -> bool {
+        self.labels.get(LABEL_KEEP_WARM).is_some_and(|v| v == "true")
     }
 }
 
@@ -114,13 +120,35 @@ impl DockerBackend {
         self.remove_all(&containers, &networks).await
     }
 
+    /// This user's containers started to be kept warm whose runner is gone and which are not
+    /// among the warm servers `known`: their run was killed before it could keep them.
+    pub async fn unregistered_warm(&self, known: &[String]) -> Result<Vec<Managed>, BackendError> {
+        let host = self.owner().host.clone();
+        let uid = rustix::process::geteuid().as_raw().to_string();
+        let filter = [
+            (LABEL_MANAGED, "true"),
+            (LABEL_KEEP_WARM, "true"),
+            (LABEL_OWNER_HOST, host.as_str()),
+            (LABEL_OWNER_UID, uid.as_str()),
+        ];
+        Ok(self
+            .labelled_containers(&filter)
+            .await?
+            .into_iter()
+            .filter(|c| !known.contains(&c.id))
+            .filter(|c| Owner::from_labels(&c.labels).is_some_and(|owner| owner.is_gone()))
+            .collect())
+    }
+
     /// Things of runners that are gone; with `kept`, also those kept with `--keep-containers`.
     async fn orphans(&self, kept: bool) -> Result<(Vec<Managed>, Vec<Managed>), BackendError> {
         let host = self.owner().host.clone();
         let filter = [(LABEL_MANAGED, "true"), (LABEL_OWNER_HOST, host.as_str())];
         let orphaned = |thing: &Managed| {
-            // Only a free runner lock proves the owner gone; anything else is kept.
-            (kept || !thing.kept())
+            // Only a free runner lock proves the owner gone; anything else is kept. A server
+            // kept warm outlives its runner on purpose (`crate::warm` judges it).
+            !thing.warm()
+                && (kept || !thing.kept())
                 && Owner::from_labels(&thing.labels).is_some_and(|owner| owner.is_gone())
         };
         let containers: Vec<Managed> = self

@@ -26,6 +26,13 @@ pub const LABEL_OWNER_TOKEN: &str = "dev.gpuflow.owner-token";
 /// start of the next run leaves it, `gpuflow gc` removes it.
 pub const LABEL_KEPT: &str = "dev.gpuflow.kept";
 
+/// Present (`true`) on a server started to be kept warm after its run (`keep-warm:`): the sweep
+/// of dead runners' things leaves it to the warm servers' own sweep (`crate::warm`).
+pub const LABEL_KEEP_WARM: &str = "dev.gpuflow.keep-warm";
+/// The user id of the runner that owns it, on servers kept warm: each user's sweep judges
+/// only its own (their expiries are in that user's registry).
+pub const LABEL_OWNER_UID: &str = "dev.gpuflow.owner-uid";
+
 /// The runner process that owns containers: what sweeping compares against.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner {
@@ -76,6 +83,8 @@ pub struct RunLabels {
     pub job: String,
     /// Kept for the user to look at (`--keep-containers`): labelled [`LABEL_KEPT`].
     pub kept: bool,
+    /// To be kept warm after the run: labelled [`LABEL_KEEP_WARM`].
+    pub warm: bool,
 }
 
 impl RunLabels {
@@ -84,12 +93,18 @@ impl RunLabels {
             run_id: run_id.into(),
             job: job.into(),
             kept: false,
+            warm: false,
         }
     }
 
     /// The same labels, marked kept (or not).
     pub fn kept(self, kept: bool) -> Self {
         Self { kept, ..self }
+    }
+
+    /// The same labels, marked as a server to be kept warm (or not).
+    pub fn warm(self, warm: bool) -> Self {
+        Self { warm, ..self }
     }
 
     /// gpuflow's labels for a thing of this run owned by `owner`.
@@ -109,6 +124,13 @@ impl RunLabels {
         }
         if self.kept {
             labels.insert(LABEL_KEPT.to_string(), "true".to_string());
+        }
+        if self.warm {
+            labels.insert(LABEL_KEEP_WARM.to_string(), "true".to_string());
+            labels.insert(
+                LABEL_OWNER_UID.to_string(),
+                rustix::process::geteuid().as_raw().to_string(),
+            );
         }
         labels
     }

@@ -192,6 +192,15 @@ pub struct BenchResult {
 }
 
 impl BenchResult {
+    /// Every request sent to the server, warm-ups included: what it served for this benchmark.
+    pub fn requests_sent(&self) -> u64 {
+        self.levels
+            .iter()
+            .flat_map(|l| &l.runs)
+            .map(|r| r.records.len() as u64 + r.warmup.sent)
+            .sum()
+    }
+
     pub fn new(
         config: &BenchConfig,
         model: String,

@@ -78,6 +78,11 @@ impl Started {
             .filter(|r| r.cells_before > 0)
             .map(|r| (r.cells_before, r.started.elapsed()))
     }
+
+    /// Benchmark requests its server served so far (before this cell, and in it).
+    pub fn requests_served(&self) -> u64 {
+        self.reuse.as_ref().map_or(0, |r| r.requests_served)
+    }
 }
 
 /// What a reusable server carries from cell to cell.
@@ -96,17 +101,28 @@ pub struct Reuse {
     /// The GPU lease that came with an adopted server when this cell leased none of its own:
     /// it lives as long as the server runs, and is parked with it again.
     pub(super) lease: Option<crate::gpu::JobGpus>,
+    /// The image its step named.
+    pub(super) image: String,
+    /// Benchmark requests it served, before this cell and in it.
+    pub requests_served: u64,
+    /// How long to keep it warm after the run (`keep-warm:`).
+    pub(super) keep_warm: Option<Duration>,
+    /// Its warm registry entry, held, when it came from an earlier run.
+    pub(super) warm: Option<crate::warm::Held>,
 }
 
 /// Everything Docker-side of one job run.
 pub struct JobContainers {
     pub docker: DockerBackend,
-    labels: RunLabels,
+    pub(super) labels: RunLabels,
     prefix: String,
     pub(super) network: Option<String>,
     pub started: IndexMap<String, Started>,
     /// The run's parked servers, for a step that may reuse one.
     pub(super) servers: Option<Arc<super::server_pool::ServerPool>>,
+    /// A benchmark step of the job said `fresh: true` (its label): its server is started
+    /// anew, never adopted.
+    pub(super) fresh_server: Option<String>,
 }
 
 impl JobContainers {
@@ -119,12 +135,36 @@ impl JobContainers {
             network: None,
             started: IndexMap::new(),
             servers: None,
+            fresh_server: None,
         }
     }
 
     /// With the run's parked servers, so a `start-container` step may adopt one.
     pub fn with_servers(mut self, servers: Arc<super::server_pool::ServerPool>) -> Self {
         self.servers = Some(servers);
+        self
+    }
+
+    /// Counts `requests` a benchmark sent as served by the server `measured` (a container this
+    /// job started), or, when the target was not one by name, by the job's only shared
+    /// server.
+    pub fn count_served(&mut self, measured: Option<&str>, requests: u64) {
+        let servers: Vec<&mut Reuse> = self
+            .started
+            .iter_mut()
+            .filter(|(name, _)| measured.is_none_or(|m| m == name.as_str()))
+            .filter_map(|(_, s)| s.reuse.as_mut())
+            .collect();
+        if servers.len() == 1
+            && let Some(reuse) = servers.into_iter().next()
+        {
+            reuse.requests_served += requests;
+        }
+    }
+
+    /// With a benchmark step that asked for a fresh server (`fresh: true`; its label).
+    pub fn with_fresh_server(mut self, step: Option<String>) -> Self {
+        self.fresh_server = step;
         self
     }
 

@@ -32,10 +32,11 @@ pub mod script_runner;
 pub mod server_groups;
 pub mod server_key;
 pub mod server_pool;
-mod server_reuse;
+pub mod server_reuse;
 pub mod shared;
 pub mod step_host;
 pub mod step_inputs;
+pub mod warm_servers;
 pub mod step_shell;
 
 pub use dispatcher::{RunReport, run};

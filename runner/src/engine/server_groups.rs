@@ -19,15 +19,16 @@ use crate::workflow::model::{Step, Uses, Workflow};
 /// The built-in that starts servers.
 const STARTS_SERVERS: &str = "start-container";
 
-/// Per job run (`job`, cell) of a job with more than one cell: its server group, when it has
-/// one (a step that starts a server, not opted out with `reuse: false`).
+/// Per job run (`job`, cell): its server group, when it has one (a step that starts a server,
+/// not opted out with `reuse: false`).
 pub fn groups(
     wf: &Workflow,
     runs: &[PlannedJob],
     base: &IndexMap<String, Value>,
 ) -> HashMap<(String, usize), String> {
     let mut groups = HashMap::new();
-    for planned in runs.iter().filter(|p| p.cells > 1) {
+    // A job of one cell has a group too: a server an earlier run kept warm may be its.
+    for planned in runs {
         let Some(job) = wf.jobs.get(&planned.job_id) else {
             continue;
         };
@@ -98,6 +99,8 @@ fn server_shape(wf: &Workflow, step: &Step, ctx: &MapContext, file: &SourceFile)
     let inputs: Vec<String> = step
         .with
         .iter()
+        // How long a server is kept warm is not what it is: changing it keeps the group.
+        .filter(|(name, _)| name.as_str() != "keep-warm")
         .map(|(name, value)| match eval_value(value, ctx, file) {
             Ok(v) => format!("{name}={}", v.to_expr_string()),
             // Known only at run time (another step's output): the same text in every cell.

@@ -26,6 +26,8 @@ pub struct ParkedContainer {
     pub created_on_job_network: bool,
     /// On a network its step chose (`network: host`), which no cell changes.
     pub own_network: bool,
+    /// The image it was started from, as the step named it.
+    pub image: String,
 }
 
 /// A server kept running between two cells of its group (`C`: its container; the pool's
@@ -40,9 +42,14 @@ pub struct Parked<C = ParkedContainer> {
     pub container: C,
     /// The GPUs it runs on, leased until a cell of its group takes them over.
     pub lease: Option<JobGpus>,
-    /// How many cells it has served so far.
+    /// How many cells it has served so far, and how many benchmark requests.
     pub cells_served: u32,
+    pub requests_served: u64,
     pub started: Instant,
+    /// How long to keep it warm after the run (`keep-warm:`); `None`: removed with the run.
+    pub keep_warm: Option<std::time::Duration>,
+    /// Its registry entry, held, when it came warm from an earlier run ([`crate::warm`]).
+    pub warm: Option<crate::warm::Held>,
 }
 
 /// What a cell finds for its server.
@@ -60,6 +67,9 @@ pub enum Adoption<C = ParkedContainer> {
 pub struct ServerPool<C = ParkedContainer> {
     /// Per job run (`job`, cell): its group, for the cells that can share a server.
     groups: HashMap<(String, usize), String>,
+    /// This user's warm servers, where the run finds servers of earlier runs and keeps its
+    /// own warm; `None`: no warm servers (tests of the pool itself).
+    registry: Option<crate::warm::Registry>,
     state: Mutex<PoolState<C>>,
 }
 
@@ -84,11 +94,22 @@ impl<C> ServerPool<C> {
         }
         Self {
             groups,
+            registry: None,
             state: Mutex::new(PoolState {
                 parked: Vec::new(),
                 pending,
             }),
         }
+    }
+
+    /// The same pool, finding and keeping warm servers in `registry`.
+    pub fn with_registry(mut self, registry: crate::warm::Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    pub fn registry(&self) -> Option<&crate::warm::Registry> {
+        self.registry.as_ref()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, PoolState<C>> {
@@ -199,7 +220,8 @@ impl<C> ServerPool<C> {
     }
 }
 
-/// Removes parked servers (their leases go with them); what could not be removed, in words.
+/// Removes parked servers (their leases go with them, and a warm one's claims and entry);
+/// what could not be removed, in words.
 pub async fn remove(parked: Vec<Parked>) -> Vec<String> {
     let mut problems = Vec::new();
     for p in parked {
@@ -207,7 +229,14 @@ pub async fn remove(parked: Vec<Parked>) -> Vec<String> {
         if let Err(e) = c.docker.remove_container(&c.id).await {
             problems.push(format!("server `{}` ({}): {e}", p.name, c.docker_name));
         }
-        drop(p.lease);
+        if let Some(lease) = &p.lease {
+            lease.lease.dir.unclaim(&lease.uuids(), &c.id);
+        }
+        // A warm one's claims name its GPUs also when a cell holds their lease now.
+        if let Some(held) = &p.warm {
+            crate::warm::leases(&c.docker).unclaim(&held.entry.gpus, &c.id);
+            held.forget();
+        }
     }
     problems
 }
@@ -232,7 +261,10 @@ mod tests {
             container: (),
             lease: None,
             cells_served: 1,
+            requests_served: 0,
             started: Instant::now(),
+            keep_warm: None,
+            warm: None,
         }
     }
 

@@ -5,6 +5,9 @@
 //!
 //! A parked server leaves the job's network (which goes with the job) and keeps Docker's
 //! default one, so the adopting cell gives it its own network and name like any container.
+//! A server whose step says `keep-warm` is parked at its cell's end whatever comes after, and
+//! kept warm past the run ([`super::warm_servers`]); one an earlier run kept warm comes into
+//! the pool the same way and is adopted here like any parked server.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,10 +21,20 @@ use crate::steps::StepHost;
 /// Docker's default network, which a parked server keeps.
 const DEFAULT_NETWORK: &str = "bridge";
 
+/// What a `start-container` step asks of sharing its server.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ServerOptions {
+    /// `reuse:` (default true): may adopt a parked or warm server, and may be parked.
+    pub reuse: bool,
+    /// `keep-warm:`: kept running this long after the run.
+    pub keep_warm: Option<Duration>,
+}
+
 /// How a `start-container` step got its container.
 pub struct Obtained {
     pub id: String,
-    /// Adopted from an earlier cell: the cells it served before, and how long it has run.
+    /// Adopted from an earlier cell or run: the cells it served before, and how long it has
+    /// run.
     pub reused: Option<(u32, Duration)>,
     pub key: Option<String>,
 }
@@ -35,9 +48,9 @@ impl JobContainers {
         job: &JobRef,
         name: &str,
         spec: ContainerSpec,
-        reuse: bool,
+        options: ServerOptions,
     ) -> Result<Obtained, ContainerError> {
-        let pool = self.servers.clone().filter(|_| reuse);
+        let pool = self.servers.clone().filter(|_| options.reuse);
         let group = pool
             .as_ref()
             .and_then(|p| p.group_of(job))
@@ -58,9 +71,28 @@ impl JobContainers {
                 key: None,
             });
         };
+        // A cell without GPUs of its own looks for a warm server now (one with GPUs came
+        // with them, when they were leased).
+        if !pool.has_parked(job) {
+            let holder = format!("pid {}, {}", std::process::id(), job.display);
+            let run_id = self.labels.run_id.clone();
+            super::warm_servers::pull_warm(&pool, job, &self.docker, None, &run_id, &holder)
+                .await;
+        }
         match pool.adopt(job, name, &key) {
+            Adoption::Reuse(parked) if self.fresh_server.is_some() => {
+                let step = self.fresh_server.clone().unwrap_or_default();
+                say(
+                    host,
+                    job,
+                    &format!(
+                        "the server `{name}` is running already (key {key}), but `{step}` asks for a fresh one (`fresh: true`): removing it, starting a fresh one"
+                    ),
+                );
+                remove(vec![parked]).await;
+            }
             Adoption::Reuse(parked) => {
-                if let Some(obtained) = self.adopt(host, job, parked, &key).await? {
+                if let Some(obtained) = self.adopt(host, job, parked, &key, options).await? {
                     return Ok(obtained);
                 }
             }
@@ -80,8 +112,14 @@ impl JobContainers {
         let created_on_job_network =
             spec.network.is_none() && (self.network.is_some() || !self.started.is_empty());
         let own_network = spec.network.is_some();
-        let started = self.start(host, job, name, spec).await?;
-        let id = started.id.clone();
+        let image = spec.image.clone();
+        // Labelled as a server to keep warm: the sweep of dead runners' things leaves it to
+        // the warm servers' sweep, which knows its expiry.
+        let labels = self.labels.clone();
+        self.labels = labels.clone().warm(options.keep_warm.is_some());
+        let started = self.start(host, job, name, spec).await.map(|s| s.id.clone());
+        self.labels = labels;
+        let id = started?;
         if let Some(started) = self.started.get_mut(name) {
             started.reuse = Some(Reuse {
                 group,
@@ -91,6 +129,10 @@ impl JobContainers {
                 created_on_job_network,
                 own_network,
                 lease: None,
+                image,
+                requests_served: 0,
+                keep_warm: options.keep_warm,
+                warm: None,
             });
         }
         Ok(Obtained {
@@ -107,6 +149,7 @@ impl JobContainers {
         job: &JobRef,
         parked: Parked,
         key: &str,
+        options: ServerOptions,
     ) -> Result<Option<Obtained>, ContainerError> {
         let (name, id) = (parked.name.clone(), parked.container.id.clone());
         let running = self
@@ -145,13 +188,20 @@ impl JobContainers {
         };
         let cells_before = parked.cells_served;
         let age = parked.started.elapsed();
+        let by = if parked.warm.is_some() {
+            "an earlier run kept warm"
+        } else {
+            "an earlier cell started"
+        };
         say(
             host,
             job,
             &format!(
-                "reusing the server `{name}` an earlier cell started (key {key}, up {:.0}s, {cells_before} cell{} served): no new container",
+                "reusing the server `{name}` {by} (key {key}, up {:.0}s, {cells_before} cell{} and {} request{} served): no new container",
                 age.as_secs_f64(),
-                if cells_before == 1 { "" } else { "s" }
+                if cells_before == 1 { "" } else { "s" },
+                parked.requests_served,
+                if parked.requests_served == 1 { "" } else { "s" },
             ),
         );
         self.started.insert(
@@ -174,6 +224,12 @@ impl JobContainers {
                     // Its GPU lease, when this cell did not take it over at its start: held
                     // while the server runs on those GPUs.
                     lease: parked.lease,
+                    image: parked.container.image.clone(),
+                    requests_served: parked.requests_served,
+                    // As this cell's step says now; a step that says nothing keeps a warm
+                    // server warm as long as the run that kept it asked.
+                    keep_warm: options.keep_warm.or(parked.keep_warm),
+                    warm: parked.warm,
                 }),
             },
         );
@@ -195,7 +251,7 @@ impl JobContainers {
             .filter(|(_, s)| {
                 s.reuse
                     .as_ref()
-                    .is_some_and(|r| pool.wanted_after(&r.group))
+                    .is_some_and(|r| r.keep_warm.is_some() || pool.wanted_after(&r.group))
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -204,14 +260,22 @@ impl JobContainers {
             let Some(started) = self.started.shift_remove(&name) else {
                 continue;
             };
+            let keep_warm = started.reuse.as_ref().and_then(|r| r.keep_warm);
+            let for_next_cell = started
+                .reuse
+                .as_ref()
+                .is_some_and(|r| pool.wanted_after(&r.group));
             match self.park(&pool, &name, started).await {
                 Ok(()) => {
                     parked_any = true;
-                    say(
-                        host,
-                        job,
-                        &format!("kept the server `{name}` running for the next cell of its group"),
-                    );
+                    let text = match keep_warm {
+                        Some(d) if !for_next_cell => format!(
+                            "keeping the server `{name}` warm for {} after the run: a later run with the same server adopts it (`gpuflow servers` lists it)",
+                            crate::warm::duration_text(d)
+                        ),
+                        _ => format!("kept the server `{name}` running for the next cell of its group"),
+                    };
+                    say(host, job, &text);
                 }
                 Err(message) => say(host, job, &message),
             }
@@ -263,10 +327,14 @@ impl JobContainers {
                 docker: self.docker.clone(),
                 created_on_job_network: reuse.created_on_job_network,
                 own_network: reuse.own_network,
+                image: reuse.image,
             },
             lease: reuse.lease,
             cells_served: reuse.cells_before + 1,
+            requests_served: reuse.requests_served,
             started: reuse.started,
+            keep_warm: reuse.keep_warm,
+            warm: reuse.warm,
         });
         Ok(())
     }

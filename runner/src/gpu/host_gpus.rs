@@ -194,6 +194,35 @@ impl HostGpus {
         }
     }
 
+    /// Takes over the GPUs `uuids` of the warm server `container` (its claims stay until it is
+    /// kept warm again or stopped); `Ok(None)` when one is held by someone else now or is no
+    /// longer in the inventory.
+    pub async fn take_over(
+        &self,
+        uuids: &[String],
+        holder: &str,
+        container: &str,
+    ) -> Result<Option<JobGpus>, String> {
+        let inv = self.inventory().await;
+        let Some(described) = uuids
+            .iter()
+            .map(|u| inv.gpus.iter().find(|g| &g.uuid == u).cloned())
+            .collect::<Option<Vec<Gpu>>>()
+        else {
+            return Ok(None);
+        };
+        let lease = self
+            .leases
+            .try_lease_adopting(uuids, holder, container)
+            .map_err(|e| e.to_string())?;
+        Ok(lease.map(|lease| JobGpus {
+            devices: described.iter().map(|g| (g.index, g.uuid.clone())).collect(),
+            described,
+            stand_in: inv.is_stand_in(),
+            lease,
+        }))
+    }
+
     /// How many GPUs are free now, and the host's total, for waiting messages.
     pub async fn free_count(&self) -> (usize, usize) {
         let inv = self.inventory().await;

@@ -44,6 +44,8 @@ pub struct LeaseDir {
 pub struct Lease {
     /// The UUIDs held, in the order asked.
     pub uuids: Vec<String>,
+    /// The lease folder they are held in (where a warm server's claims on them go).
+    pub dir: LeaseDir,
     /// Open and locked; closing them frees the GPUs.
     _files: Vec<File>,
 }
@@ -88,7 +90,7 @@ impl LeaseDir {
         &self.root
     }
 
-    fn lock_path(&self, uuid: &str) -> PathBuf {
+    pub(super) fn lock_path(&self, uuid: &str) -> PathBuf {
         self.root
             .join(format!("{}@{}.lock", self.key, name_part(uuid)))
     }
@@ -182,6 +184,26 @@ impl LeaseDir {
     /// Takes every GPU of `uuids` or none: `Ok(None)` when one is held by anyone (this
     /// process included). `holder` is written into each file for listings.
     pub fn try_lease(&self, uuids: &[String], holder: &str) -> io::Result<Option<Lease>> {
+        self.lease(uuids, holder, None)
+    }
+
+    /// Takes over the GPUs of the warm server `container` ([`super::warm_claim`]): like
+    /// [`Self::try_lease`], but that server's own claims do not count as taken.
+    pub fn try_lease_adopting(
+        &self,
+        uuids: &[String],
+        holder: &str,
+        container: &str,
+    ) -> io::Result<Option<Lease>> {
+        self.lease(uuids, holder, Some(container))
+    }
+
+    fn lease(
+        &self,
+        uuids: &[String],
+        holder: &str,
+        adopting: Option<&str>,
+    ) -> io::Result<Option<Lease>> {
         let mut files = Vec::with_capacity(uuids.len());
         for uuid in uuids {
             let file = self.file(uuid)?;
@@ -189,6 +211,11 @@ impl LeaseDir {
                 Ok(()) => {}
                 Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
                 Err(e) => return Err(e.into()),
+            }
+            // Locked, but a warm server's: still taken (the locks taken so far go with
+            // `files`).
+            if self.claimed_by_other(uuid, adopting) {
+                return Ok(None);
             }
             // Informational only: a failed write does not undo the lease. Written over the
             // start, never truncated: readers take the first line, a longer former holder's
@@ -198,6 +225,7 @@ impl LeaseDir {
         }
         Ok(Some(Lease {
             uuids: uuids.to_vec(),
+            dir: self.clone(),
             _files: files,
         }))
     }
@@ -206,6 +234,9 @@ impl LeaseDir {
     /// folder this user cannot use) is not "taken": a job would wait for it for ever.
     pub fn is_free(&self, uuid: &str) -> io::Result<bool> {
         let file = self.file(uuid)?;
+        if self.claimed_by_other(uuid, None) {
+            return Ok(false);
+        }
         // Locking and closing at once: held for an instant, never longer.
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(true),
@@ -216,6 +247,18 @@ impl LeaseDir {
 
     /// Who holds `uuid`, as its holder wrote; `None` when it is free.
     pub fn holder(&self, uuid: &str) -> Option<String> {
+        let flocked = self.file(uuid).ok().is_some_and(|file| {
+            flock(&file, FlockOperation::NonBlockingLockExclusive)
+                == Err(rustix::io::Errno::WOULDBLOCK)
+        });
+        if !flocked && let Some(claim) = self.live_claim(uuid) {
+            let left = claim.until.saturating_sub(super::warm_claim::now_secs());
+            return Some(format!(
+                "warm server {} (keep-warm, {} min left)",
+                &claim.container[..claim.container.len().min(12)],
+                left.div_ceil(60)
+            ));
+        }
         if self.is_free(uuid).unwrap_or(false) {
             return None;
         }

@@ -20,6 +20,7 @@ pub mod nvml;
 pub mod sample;
 pub mod stand_in;
 pub mod telemetry;
+pub mod warm_claim;
 
 pub use allocator::{Fit, Placement, Request, Want};
 pub use host_gpus::{Discovery, HostGpus, JobGpus, Leased, Probe};

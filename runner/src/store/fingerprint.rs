@@ -44,7 +44,7 @@ pub struct Info {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<serde_json::Value>,
     /// A warm server: one an earlier cell started and this one adopted (docs/campaigns.md),
-    /// `server: 2 cells before, up 41s`; absent for a server this cell started.
+    /// `server: 2 cells and 8 requests before, up 41s`; absent for a server this cell started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_reuse: Option<String>,
 }

@@ -141,7 +141,8 @@ impl Dispatcher {
         if unwanted.is_empty() {
             return;
         }
-        for problem in crate::engine::server_pool::remove(unwanted).await {
+        let registry = self.shared.servers.registry();
+        for problem in crate::engine::warm_servers::retire(unwanted, registry).await {
             self.shared.emit(EventKind::Warning {
                 job: None,
                 message: format!("could not remove {problem}"),

@@ -39,6 +39,22 @@ pub(super) async fn lease_gpus(
         Ok(asked) => asked,
         Err(message) => return GpuStart::Fail(format!("its `gpus` failed: {message}")),
     };
+    let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
+    // A server an earlier run kept warm for this cell's group comes with its GPUs.
+    if let Some(host) = shared.engines.gpus_for(jref)
+        && let Ok(docker) = shared.engines.for_job(jref).await
+    {
+        let run_id = &shared.opts.run_id;
+        crate::engine::warm_servers::pull_warm(
+            &shared.servers,
+            jref,
+            &docker,
+            Some(&host),
+            run_id,
+            &holder,
+        )
+        .await;
+    }
     // The GPUs a server an earlier cell of its group kept runs on: this run takes them over
     // with the server.
     if let Some(leased) = shared.servers.take_lease(jref) {
@@ -53,7 +69,6 @@ pub(super) async fn lease_gpus(
             asked: asked.devices,
         });
     };
-    let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
     match host.try_lease(&request, &holder).await {
         Ok(Leased::Now(gpus)) => GpuStart::Go(GrantedGpus {
             leased: Some(gpus),

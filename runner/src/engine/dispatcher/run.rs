@@ -16,7 +16,7 @@ use crate::engine::engines::Engines;
 use crate::engine::options::RunOptions;
 use crate::engine::preflight::PreflightReport;
 use crate::engine::server_groups;
-use crate::engine::server_pool::{self, ServerPool};
+use crate::engine::server_pool::ServerPool;
 use crate::engine::shared::Shared;
 use crate::events::{
     EventKind, EventSink, Headline, HeadlineSink, JobRef, JobResult, JobSummary, Masker,
@@ -100,7 +100,8 @@ pub async fn run(
         .dispatch()
         .await;
     let result = run_result(&jobs, &cancel);
-    for problem in server_pool::remove(shared.servers.drain()).await {
+    let registry = shared.servers.registry();
+    for problem in crate::engine::warm_servers::retire(shared.servers.drain(), registry).await {
         shared.emit(EventKind::Warning {
             job: None,
             message: format!("could not remove {problem}"),
@@ -130,7 +131,7 @@ fn start_run(
     } else {
         server_groups::groups(&wf, &plan.jobs, &base)
     };
-    let servers = Arc::new(ServerPool::new(groups));
+    let servers = Arc::new(ServerPool::new(groups).with_registry(crate::warm::Registry::from_env()));
     let shared = Arc::new(Shared {
         servers,
         wf,

@@ -21,10 +21,12 @@ impl JobRun {
     pub(super) async fn containers(&mut self) -> Result<&mut JobContainers, String> {
         if self.containers.is_none() {
             let docker = self.shared.engines.for_job(&self.jref).await?;
+            let fresh = self.fresh_server_step();
             self.containers = Some(
                 JobContainers::new(docker, &self.shared.opts.run_id, &self.jref)
                     .kept(self.shared.opts.keep_containers)
-                    .with_servers(self.shared.servers.clone()),
+                    .with_servers(self.shared.servers.clone())
+                    .with_fresh_server(fresh),
             );
         }
         Ok(self.containers.as_mut().expect("set above"))
@@ -148,6 +150,28 @@ impl JobRun {
             (None, GpuRequest::None) => None,
             (None, asked) => Some(asked.clone()),
         }
+    }
+
+    /// The label of a `benchmark` step of the job that asks for a freshly started server
+    /// (`fresh: true`): known before any server starts, so none is adopted.
+    fn fresh_server_step(&self) -> Option<String> {
+        let job = self.shared.wf.jobs.get(&self.job_id)?;
+        let ctx = self.ctx_with_env(None);
+        job.steps.iter().enumerate().find_map(|(i, step)| {
+            let benchmark = step.uses.as_ref().is_some_and(|u| {
+                matches!(&u.value, crate::workflow::model::Uses::Builtin(b) if b == "benchmark")
+            });
+            let fresh = step.with.get("fresh").is_some_and(|v| {
+                crate::engine::evaluate::eval_value(v, &ctx, &self.shared.wf.file)
+                    .is_ok_and(|v| v.to_expr_string() == "true")
+            });
+            (benchmark && fresh).then(|| {
+                step.id
+                    .as_ref()
+                    .map(|id| id.value.clone())
+                    .unwrap_or_else(|| format!("step {}", i + 1))
+            })
+        })
     }
 
     /// Leftover processes killed, and the job's containers removed (or, with

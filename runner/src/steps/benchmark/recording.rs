@@ -136,9 +136,11 @@ impl ServerFacts {
             .iter()
             .filter_map(|(name, s)| {
                 let (cells, age) = s.reused()?;
+                let requests = s.requests_served();
                 Some(format!(
-                    "{name}: {cells} cell{} before, up {:.0}s",
+                    "{name}: {cells} cell{} and {requests} request{} before, up {:.0}s",
                     if cells == 1 { "" } else { "s" },
+                    if requests == 1 { "" } else { "s" },
                     age.as_secs_f64()
                 ))
             })

@@ -89,6 +89,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         key,
         mut meanings,
         windows,
+        ..
     } = measured?;
     let energy = energy::metrics(&telemetry, &windows);
     for line in &energy.lines {
@@ -139,6 +140,8 @@ struct Finished {
     meanings: BTreeMap<String, String>,
     /// When each measured run ran: the windows energy is integrated over.
     windows: Vec<LevelWindows>,
+    /// Requests sent to the server, warm-ups included (0 when a script measured).
+    requests_sent: u64,
 }
 
 /// A benchmark's key metric across its runs: what the run's headline shows.
@@ -171,7 +174,7 @@ impl KeyFigure {
 /// address is where the server listens today, not what it is: a port published elsewhere
 /// next time is the same experiment) and what is read of the server's `/metrics` (watching
 /// more of it changes no measurement), and the `env:` values the command reads.
-const NOT_THE_EXPERIMENT: [&str; 3] = ["target", "server-metrics", "server-metric-names"];
+const NOT_THE_EXPERIMENT: [&str; 4] = ["target", "server-metrics", "server-metric-names", "fresh"];
 
 fn definition(
     texts: &IndexMap<String, String>,
@@ -205,6 +208,7 @@ async fn measure_with_generator(
     result_path: &std::path::Path,
 ) -> Result<Finished, StepError> {
     let mut bench = bench_inputs(inputs)?;
+    let mut measured = None;
     if let Some(target) = &bench.target
         && let Some(containers) = containers.as_deref()
         && let Some((address, container)) = container_address(target, containers).await
@@ -213,8 +217,15 @@ async fn measure_with_generator(
             "`{container}` is a container of this job: measuring it at `{address}` on its network"
         ));
         bench.target = Some(address);
+        measured = Some(container);
     }
-    generator(&bench, containers.as_deref(), step, say, result_path).await
+    let mut containers = containers;
+    let finished = generator(&bench, containers.as_deref(), step, say, result_path).await?;
+    // What the server served, for whoever adopts it next (`gpuflow servers`, fingerprints).
+    if let Some(containers) = containers.as_deref_mut() {
+        containers.count_served(measured.as_deref(), finished.requests_sent);
+    }
+    Ok(finished)
 }
 
 /// The GPU telemetry sampled while measuring, said in the log.
@@ -412,6 +423,7 @@ async fn generator(
         key,
         meanings,
         windows: energy::generator_windows(&result),
+        requests_sent: result.requests_sent(),
     })
 }
 
@@ -652,6 +664,7 @@ fn scripted_result(
         key,
         meanings: BTreeMap::new(),
         windows: Vec::new(),
+        requests_sent: 0,
     })
 }
 

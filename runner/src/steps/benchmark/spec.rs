@@ -167,6 +167,12 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             "More `/metrics` series to record, as `server.<name>`: a counter's increase over the run, a gauge's mean during it. `name`, `name{label=\"value\"}` to pick series, and `higher` or `lower` after it to say which is better (`vllm:num_preemptions_total lower`).",
         ),
         input(
+            "fresh",
+            InputType::Bool,
+            Some("false"),
+            "Measure a freshly started server: the job's `start-container` step starts its server anew instead of adopting one an earlier cell or run left running (docs/campaigns.md). A result's fingerprint says whether its server was warm either way.",
+        ),
+        input(
             "command",
             InputType::String,
             None,
@@ -307,7 +313,7 @@ mod tests {
 
     /// The inputs the step reads itself rather than handing them to the load generator.
     fn step_own(name: &str) -> bool {
-        matches!(name, "command" | "container" | "metrics")
+        matches!(name, "command" | "container" | "metrics" | "fresh")
             || super::super::gpu_timing::is_gpu_input(name)
     }
 

@@ -6,7 +6,42 @@ use indexmap::IndexMap;
 
 use super::{memory, required_paths};
 use crate::engine::container_inputs::start_container_spec;
+use crate::engine::server_reuse::ServerOptions;
+use crate::gpu::warm_claim::MAX_KEEP_WARM;
 use crate::steps::{Outputs, StepCall, StepError};
+
+/// `reuse` and `keep-warm`.
+fn server_options(call: &StepCall<'_, '_>) -> Result<ServerOptions, StepError> {
+    let reuse = call.text("reuse").is_none_or(|r| r != "false");
+    let keep_warm = match call.text("keep-warm") {
+        None => None,
+        Some(text) => {
+            let d = humantime::parse_duration(&text).map_err(|_| {
+                StepError::input(
+                    "keep-warm",
+                    format!("`keep-warm` is `{text}`, not a duration"),
+                    Some("write it as `30m` or `2h`".into()),
+                )
+            })?;
+            if d > MAX_KEEP_WARM || d.is_zero() {
+                return Err(StepError::input(
+                    "keep-warm",
+                    format!("`keep-warm` is `{text}`: a server is kept warm for more than nothing and at most 24h"),
+                    Some("write a duration up to `24h`; a longer-lived server is a service, not a step's".into()),
+                ));
+            }
+            Some(d)
+        }
+    };
+    if keep_warm.is_some() && !reuse {
+        return Err(StepError::input(
+            "keep-warm",
+            "`keep-warm` keeps a server for later runs to reuse, and this step says `reuse: false`".to_string(),
+            Some("drop `reuse: false`, or drop `keep-warm`".into()),
+        ));
+    }
+    Ok(ServerOptions { reuse, keep_warm })
+}
 
 /// Runs the step; returns `name` and `id`.
 pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
@@ -16,7 +51,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         .ok_or("give the container a name: `with: { name: server }`, or give the step an `id`")?;
     let spec = start_container_spec(call.inputs, call.job_gpus.take())?;
     let pull = call.text("pull");
-    let reuse = call.text("reuse").is_none_or(|r| r != "false");
+    let options = server_options(&call)?;
     let (inputs, host, job) = (call.inputs, call.host, call.job);
     let action_inputs = call.step.action_inputs.clone();
     let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
@@ -58,7 +93,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
             .await?;
     }
     let obtained = containers
-        .start_or_adopt(host, job, &container, spec.clone(), reuse)
+        .start_or_adopt(host, job, &container, spec.clone(), options)
         .await
         .map_err(|e| {
             format!(

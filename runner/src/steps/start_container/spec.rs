@@ -147,6 +147,13 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             default: Some("true"),
             doc: "Share the server with the job's other matrix cells that would start the same one (the same server key: image id, command, entrypoint, env, mounts, ports, GPUs, memory and IPC settings): they run one after another, the first starts it, the next ones adopt it running, the last stops it. `false` starts a fresh server in every cell (docs/campaigns.md).",
         },
+        InputSpec {
+            name: "keep-warm",
+            ty: InputType::Duration,
+            required: false,
+            default: None,
+            doc: "Keep the server running this long (at most `24h`) after the run, on its GPUs: a later run whose step would start the same server (the same server key) adopts it instead of loading it again. Each adoption starts the time again. `gpuflow servers` lists warm servers, `gpuflow servers stop` stops them (docs/campaigns.md#warm-servers-across-runs). Needs `reuse`.",
+        },
     ],
     outputs: &[
         OutputSpec {
@@ -159,7 +166,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
         },
         OutputSpec {
             name: "reused",
-            doc: "`true` when an earlier cell's running server was adopted (no new container), else `false`.",
+            doc: "`true` when a running server was adopted (an earlier cell's, or one an earlier run kept warm): no new container. Else `false`.",
         },
         OutputSpec {
             name: "server-key",
@@ -167,7 +174,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
         },
         OutputSpec {
             name: "cells-before",
-            doc: "How many cells the adopted server served before this one (`0` for a fresh server).",
+            doc: "How many cells the adopted server served before this one, in this run and the earlier runs that kept it warm (`0` for a fresh server).",
         },
         OutputSpec {
             name: "kv-cache-tokens-estimate",
