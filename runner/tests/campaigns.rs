@@ -93,7 +93,8 @@ async fn twelve_cells_over_three_server_keys_start_three_servers() {
     assert_eq!(warm.len(), 9, "{warm:?}");
     assert!(warm.iter().all(|w| w.starts_with("server: ")), "{warm:?}");
     assert!(
-        warm.iter().any(|w| w.contains(" 1 cell and 4 requests before, up ")),
+        warm.iter()
+            .any(|w| w.contains(" 1 cell and 4 requests before, up ")),
         "{warm:?}"
     );
 }

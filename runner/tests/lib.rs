@@ -47,3 +47,4 @@ mod stored_logs;
 mod support;
 mod syntax_page;
 mod triggers;
+mod warm_servers;

@@ -62,7 +62,9 @@ impl Managed {
 
     /// Started to be kept warm (`keep-warm:`): its life is the warm servers' sweep's.
     pub fn warm(&self) -> bool {
-        self.labels.get(LABEL_KEEP_WARM).is_some_and(|v| v == "true")
+        self.labels
+            .get(LABEL_KEEP_WARM)
+            .is_some_and(|v| v == "true")
     }
 }
 

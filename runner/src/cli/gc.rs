@@ -11,7 +11,12 @@ mod logs;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::backend::{Managed, ManagedKind};
+use crate::backend::{BackendError, DockerBackend, Managed, ManagedKind};
+use crate::hosts::Host;
+use crate::warm::{Registry, State, WarmEntry};
+
+/// This user's warm servers, each with its state.
+type WarmServers = Vec<(WarmEntry, State)>;
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
 
 use super::hosts::{ConfigArg, config_errors, host_error, runtime};
@@ -100,19 +105,9 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         return Ok(ExitCode::Usage);
     }
     let runtime = runtime()?;
-    let outcome = runtime.block_on(async {
-        let backend = host.connect().await?;
-        let things = if args.all_runs {
-            backend.all_managed().await?
-        } else {
-            backend.orphaned().await?
-        };
-        if args.dry_run {
-            return Ok(things);
-        }
-        Ok(backend.remove_managed(&things).await?.things)
-    });
-    let things = match outcome {
+    let registry = Registry::from_env();
+    let outcome = runtime.block_on(clean(host, &registry, args));
+    let (warm, things) = match outcome {
         Ok(things) => things,
         Err(e) => {
             eprint!("{}\n\n", render(&host_error(host, &e), render_opts));
@@ -124,6 +119,9 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     } else {
         "removed"
     };
+    for (entry, state) in &warm {
+        println!("{verb} {}", describe_warm(entry, *state));
+    }
     for thing in &things {
         println!("{verb} {}", describe(thing));
     }
@@ -132,7 +130,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
     } else {
         "gpuflow containers or networks of runners that are gone"
     };
-    if things.is_empty() {
+    if things.is_empty() && warm.is_empty() {
         println!("nothing to remove on `{}`: no {what}", host.name);
     } else {
         let containers = things
@@ -148,6 +146,69 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         );
     }
     Ok(ExitCode::Success)
+}
+
+/// "warm server `name` (key k, orphaned: run r was killed while using it)".
+fn describe_warm(entry: &WarmEntry, state: State) -> String {
+    let why = match state {
+        State::Orphaned => format!(
+            "orphaned: run {} was killed while using it",
+            entry.in_use_by.as_deref().unwrap_or("?")
+        ),
+        other => other.word().to_string(),
+    };
+    format!(
+        "warm server `{}` (key {}, {why})",
+        entry.docker_name, entry.key
+    )
+}
+
+/// This user's warm servers on the engine that `gc` stops: orphaned, expired or gone ones
+/// (with `all_runs`, every one), and the containers started to be kept warm whose run was
+/// killed before it could keep them (listed with the other things).
+async fn warm_to_stop(backend: &DockerBackend, registry: &Registry, all_runs: bool) -> WarmServers {
+    crate::warm::list(backend, registry)
+        .await
+        .into_iter()
+        .filter(|(_, state)| {
+            all_runs || matches!(state, State::Orphaned | State::Expired | State::Gone)
+        })
+        .collect()
+}
+
+/// What `gc` removes on `host`'s engine (warm servers first: stopping one frees its GPUs'
+/// claims and forgets its entry); with `--dry-run` only listed.
+async fn clean(
+    host: &Host,
+    registry: &Registry,
+    args: &Args,
+) -> Result<(WarmServers, Vec<Managed>), BackendError> {
+    let backend = host.connect().await?;
+    // Warm servers first: stopping one frees its GPUs' claims and forgets its entry.
+    let warm = warm_to_stop(&backend, registry, args.all_runs).await;
+    let mut things = if args.all_runs {
+        backend.all_managed().await?
+    } else {
+        backend.orphaned().await?
+    };
+    if !args.all_runs {
+        let known: Vec<String> = registry
+            .list(None)
+            .into_iter()
+            .map(|e| e.container)
+            .collect();
+        things.extend(backend.unregistered_warm(&known).await?);
+    }
+    things.retain(|t| !warm.iter().any(|(e, _)| e.container == t.id));
+    if args.dry_run {
+        return Ok((warm, things));
+    }
+    for (entry, _) in &warm {
+        if let Err(e) = crate::warm::stop(&backend, registry, entry).await {
+            eprintln!("warning: {e}");
+        }
+    }
+    Ok((warm, backend.remove_managed(&things).await?.things))
 }
 
 /// "container `name` (run `r`, job `j`, runner pid 12 on `laptop`)".

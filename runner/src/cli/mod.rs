@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod runs;
 mod schema;
+mod servers;
 mod store_path;
 mod trigger;
 mod validate;
@@ -94,6 +95,8 @@ pub enum Command {
     /// Remove containers and networks of runs whose runner is gone (or, with `--all-runs`,
     /// every gpuflow container and network on the host).
     Gc(gc::Args),
+    /// List this user's warm servers (`keep-warm:`) on a host; `servers stop` stops them.
+    Servers(servers::Args),
     /// Queue the runs a push starts: every workflow whose `on: push` matches (what the git
     /// hooks call).
     Trigger(Box<trigger::Args>),
@@ -150,6 +153,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Completions(args) => completions::run(&args, Cli::command()),
         Command::Hosts(args) => hosts::run(&args, render),
         Command::Gc(args) => gc::run(&args, render),
+        Command::Servers(args) => servers::run(&args, render),
         Command::Trigger(args) => trigger::run(&args, render),
         Command::Worker(args) => worker::run(&args),
         Command::Runs(args) => runs::run(&args, render),

@@ -502,6 +502,17 @@ fn connect_and_sweep(host: Host) -> Connect {
             // Containers of runners that died are not this run's problem to keep; a failed
             // sweep leaves them for `gpuflow gc` and must not stop the run.
             let _ = docker.sweep_orphans().await;
+            // Warm servers that expired, or that a killed run left orphaned: their GPUs are
+            // freed before this run asks for any.
+            let swept = crate::warm::sweep(&docker, &crate::warm::Registry::from_env(), true).await;
+            for (entry, state) in swept.stopped {
+                tracing::info!(
+                    server = %entry.docker_name,
+                    key = %entry.key,
+                    state = state.word(),
+                    "stopped a warm server"
+                );
+            }
             Ok(docker)
         })
     })

@@ -36,8 +36,8 @@ pub mod server_reuse;
 pub mod shared;
 pub mod step_host;
 pub mod step_inputs;
-pub mod warm_servers;
 pub mod step_shell;
+pub mod warm_servers;
 
 pub use dispatcher::{RunReport, run};
 pub use engines::{Connect, Engines};

@@ -76,8 +76,7 @@ impl JobContainers {
         if !pool.has_parked(job) {
             let holder = format!("pid {}, {}", std::process::id(), job.display);
             let run_id = self.labels.run_id.clone();
-            super::warm_servers::pull_warm(&pool, job, &self.docker, None, &run_id, &holder)
-                .await;
+            super::warm_servers::pull_warm(&pool, job, &self.docker, None, &run_id, &holder).await;
         }
         match pool.adopt(job, name, &key) {
             Adoption::Reuse(parked) if self.fresh_server.is_some() => {
@@ -109,6 +108,20 @@ impl JobContainers {
             }
             Adoption::Fresh => {}
         }
+        self.start_shared(host, job, name, spec, (group, key), options)
+            .await
+    }
+
+    /// Starts a fresh server that later cells (or, with `keep-warm`, later runs) may adopt.
+    async fn start_shared(
+        &mut self,
+        host: &Arc<dyn StepHost>,
+        job: &JobRef,
+        name: &str,
+        spec: ContainerSpec,
+        (group, key): (String, String),
+        options: ServerOptions,
+    ) -> Result<Obtained, ContainerError> {
         let created_on_job_network =
             spec.network.is_none() && (self.network.is_some() || !self.started.is_empty());
         let own_network = spec.network.is_some();
@@ -117,7 +130,10 @@ impl JobContainers {
         // the warm servers' sweep, which knows its expiry.
         let labels = self.labels.clone();
         self.labels = labels.clone().warm(options.keep_warm.is_some());
-        let started = self.start(host, job, name, spec).await.map(|s| s.id.clone());
+        let started = self
+            .start(host, job, name, spec)
+            .await
+            .map(|s| s.id.clone());
         self.labels = labels;
         let id = started?;
         if let Some(started) = self.started.get_mut(name) {
@@ -273,7 +289,9 @@ impl JobContainers {
                             "keeping the server `{name}` warm for {} after the run: a later run with the same server adopts it (`gpuflow servers` lists it)",
                             crate::warm::duration_text(d)
                         ),
-                        _ => format!("kept the server `{name}` running for the next cell of its group"),
+                        _ => format!(
+                            "kept the server `{name}` running for the next cell of its group"
+                        ),
                     };
                     say(host, job, &text);
                 }

@@ -109,11 +109,7 @@ pub async fn retire(parked: Vec<Parked>, registry: Option<&Registry>) -> Vec<Str
             continue;
         };
         let c = &p.container;
-        let running = c
-            .docker
-            .inspect_state(&c.id)
-            .await
-            .is_ok_and(|s| s.running);
+        let running = c.docker.inspect_state(&c.id).await.is_ok_and(|s| s.running);
         if !running {
             removed.push(p);
             continue;

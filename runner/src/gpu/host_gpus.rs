@@ -216,7 +216,10 @@ impl HostGpus {
             .try_lease_adopting(uuids, holder, container)
             .map_err(|e| e.to_string())?;
         Ok(lease.map(|lease| JobGpus {
-            devices: described.iter().map(|g| (g.index, g.uuid.clone())).collect(),
+            devices: described
+                .iter()
+                .map(|g| (g.index, g.uuid.clone()))
+                .collect(),
             described,
             stand_in: inv.is_stand_in(),
             lease,

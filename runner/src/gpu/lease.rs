@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, OFlags, flock};
 
+use super::warm_claim::{self, WarmClaim};
+
 /// The environment variable naming the lease folder.
 pub const LEASE_DIR_ENV: &str = "GPUFLOW_LEASE_DIR";
 
@@ -90,9 +92,44 @@ impl LeaseDir {
         &self.root
     }
 
-    pub(super) fn lock_path(&self, uuid: &str) -> PathBuf {
+    fn lock_path(&self, uuid: &str) -> PathBuf {
         self.root
             .join(format!("{}@{}.lock", self.key, name_part(uuid)))
+    }
+
+    fn claim_path(&self, uuid: &str) -> PathBuf {
+        self.lock_path(uuid).with_extension("warm")
+    }
+
+    /// The warm server's claim on `uuid` that holds it now, if any ([`warm_claim`]).
+    pub fn live_claim(&self, uuid: &str) -> Option<WarmClaim> {
+        warm_claim::read(&self.claim_path(uuid)).filter(|c| c.holds_at(warm_claim::now_secs()))
+    }
+
+    /// Whether `uuid` is held by a warm server other than `adopting`.
+    fn claimed_by_other(&self, uuid: &str, adopting: Option<&str>) -> bool {
+        self.live_claim(uuid)
+            .is_some_and(|c| Some(c.container.as_str()) != adopting)
+    }
+
+    /// Writes `claim` for each of `uuids` (over an earlier claim of this user's): from now on
+    /// they are the warm server's, whether or not anyone holds their locks.
+    pub fn claim(&self, uuids: &[String], claim: &WarmClaim) -> io::Result<()> {
+        self.ready_root()?;
+        for uuid in uuids {
+            warm_claim::write(&self.root, &self.claim_path(uuid), claim)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the claims of `uuids` that name `container` (another's claim is left).
+    pub fn unclaim(&self, uuids: &[String], container: &str) {
+        for uuid in uuids {
+            let path = self.claim_path(uuid);
+            if warm_claim::read(&path).is_some_and(|c| c.container == container) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
     }
 
     /// Makes the lease folder 1777 when it is missing; refuses one that is there but unsafe.
@@ -252,7 +289,7 @@ impl LeaseDir {
                 == Err(rustix::io::Errno::WOULDBLOCK)
         });
         if !flocked && let Some(claim) = self.live_claim(uuid) {
-            let left = claim.until.saturating_sub(super::warm_claim::now_secs());
+            let left = claim.until.saturating_sub(warm_claim::now_secs());
             return Some(format!(
                 "warm server {} (keep-warm, {} min left)",
                 &claim.container[..claim.container.len().min(12)],
@@ -447,5 +484,72 @@ mod tests {
             err.contains("sudo install -d -o root -g root -m 1777"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_claimed_gpu_is_taken_for_all_but_the_adopter_until_it_expires() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = LeaseDir::at(root.path(), "local");
+        let gpus = uuids(&["GPU-0", "GPU-1"]);
+        drop(dir.try_lease(&gpus, "run 1").unwrap().unwrap());
+        let claim = WarmClaim {
+            container: "abc".into(),
+            until: warm_claim::now_secs() + 600,
+        };
+        dir.claim(&gpus, &claim).unwrap();
+        assert_eq!(dir.live_claim("GPU-0"), Some(claim.clone()));
+        assert!(!dir.is_free("GPU-0").unwrap(), "no flock, but claimed");
+        assert!(dir.try_lease(&gpus, "run 2").unwrap().is_none());
+        assert!(dir.holder("GPU-1").unwrap().contains("warm server"));
+        let adopted = dir.try_lease_adopting(&gpus, "run 3", "abc").unwrap();
+        assert!(adopted.is_some(), "the adopter takes them over");
+        assert!(
+            dir.try_lease_adopting(&gpus, "run 4", "abc")
+                .unwrap()
+                .is_none(),
+            "held by the adopter's flock"
+        );
+        drop(adopted);
+        // Another container's removal leaves the claim; its own removes it.
+        dir.unclaim(&gpus, "other");
+        assert!(!dir.is_free("GPU-0").unwrap());
+        dir.unclaim(&gpus, "abc");
+        assert!(dir.is_free("GPU-0").unwrap() && dir.is_free("GPU-1").unwrap());
+    }
+
+    #[test]
+    fn an_expired_or_far_future_claim_holds_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = LeaseDir::at(root.path(), "local");
+        let gpu = uuids(&["GPU-0"]);
+        assert!(dir.is_free("GPU-0").unwrap());
+        let past = WarmClaim {
+            container: "abc".into(),
+            until: warm_claim::now_secs() - 1,
+        };
+        dir.claim(&gpu, &past).unwrap();
+        assert!(dir.is_free("GPU-0").unwrap());
+        let planted = WarmClaim {
+            container: "abc".into(),
+            until: warm_claim::now_secs() + 10 * warm_claim::MAX_KEEP_WARM.as_secs(),
+        };
+        dir.claim(&gpu, &planted).unwrap();
+        assert!(dir.is_free("GPU-0").unwrap(), "never further than a day");
+    }
+
+    #[test]
+    fn a_symlinked_claim_is_not_read() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = LeaseDir::at(root.path(), "local");
+        assert!(dir.is_free("GPU-0").unwrap());
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::write(
+            &elsewhere,
+            format!("container=x\nuntil={}\n", warm_claim::now_secs() + 60),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.claim_path("GPU-0")).unwrap();
+        assert_eq!(dir.live_claim("GPU-0"), None);
+        assert!(dir.is_free("GPU-0").unwrap());
     }
 }

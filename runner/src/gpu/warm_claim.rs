@@ -14,12 +14,10 @@
 
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustix::fs::OFlags;
-
-use super::lease::LeaseDir;
 
 /// The longest a server may be kept warm, and so the furthest ahead a claim is honoured.
 pub const MAX_KEEP_WARM: Duration = Duration::from_secs(24 * 3600);
@@ -39,11 +37,11 @@ impl WarmClaim {
         now < self.until && self.until <= now + MAX_KEEP_WARM.as_secs() + 60
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!("container={}\nuntil={}\n", self.container, self.until)
     }
 
-    fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         let mut container = None;
         let mut until = None;
         for line in text.lines() {
@@ -67,152 +65,61 @@ pub fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-impl LeaseDir {
-    fn claim_path(&self, uuid: &str) -> PathBuf {
-        self.lock_path(uuid).with_extension("warm")
+/// The claim in the file `path`, whatever its expiry; `None` when there is none or it is not
+/// a plain file (never read through a symlink).
+pub fn read(path: &Path) -> Option<WarmClaim> {
+    let flags = (OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
     }
+    let mut text = String::new();
+    // A claim is two short lines; anyone may write the folder, so read no more.
+    file.take(4096).read_to_string(&mut text).ok()?;
+    WarmClaim::parse(&text)
+}
 
-    /// The claim on `uuid` that holds it now, if any.
-    pub fn live_claim(&self, uuid: &str) -> Option<WarmClaim> {
-        let flags = (OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(flags)
-            .open(self.claim_path(uuid))
-            .ok()?;
-        if !file.metadata().ok()?.is_file() {
-            return None;
-        }
-        let mut text = String::new();
-        // A claim is two short lines; anyone may write the folder, so read no more.
-        file.take(4096).read_to_string(&mut text).ok()?;
-        WarmClaim::parse(&text).filter(|c| c.holds_at(now_secs()))
-    }
-
-    /// Whether `uuid` is held by a warm server other than `adopting`.
-    pub(super) fn claimed_by_other(&self, uuid: &str, adopting: Option<&str>) -> bool {
-        self.live_claim(uuid)
-            .is_some_and(|c| Some(c.container.as_str()) != adopting)
-    }
-
-    /// Writes `claim` for each of `uuids` (over an earlier claim of this user's); the folder
-    /// must already hold their lock files (the caller leases them first).
-    pub fn claim(&self, uuids: &[String], claim: &WarmClaim) -> io::Result<()> {
-        for uuid in uuids {
-            let path = self.claim_path(uuid);
-            let tmp = crate::local_dirs::private_dir(self.path(), ".claim")?;
-            let staged = tmp.join("claim");
-            let written = (|| {
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o644)
-                    .open(&staged)?;
-                file.write_all(claim.text().as_bytes())?;
-                file.sync_all()?;
-                std::fs::rename(&staged, &path)
-            })();
-            let _ = std::fs::remove_dir_all(&tmp);
-            written?;
-        }
-        Ok(())
-    }
-
-    /// Removes the claims of `uuids` that name `container` (another's claim is left).
-    pub fn unclaim(&self, uuids: &[String], container: &str) {
-        for uuid in uuids {
-            let path = self.claim_path(uuid);
-            let flags = (OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32;
-            let names_it = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(flags)
-                .open(&path)
-                .ok()
-                .and_then(|f| {
-                    let mut text = String::new();
-                    f.take(4096).read_to_string(&mut text).ok()?;
-                    WarmClaim::parse(&text)
-                })
-                .is_some_and(|c| c.container == container);
-            if names_it {
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-    }
+/// Writes `claim` to `path` (in the shared lease folder `dir`): staged in a private folder of
+/// its own and renamed over the former file, which in a sticky folder only its owner can.
+pub fn write(dir: &Path, path: &Path, claim: &WarmClaim) -> io::Result<()> {
+    let tmp = crate::local_dirs::private_dir(dir, ".claim")?;
+    let staged = tmp.join("claim");
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&staged)?;
+        file.write_all(claim.text().as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&staged, path)
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    written
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn uuids(v: &[&str]) -> Vec<String> {
-        v.iter().map(ToString::to_string).collect()
-    }
-
     #[test]
-    fn a_claimed_gpu_is_taken_for_all_but_the_adopter_until_it_expires() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = LeaseDir::at(root.path(), "local");
-        let gpus = uuids(&["GPU-0", "GPU-1"]);
-        drop(dir.try_lease(&gpus, "run 1").unwrap().unwrap());
-        let claim = WarmClaim {
+    fn a_claim_holds_until_its_expiry_and_never_further_than_a_day() {
+        let now = now_secs();
+        let claim = |until| WarmClaim {
             container: "abc".into(),
-            until: now_secs() + 600,
+            until,
         };
-        dir.claim(&gpus, &claim).unwrap();
-        assert_eq!(dir.live_claim("GPU-0"), Some(claim.clone()));
-        assert!(!dir.is_free("GPU-0").unwrap(), "no flock, but claimed");
-        assert!(dir.try_lease(&gpus, "run 2").unwrap().is_none());
-        assert!(dir.holder("GPU-1").unwrap().contains("warm server"));
-        let adopted = dir.try_lease_adopting(&gpus, "run 3", "abc").unwrap();
-        assert!(adopted.is_some(), "the adopter takes them over");
+        assert!(claim(now + 60).holds_at(now));
+        assert!(!claim(now).holds_at(now), "expired");
         assert!(
-            dir.try_lease_adopting(&gpus, "run 4", "abc")
-                .unwrap()
-                .is_none(),
-            "held by the adopter's flock"
+            !claim(now + 10 * MAX_KEEP_WARM.as_secs()).holds_at(now),
+            "planted"
         );
-        drop(adopted);
-        // Another container's removal leaves the claim; its own removes it.
-        dir.unclaim(&gpus, "other");
-        assert!(!dir.is_free("GPU-0").unwrap());
-        dir.unclaim(&gpus, "abc");
-        assert!(dir.is_free("GPU-0").unwrap() && dir.is_free("GPU-1").unwrap());
-    }
-
-    #[test]
-    fn an_expired_or_far_future_claim_holds_nothing() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = LeaseDir::at(root.path(), "local");
-        let gpu = uuids(&["GPU-0"]);
-        assert!(dir.is_free("GPU-0").unwrap());
-        let past = WarmClaim {
-            container: "abc".into(),
-            until: now_secs() - 1,
-        };
-        dir.claim(&gpu, &past).unwrap();
-        assert!(dir.is_free("GPU-0").unwrap());
-        let planted = WarmClaim {
-            container: "abc".into(),
-            until: now_secs() + 10 * MAX_KEEP_WARM.as_secs(),
-        };
-        dir.claim(&gpu, &planted).unwrap();
-        assert!(dir.is_free("GPU-0").unwrap(), "never further than a day");
-    }
-
-    #[test]
-    fn a_symlinked_claim_is_not_read() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = LeaseDir::at(root.path(), "local");
-        assert!(dir.is_free("GPU-0").unwrap());
-        let elsewhere = root.path().join("elsewhere");
-        std::fs::write(
-            &elsewhere,
-            format!("container=x\nuntil={}\n", now_secs() + 60),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(&elsewhere, dir.claim_path("GPU-0")).unwrap();
-        assert_eq!(dir.live_claim("GPU-0"), None);
-        assert!(dir.is_free("GPU-0").unwrap());
+        assert_eq!(WarmClaim::parse(&claim(now).text()), Some(claim(now)));
+        assert_eq!(WarmClaim::parse("until=5\n"), None, "no container");
     }
 }

@@ -131,7 +131,8 @@ fn start_run(
     } else {
         server_groups::groups(&wf, &plan.jobs, &base)
     };
-    let servers = Arc::new(ServerPool::new(groups).with_registry(crate::warm::Registry::from_env()));
+    let servers =
+        Arc::new(ServerPool::new(groups).with_registry(crate::warm::Registry::from_env()));
     let shared = Arc::new(Shared {
         servers,
         wf,

@@ -219,10 +219,9 @@ async fn measure_with_generator(
         bench.target = Some(address);
         measured = Some(container);
     }
-    let mut containers = containers;
     let finished = generator(&bench, containers.as_deref(), step, say, result_path).await?;
     // What the server served, for whoever adopts it next (`gpuflow servers`, fingerprints).
-    if let Some(containers) = containers.as_deref_mut() {
+    if let Some(containers) = containers {
         containers.count_served(measured.as_deref(), finished.requests_sent);
     }
     Ok(finished)

@@ -36,7 +36,8 @@ fn server_options(call: &StepCall<'_, '_>) -> Result<ServerOptions, StepError> {
     if keep_warm.is_some() && !reuse {
         return Err(StepError::input(
             "keep-warm",
-            "`keep-warm` keeps a server for later runs to reuse, and this step says `reuse: false`".to_string(),
+            "`keep-warm` keeps a server for later runs to reuse, and this step says `reuse: false`"
+                .to_string(),
             Some("drop `reuse: false`, or drop `keep-warm`".into()),
         ));
     }
