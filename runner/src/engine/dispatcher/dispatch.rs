@@ -460,8 +460,7 @@ impl Dispatcher {
             display: format!("{}, {label}", planned.display_name),
             ..self.refs[previous].clone()
         };
-        self.shared
-            .emit(EventKind::JobQueued { job: jref.clone() });
+        self.shared.emit(EventKind::JobQueued { job: jref.clone() });
         self.runs.push(planned);
         self.refs.push(jref);
         self.state.push(State::Pending);
@@ -489,7 +488,12 @@ impl Dispatcher {
         let outputs = self.outputs.entry(concluded.job_id).or_default();
         match concluded.best {
             Some(best) => {
-                outputs.extend(self.probe_outputs.get(&best.run).cloned().unwrap_or_default());
+                outputs.extend(
+                    self.probe_outputs
+                        .get(&best.run)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
                 outputs.extend(best.outputs);
                 outputs.insert("best-cell".into(), self.runs[best.run].display_name.clone());
             }

@@ -114,7 +114,11 @@ impl Halving {
         self.cells.push(cell);
         self.of_run.insert(run, index);
         self.this_round.push((index, run, Standing::Waiting));
-        self.rounds = if self.cells.len() <= 1 { 1 } else { self.budget_rounds };
+        self.rounds = if self.cells.len() <= 1 {
+            1
+        } else {
+            self.budget_rounds
+        };
         self.round = 1;
     }
 
@@ -155,7 +159,13 @@ impl Halving {
             Err(why) => Standing::Out(why),
             Ok(trial) => {
                 self.runs += 1;
-                if !matches!(trial, Trial::Failed { measured: false, .. }) {
+                if !matches!(
+                    trial,
+                    Trial::Failed {
+                        measured: false,
+                        ..
+                    }
+                ) {
                     self.spent += self.fraction();
                 }
                 self.judge(cell, trial)
@@ -216,7 +226,11 @@ impl Halving {
         let goal = self.goal;
         scored.sort_by(|a, b| {
             let order = a.2.total_cmp(&b.2);
-            let order = if goal == Goal::Maximize { order.reverse() } else { order };
+            let order = if goal == Goal::Maximize {
+                order.reverse()
+            } else {
+                order
+            };
             order.then(a.0.cmp(&b.0))
         });
         let said = self.round_said();
@@ -249,12 +263,19 @@ impl Halving {
         let kept = kept_count(scored.len(), self.keep);
         let again: Vec<(usize, usize)> = scored[..kept].iter().map(|&(c, r, _)| (c, r)).collect();
         // One cell left: nothing to compare; it goes straight to full length.
-        self.round = if kept == 1 { self.rounds } else { self.round + 1 };
+        self.round = if kept == 1 {
+            self.rounds
+        } else {
+            self.round + 1
+        };
         self.this_round = again
             .iter()
             .map(|&(c, r)| (c, r, Standing::Waiting))
             .collect();
-        let names: Vec<&str> = again.iter().map(|&(c, _)| self.cells[c].name.as_str()).collect();
+        let names: Vec<&str> = again
+            .iter()
+            .map(|&(c, _)| self.cells[c].name.as_str())
+            .collect();
         RoundEnd::Next {
             summary: format!(
                 "{said} → keeps {} for round {} at {}",
@@ -318,7 +339,11 @@ fn missing(metric: &str, metrics: &BTreeMap<String, f64>) -> String {
 pub(super) fn number(v: f64) -> String {
     let text = format!("{v:.3}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" { "0".into() } else { text.into() }
+    if text == "-0" {
+        "0".into()
+    } else {
+        text.into()
+    }
 }
 
 fn percent(fraction: f64) -> String {
@@ -334,7 +359,10 @@ mod tests {
         let mut h = Halving::new(
             "j".into(),
             ("tok_s".into(), Goal::Maximize),
-            constraints.iter().map(|c| Constraint::parse(c).unwrap()).collect(),
+            constraints
+                .iter()
+                .map(|c| Constraint::parse(c).unwrap())
+                .collect(),
             budget,
         );
         for i in 0..scores.len() {
@@ -389,7 +417,10 @@ mod tests {
         let mut h = search(&scores, SearchBudget::default(), &[]);
         assert_eq!(h.fraction(), 0.25);
         let (rounds, end) = play(&mut h, &scores);
-        assert_eq!(rounds, [vec![0, 1, 2, 3, 4, 5, 6, 7], vec![1, 3, 5, 7], vec![1, 3]]);
+        assert_eq!(
+            rounds,
+            [vec![0, 1, 2, 3, 4, 5, 6, 7], vec![1, 3, 5, 7], vec![1, 3]]
+        );
         let RoundEnd::Done { summary, best } = end else {
             panic!()
         };
@@ -400,7 +431,10 @@ mod tests {
             summary.ends_with("the best is c1 with `tok_s` 80 (14 runs measuring for 6 full lengths; the grid measures for 8)"),
             "{summary}"
         );
-        assert!(summary.starts_with("maximize `tok_s`, round 3 of 3 at 100%: c1 80, c3 70"), "{summary}");
+        assert!(
+            summary.starts_with("maximize `tok_s`, round 3 of 3 at 100%: c1 80, c3 70"),
+            "{summary}"
+        );
     }
 
     #[test]
@@ -413,7 +447,13 @@ mod tests {
         let mut h = search(&scores, budget, &[]);
         let (rounds, end) = play(&mut h, &scores);
         assert_eq!(rounds, [vec![0, 1, 2], vec![1]]);
-        assert!(matches!(end, RoundEnd::Done { best: Some((_, 3.0)), .. }));
+        assert!(matches!(
+            end,
+            RoundEnd::Done {
+                best: Some((_, 3.0)),
+                ..
+            }
+        ));
         assert_eq!(h.fraction(), 1.0);
     }
 
@@ -423,7 +463,13 @@ mod tests {
         h.goal = Goal::Minimize;
         let (rounds, end) = play(&mut h, &[5.0, 2.0, 9.0]);
         assert_eq!(rounds[1], [1, 0]);
-        assert!(matches!(end, RoundEnd::Done { best: Some((_, 2.0)), .. }));
+        assert!(matches!(
+            end,
+            RoundEnd::Done {
+                best: Some((_, 2.0)),
+                ..
+            }
+        ));
 
         let mut single = search(&[7.0], SearchBudget::default(), &[]);
         assert_eq!(single.fraction(), 1.0);
@@ -433,7 +479,11 @@ mod tests {
 
     #[test]
     fn failed_cells_and_broken_constraints_drop_out_and_say_why() {
-        let mut h = search(&[10.0, 20.0, 30.0, 40.0], SearchBudget::default(), &["tok_s < 35"]);
+        let mut h = search(
+            &[10.0, 20.0, 30.0, 40.0],
+            SearchBudget::default(),
+            &["tok_s < 35"],
+        );
         assert_eq!(h.record(0, measured(10.0)), None);
         h.record(1, Err("not tried: c9 failed".into()));
         h.record(
@@ -461,7 +511,10 @@ mod tests {
             panic!()
         };
         assert_eq!(best, None);
-        assert!(summary.contains("c0 dropped: its result has no `tok_z`; did you mean `tok_s`?"), "{summary}");
+        assert!(
+            summary.contains("c0 dropped: its result has no `tok_z`; did you mean `tok_s`?"),
+            "{summary}"
+        );
         assert!(summary.ends_with("→ no cell measured `tok_z`"), "{summary}");
     }
 

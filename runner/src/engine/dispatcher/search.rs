@@ -393,7 +393,10 @@ fn optimisations(
         let Some((metric, goal)) = search.objective() else {
             continue;
         };
-        let at = match found.iter().position(|o| o.halving.job_id == planned.job_id) {
+        let at = match found
+            .iter()
+            .position(|o| o.halving.job_id == planned.job_id)
+        {
             Some(at) => at,
             None => {
                 let halving = Halving::new(
@@ -419,7 +422,10 @@ fn optimisations(
                 group: groups.get(i).cloned().flatten(),
             },
         );
-        o.values.insert(i, serde_json::to_string(&planned.matrix).unwrap_or_default());
+        o.values.insert(
+            i,
+            serde_json::to_string(&planned.matrix).unwrap_or_default(),
+        );
     }
     found
 }
@@ -429,7 +435,9 @@ fn optimisations(
 fn scored_step_key(job: &Job, id: Option<&str>) -> String {
     let position = job.steps.iter().position(|s| match id {
         Some(id) => s.id.as_ref().is_some_and(|i| i.value == id),
-        None => matches!(s.uses.as_ref().map(|u| &u.value), Some(Uses::Builtin(n)) if n == "benchmark"),
+        None => {
+            matches!(s.uses.as_ref().map(|u| &u.value), Some(Uses::Builtin(n)) if n == "benchmark")
+        }
     });
     (position.unwrap_or(0) + 1).to_string()
 }

@@ -20,7 +20,7 @@ pub fn shorten(config: &mut BenchConfig, fraction: Option<f64>) -> Option<String
             )]
             let short = ((n as f64 * fraction).ceil() as u64).max(1);
             config.stop = Stop::Requests(short);
-            (format!("{n} requests"), format!("{short} requests"))
+            (n.to_string(), format!("{short} requests"))
         }
         Stop::Duration(d) => {
             let short = d.mul_f64(fraction).max(Duration::from_millis(1));
@@ -32,7 +32,7 @@ pub fn shorten(config: &mut BenchConfig, fraction: Option<f64>) -> Option<String
         }
     };
     Some(format!(
-        "a search's early round: {} of the full length, {short} instead of {full} per run",
+        "a search's early round: {} of the full length, {short} per run instead of {full}",
         percent(fraction)
     ))
 }
@@ -82,7 +82,10 @@ mod tests {
         let mut c = config(Some(40), None);
         let said = shorten(&mut c, Some(0.25)).unwrap();
         assert_eq!(c.stop, Stop::Requests(10));
-        assert!(said.contains("25% of the full length, 10 requests instead of 40"), "{said}");
+        assert!(
+            said.contains("25% of the full length, 10 requests per run instead of 40"),
+            "{said}"
+        );
         let mut c = config(Some(3), None);
         shorten(&mut c, Some(0.1));
         assert_eq!(c.stop, Stop::Requests(1));

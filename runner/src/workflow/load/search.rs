@@ -78,7 +78,11 @@ impl Reader {
     }
 
     /// `find` belongs to a bisect; `step`, `budget` and `constraints` to an optimisation.
-    fn check_keys_fit_the_kind(&mut self, entries: &[crate::workflow::yaml::MapEntry], bisect: bool) {
+    fn check_keys_fit_the_kind(
+        &mut self,
+        entries: &[crate::workflow::yaml::MapEntry],
+        bisect: bool,
+    ) {
         for e in entries {
             let key = e.key.value.as_str();
             let (fits, of) = match key {
@@ -164,7 +168,10 @@ impl Reader {
             node.kind_name().to_owned()
         };
         let d = self
-            .err(node.span, format!("`{key}` expects {expected}, found {found}"))
+            .err(
+                node.span,
+                format!("`{key}` expects {expected}, found {found}"),
+            )
             .label(format!("expected {expected}"))
             .hint(example.to_string());
         self.report(d);
@@ -255,13 +262,27 @@ impl Reader {
             None => {
                 let (message, hint) = if benchmarks.is_empty() {
                     (
-                        format!("`{}: {}` needs a `benchmark` step in the job to score", goal.as_str(), metric.value),
+                        format!(
+                            "`{}: {}` needs a `benchmark` step in the job to score",
+                            goal.as_str(),
+                            metric.value
+                        ),
                         "add a `uses: benchmark` step that measures each cell".to_string(),
                     )
                 } else {
                     (
-                        format!("the job has {} `benchmark` steps: which one does the search score?", benchmarks.len()),
-                        format!("name it with `step:` ({})", if ids.is_empty() { "give the step an `id`".to_string() } else { join_quoted(&ids, "or") }),
+                        format!(
+                            "the job has {} `benchmark` steps: which one does the search score?",
+                            benchmarks.len()
+                        ),
+                        format!(
+                            "name it with `step:` ({})",
+                            if ids.is_empty() {
+                                "give the step an `id`".to_string()
+                            } else {
+                                join_quoted(&ids, "or")
+                            }
+                        ),
                     )
                 };
                 let d = self.err(metric.span, message).hint(hint);

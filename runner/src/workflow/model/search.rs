@@ -181,7 +181,10 @@ impl Constraint {
             .filter_map(|(s, op)| text.find(s).map(|at| (at, *s, *op)))
             .min_by_key(|(at, s, _)| (*at, std::cmp::Reverse(s.len())))
         else {
-            return Err("no comparison: write `METRIC OP NUMBER` with `<`, `<=`, `>`, `>=`, `==` or `!=`".into());
+            return Err(
+                "no comparison: write `METRIC OP NUMBER` with `<`, `<=`, `>`, `>=`, `==` or `!=`"
+                    .into(),
+            );
         };
         let metric = text[..at].trim();
         let number = text[at + op_text.len()..].trim();
@@ -252,7 +255,10 @@ mod tests {
             Constraint::parse("x >= 1").unwrap().op,
             Comparison::GreaterOrEqual
         );
-        assert_eq!(Constraint::parse("x != 1").unwrap().op, Comparison::NotEqual);
+        assert_eq!(
+            Constraint::parse("x != 1").unwrap().op,
+            Comparison::NotEqual
+        );
         assert_eq!(Constraint::parse("x > -1").unwrap().value, -1.0);
         assert_eq!(
             Constraint::parse("ttft_ms.p99 < 500").unwrap().to_string(),
@@ -262,9 +268,21 @@ mod tests {
 
     #[test]
     fn a_constraint_that_is_not_one_says_why() {
-        assert!(Constraint::parse("ttft_ms").unwrap_err().contains("no comparison"));
-        assert!(Constraint::parse("< 5").unwrap_err().contains("metric name"));
-        assert!(Constraint::parse("ttft_ms < fast").unwrap_err().contains("`fast` is not a number"));
+        assert!(
+            Constraint::parse("ttft_ms")
+                .unwrap_err()
+                .contains("no comparison")
+        );
+        assert!(
+            Constraint::parse("< 5")
+                .unwrap_err()
+                .contains("metric name")
+        );
+        assert!(
+            Constraint::parse("ttft_ms < fast")
+                .unwrap_err()
+                .contains("`fast` is not a number")
+        );
         assert!(Constraint::parse("a b < 1").is_err());
     }
 
