@@ -10,11 +10,12 @@ use crate::diag::Spanned;
 /// `strategy.search`: which cells of the matrix run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+#[schemars(transform = one_kind_of_search)]
 pub struct Search {
     /// `bisect: DIMENSION`: find the boundary along one matrix dimension, whose values are
     /// listed in order, between the cells that succeed and those that fail, in log₂ probes
     /// (for each combination of the other dimensions).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]
     pub bisect: Option<Spanned<String>>,
     /// For `bisect`. `largest` (default): the last value, in the listed order, whose cell
@@ -27,16 +28,16 @@ pub struct Search {
     /// (`output_tok_s`, `request_goodput`, `ttft_ms.p99`), found by successive halving:
     /// short benchmarks for every cell, longer ones for the best, full length for the
     /// finalists.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]
     pub maximize: Option<Spanned<String>>,
     /// `minimize: METRIC`: as `maximize`, for the lowest (`ttft_ms.p99`, `e2el_ms`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]
     pub minimize: Option<Spanned<String>>,
     /// For `maximize`/`minimize`: the `id` of the `benchmark` step whose result is scored;
     /// optional when the job has one `benchmark` step.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::scalar_string")]
     pub step: Option<Spanned<String>>,
     /// For `maximize`/`minimize`: how many rounds, and which share of the cells each round
@@ -48,6 +49,18 @@ pub struct Search {
     /// `==` or `!=`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constraints: Vec<Spanned<Constraint>>,
+}
+
+/// Exactly one of `bisect`, `maximize` and `minimize`, as the loader requires.
+fn one_kind_of_search(schema: &mut schemars::Schema) {
+    schema.insert(
+        "oneOf".into(),
+        serde_json::json!([
+            { "required": ["bisect"] },
+            { "required": ["maximize"] },
+            { "required": ["minimize"] }
+        ]),
+    );
 }
 
 impl Search {
