@@ -6,8 +6,9 @@
 use gpuflow::engine::{EventKind, JobResult};
 use gpuflow::store::{ResultFilter, ResultStore};
 
-use crate::support::engine::{Ran, workflow};
+use crate::support::engine::{Ran, validate_errors, workflow};
 use crate::support::images;
+use crate::support::sim::SimProcess;
 
 /// A tuning grid: `graph-bs` is a server flag (three servers), `concurrency` a client input
 /// (four levels per server). `reuse` is the start-container input under test.
@@ -257,4 +258,285 @@ jobs:
         summary.ends_with("the largest `fraction` that succeeds is 0.94 (3 probes of 8 cells)"),
         "{summary}"
     );
+}
+
+/// A tuning grid over simulators already serving on the host, one per `rate` (its
+/// `--tokens-per-second`), each cell's `url` added by `include`: the higher the rate, the
+/// higher the throughput, so the best cell is known. `search` is the search's YAML (or none).
+fn rated_grid(sims: &[(u32, &SimProcess)], search: &str) -> String {
+    let rates: Vec<String> = sims.iter().map(|(r, _)| r.to_string()).collect();
+    let include: String = sims
+        .iter()
+        .map(|(r, s)| {
+            format!(
+                "\n          - {{ rate: {r}, url: \"http://{}\" }}",
+                s.addr()
+            )
+        })
+        .collect();
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  tune:
+    outputs:
+      tok: ${{{{ steps.bench.outputs.output_tok_s }}}}
+    strategy:
+      fail-fast: false
+      matrix:
+        rate: [{rates}]
+        include:{include}
+{search}
+    steps:
+      - id: bench
+        uses: benchmark
+        with:
+          target: ${{{{ matrix.url }}}}
+          mode: concurrency
+          concurrency: 2
+          requests: 8
+          warmup: 0
+          output-tokens: 16
+          server-metrics: false
+{use_best}"#,
+        rates = rates.join(", "),
+        use_best = if search.is_empty() { "" } else { USE_BEST },
+    )
+}
+
+/// A job that reads what the search found.
+const USE_BEST: &str = r#"  use:
+    needs: tune
+    steps:
+      - run: echo "best=${{ needs.tune.outputs.best }} score=${{ needs.tune.outputs.best-score }} tok=${{ needs.tune.outputs.tok }}"
+"#;
+
+/// The simulators of a grid: `gpuflow-sim` processes on the host at these rates (and TTFTs).
+fn simulators(rates: &[(u32, &str)]) -> Vec<SimProcess> {
+    rates
+        .iter()
+        .map(|(rate, ttft)| {
+            SimProcess::start(&["--tokens-per-second", &rate.to_string(), "--ttft", ttft])
+        })
+        .collect()
+}
+
+/// Each stored result of the run: its cell's `rate`, its `output_tok_s` and how many requests
+/// it measured (one TTFT sample each).
+fn measured(ran: &Ran) -> Vec<(String, f64, usize)> {
+    let store = ResultStore::open(&ran.workspace.path().join(".gpuflow/results.db")).unwrap();
+    store
+        .run_results(&ran.report.run_id)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let tok = r.metric("output_tok_s").unwrap().summary.unwrap().median;
+            let requests = r.metric("ttft_ms").unwrap().samples.len();
+            (r.matrix["rate"].clone(), tok, requests)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maximize_search_finds_the_grids_best_cell_with_fewer_benchmark_requests() {
+    // Twice as fast from one rate to the next: the order survives a busy machine's noise.
+    let sims = simulators(&[(200, "2ms"), (1600, "2ms"), (400, "2ms"), (800, "2ms")]);
+    let cells: Vec<(u32, &SimProcess)> = [200, 1600, 400, 800].into_iter().zip(&sims).collect();
+
+    let grid = crate::support::engine::on_host(&rated_grid(&cells, "")).await;
+    assert_eq!(grid.report.result, JobResult::Success, "{}", grid.said());
+    let full = measured(&grid);
+    assert_eq!(full.len(), 4);
+    let grid_best = full
+        .iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|m| m.0.clone())
+        .unwrap();
+    assert_eq!(grid_best, "1600", "{full:?}");
+
+    let search = "      search:\n        maximize: output_tok_s";
+    let ran = crate::support::engine::on_host(&rated_grid(&cells, search)).await;
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    // The same best cell, its outputs the job's.
+    let said = ran.value("use", "best=");
+    assert!(said.starts_with(r#"{"rate":1600,"url":"#), "{said}");
+    let score = said.split(" score=").nth(1).unwrap();
+    let (score, tok) = score.split_once(" tok=").unwrap();
+    let (score, tok): (f64, f64) = (score.parse().unwrap(), tok.parse().unwrap());
+    assert!(
+        (score - tok).abs() < 0.001,
+        "best-score is the best cell's own output: {score} {tok}"
+    );
+    // Round 1: 4 cells at 25% (2 of 8 requests); round 2: the best 2 at 50%; then the best
+    // one at full length: 4 × 2 + 2 × 4 + 8 = 24 requests instead of 32.
+    let searched = measured(&ran);
+    let requests = |m: &[(String, f64, usize)]| m.iter().map(|x| x.2).sum::<usize>();
+    assert_eq!(requests(&searched), 24, "{searched:?}");
+    assert!(requests(&searched) < requests(&full));
+    let last = searched.last().unwrap();
+    assert_eq!(
+        (last.0.as_str(), last.2),
+        ("1600", 8),
+        "the winner measured at full length"
+    );
+    let all = ran.said();
+    assert!(
+        all.contains(
+            "a search's early round: 25% of the full length, 2 requests per run instead of 8"
+        ),
+        "{all}"
+    );
+    assert!(
+        all.contains("maximize `output_tok_s`, round 1 of 3 at 25%: tune (200) "),
+        "{all}"
+    );
+    assert!(all.contains("for round 2 at 50%"), "{all}");
+    assert!(
+        all.contains("→ the best is tune (1600) with `output_tok_s` ")
+            && all.contains("(7 runs measuring for 3 full lengths; the grid measures for 4)"),
+        "{all}"
+    );
+    // A later round's run is a run of its own, with its own log.
+    assert!(
+        started(&ran).iter().any(|j| j == "tune (1600), round 3"),
+        "{:?}",
+        started(&ran)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minimize_with_constraints_drops_the_cells_that_break_them() {
+    // The fastest server answers its first token late: `ttft_ms.p99 < 50` rules it out.
+    let sims = simulators(&[(1500, "150ms"), (1200, "2ms"), (300, "2ms")]);
+    let cells: Vec<(u32, &SimProcess)> = [1500, 1200, 300].into_iter().zip(&sims).collect();
+    let search = "      search:\n        minimize: e2el_ms\n        budget: { rounds: 2 }\n        constraints: [\"ttft_ms.p99 < 50\", \"errors == 0\"]";
+    let ran = crate::support::engine::on_host(&rated_grid(&cells, search)).await;
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    assert!(ran.value("use", "best=").starts_with(r#"{"rate":1200,"#));
+    let all = ran.said();
+    assert!(
+        all.contains("minimize `e2el_ms`, round 1 of 2 at 50%: tune (1500)"),
+        "{all}"
+    );
+    assert!(
+        all.contains(" dropped: `ttft_ms.p99 < 50` does not hold ("),
+        "{all}"
+    );
+
+    // No cell within the constraints: the search fails the run, and says so.
+    let strict = search.replace("ttft_ms.p99 < 50", "ttft_ms.p99 < 0.001");
+    let none = crate::support::engine::on_host(&rated_grid(&cells, &strict)).await;
+    assert_eq!(none.report.result, JobResult::Failure, "{}", none.said());
+    assert!(
+        none.said()
+            .contains("→ no cell measured `e2el_ms` within the constraints"),
+        "{}",
+        none.said()
+    );
+}
+
+#[test]
+fn a_search_that_asks_for_two_things_or_names_no_benchmark_is_refused_where_it_is_written() {
+    let workspace = crate::support::Workspace::new();
+    let yaml = |search: &str| {
+        format!(
+            "on: push\njobs:\n  tune:\n    strategy:\n      matrix: {{ rate: [1, 2] }}\n      search:\n{search}\n    steps:\n      - id: bench\n        uses: benchmark\n        with: {{ target: http://localhost:1 }}\n"
+        )
+    };
+    let errors = validate_errors(
+        &workspace,
+        &yaml("        maximize: output_tok_s\n        bisect: rate"),
+    );
+    assert!(
+        errors.contains("`strategy.search` takes one of `bisect`, `maximize`, or `minimize`, found `maximize` and `bisect`"),
+        "{errors}"
+    );
+    let errors = validate_errors(
+        &workspace,
+        &yaml("        maximize: output_tok_s\n        step: benhc"),
+    );
+    assert!(
+        errors.contains("`step` names `benhc`, which is not a `benchmark` step of the job"),
+        "{errors}"
+    );
+    assert!(errors.contains("did you mean `bench`?"), "{errors}");
+    let errors = validate_errors(
+        &workspace,
+        &yaml(
+            "        minimize: ttft_ms\n        constraints: [\"ttft_ms.p99 <\"]\n        budget: { keep: 2 }",
+        ),
+    );
+    assert!(
+        errors.contains("constraint `ttft_ms.p99 <`: `` is not a number"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("`keep` expects a share above 0 and below 1, found `2`"),
+        "{errors}"
+    );
+    let errors = validate_errors(
+        &workspace,
+        &yaml("        bisect: rate\n        constraints: [\"errors == 0\"]"),
+    );
+    assert!(
+        errors.contains("`constraints` is for `maximize` and `minimize` only"),
+        "{errors}"
+    );
+}
+
+/// On Docker: the server is the simulator image at each cell's rate; one cell's server runs
+/// out of memory at start, and is dropped, not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maximize_over_servers_drops_the_one_that_fails_and_finds_the_best() {
+    let yaml = format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  tune:
+    strategy:
+      fail-fast: false
+      matrix:
+        rate: [200, 1600, 400, 800]
+        include:
+          - {{ rate: 1600, oom: "--oom-at-start" }}
+      search:
+        maximize: output_tok_s
+    steps:
+      - id: server
+        uses: start-container
+        with:
+          name: server
+          image: {sim}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --ttft 2ms --tokens-per-second ${{{{ matrix.rate }}}} ${{{{ matrix.oom }}}}
+      - uses: wait-for-health
+        with: {{ url: "http://server:30000/health", container: server, timeout: 30s }}
+      - id: bench
+        uses: benchmark
+        with:
+          target: http://server:30000
+          mode: concurrency
+          concurrency: 2
+          requests: 8
+          warmup: 0
+          output-tokens: 16
+"#,
+        sim = images::SIM,
+    );
+    let Some(ran) = workflow(&yaml).on_docker().await else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{}", ran.said());
+    let all = ran.said();
+    let first = all
+        .lines()
+        .find(|l| l.starts_with("maximize `output_tok_s`, round 1"))
+        .unwrap_or_else(|| panic!("{all}"));
+    assert!(first.contains("dropped: failed ("), "{first}");
+    assert!(all.contains("→ the best is tune (800) with"), "{all}");
+    // The cell whose server failed ran once.
+    let oom_runs = started(&ran)
+        .iter()
+        .filter(|j| j.starts_with("tune (1600)"))
+        .count();
+    assert_eq!(oom_runs, 1, "{:?}", started(&ran));
 }

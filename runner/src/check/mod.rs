@@ -490,8 +490,11 @@ fn job_outputs(wf: &Workflow, id: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut outputs: Vec<String> = job.outputs.keys().cloned().collect();
-    if job.strategy.as_ref().is_some_and(|s| s.search.is_some()) {
+    if let Some(search) = job.strategy.as_ref().and_then(|s| s.search.as_ref()) {
         outputs.extend(["best".to_string(), "best-cell".to_string()]);
+        if search.objective().is_some() {
+            outputs.push("best-score".to_string());
+        }
     }
     outputs
 }

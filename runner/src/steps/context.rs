@@ -11,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Recorded {
     /// The step's `id`, when it has one (`compare-to-baseline`'s `from:` names it).
     pub step_id: Option<String>,
+    /// The step's position in the job (`3`, `3.1` inside an action), as events name it.
+    pub key: String,
     /// The step's label, as stored in the result.
     pub step: String,
     /// The store's id of the result.
@@ -57,4 +59,7 @@ pub struct StepContext<'a> {
     /// Outputs a step sets before it fails (a `compare-to-baseline` that found a regression
     /// still says `verdict`), so `if: always()` steps and job outputs can read them.
     pub outputs_on_failure: indexmap::IndexMap<String, String>,
+    /// The share of its full length a search's early round gives this step (`0.25`: a
+    /// quarter of its requests or duration); `None`: full length. Only `benchmark` reads it.
+    pub budget: Option<f64>,
 }

@@ -139,6 +139,7 @@ mod tests {
             shell: IndexMap::new(),
             action_inputs: IndexMap::new(),
             outputs_on_failure: IndexMap::new(),
+            budget: None,
         };
         let outputs = Greet
             .run(StepCall {

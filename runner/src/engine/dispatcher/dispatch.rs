@@ -15,7 +15,7 @@ use super::gpu_start::{GPU_POLL, GpuStart, lease_gpus};
 use super::readiness::{
     condition_holds, job_context, job_continue_on_error, needs_context, needs_succeeded,
 };
-use super::search::{Concluded, Decision, Searches};
+use super::search::{Answer, Concluded, Decision, Searches, TrialEnd};
 use crate::engine::executor::{JobOutcome, run_job};
 use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
@@ -74,7 +74,11 @@ impl Dispatcher {
         cancel: CancellationToken,
     ) -> Self {
         let count = runs.len();
-        let searches = Searches::new(&shared.wf, &runs);
+        let groups: Vec<Option<String>> = refs
+            .iter()
+            .map(|r| shared.servers.group_of(r).map(String::from))
+            .collect();
+        let searches = Searches::new(&shared.wf, &runs, &groups);
         Self {
             searches,
             probe_outputs: HashMap::new(),
@@ -205,6 +209,9 @@ impl Dispatcher {
             Decision::Wait => return,
             Decision::Skip(reason) => {
                 self.end_unstarted(i, JobResult::Skipped, &reason);
+                if let Some(answer) = self.searches.skipped(i, &reason) {
+                    self.on_search_answer(i, answer);
+                }
                 return;
             }
         }
@@ -278,9 +285,10 @@ impl Dispatcher {
         self.shared
             .emit(EventKind::JobStarted { job: jref.clone() });
         let (shared, planned, jref) = (self.shared.clone(), self.runs[i].clone(), jref.clone());
+        let budget = self.searches.budget(i);
         let task = self.tasks.spawn(async move {
             let started = Instant::now();
-            let outcome = run_job(shared, planned, jref, needs, token, gpus).await;
+            let outcome = run_job(shared, planned, jref, needs, token, gpus, budget).await;
             (i, outcome, started.elapsed())
         });
         self.task_jobs.insert(task.id(), (i, Instant::now()));
@@ -361,11 +369,7 @@ impl Dispatcher {
             result: JobResult::Failure,
             duration: started.elapsed(),
         });
-        let outcome = JobOutcome {
-            result: JobResult::Failure,
-            outputs: IndexMap::new(),
-            failure: Some(format!("gpuflow panicked: {why}")),
-        };
+        let outcome = JobOutcome::failed(Some(format!("gpuflow panicked: {why}")));
         Some((i, outcome, started.elapsed()))
     }
 
@@ -398,7 +402,7 @@ impl Dispatcher {
         self.outputs
             .entry(planned.job_id.clone())
             .or_default()
-            .extend(outcome.outputs);
+            .extend(outcome.outputs.clone());
         self.state[i] = State::Done;
         self.shared.servers.settled(&self.refs[i]);
         self.results[i] = Some(JobSummary {
@@ -407,39 +411,97 @@ impl Dispatcher {
             duration,
             failure_allowed: allowed,
         });
-        if probe
-            && let Some(concluded) = self.searches.record(
-                i,
-                (outcome.result != JobResult::Success)
-                    .then(|| outcome.failure.clone().unwrap_or_default()),
-            )
-        {
-            self.conclude_search(i, concluded);
+        if probe {
+            let end = self.trial_end(i, &outcome);
+            if let Some(answer) = self.searches.record(i, end) {
+                self.on_search_answer(i, answer);
+            }
         }
     }
 
-    /// A search ended: said in the last probe's log, its boundary the job's output `best`, and
-    /// the job's outputs those of the best cell (not of the probe that happened to end last);
-    /// a search that found no cell that succeeds fails the run (its last probe's failure
-    /// counts).
-    fn conclude_search(&mut self, last_probe: usize, concluded: Concluded) {
+    /// How a search's run ended: its failure, and what its scored benchmark measured.
+    fn trial_end(&self, i: usize, outcome: &JobOutcome) -> TrialEnd {
+        let (metrics, measured) = match self.searches.scored_step(i) {
+            Some(key) => super::trial_metrics::read(outcome, key, &self.shared.opts.store),
+            None => Default::default(),
+        };
+        TrialEnd {
+            failure: (outcome.result != JobResult::Success)
+                .then(|| outcome.failure.clone().unwrap_or_default()),
+            metrics,
+            measured,
+        }
+    }
+
+    /// A search's run ended (`last`) and its round or the search with it: said in its log;
+    /// the cells a halving keeps queued again as new runs.
+    fn on_search_answer(&mut self, last: usize, answer: Answer) {
+        match answer {
+            Answer::Concluded(concluded) => self.conclude_search(last, concluded),
+            Answer::Round {
+                summary,
+                again,
+                label,
+            } => {
+                self.say(last, summary);
+                for previous in again {
+                    let run = self.queue_again(previous, &label);
+                    self.searches.enlist(previous, run);
+                }
+            }
+        }
+    }
+
+    /// A new run of the cell run `previous` ran, named with `label` (`tune (4), round 2`):
+    /// the same planned job and cell (its host and server group), its own log folder.
+    fn queue_again(&mut self, previous: usize, label: &str) -> usize {
+        let planned = self.runs[previous].clone();
+        let jref = JobRef {
+            display: format!("{}, {label}", planned.display_name),
+            ..self.refs[previous].clone()
+        };
+        self.shared.emit(EventKind::JobQueued { job: jref.clone() });
+        self.runs.push(planned);
+        self.refs.push(jref);
+        self.state.push(State::Pending);
+        self.results.push(None);
+        self.waiting.push(false);
+        self.runs.len() - 1
+    }
+
+    fn say(&self, i: usize, text: String) {
         self.shared.emit(EventKind::LogLine {
-            job: self.refs[last_probe].clone(),
+            job: self.refs[i].clone(),
             step: None,
             container: None,
             stream: crate::events::Stream::Runner,
-            text: concluded.summary,
+            text,
         });
+    }
+
+    /// A search ended: said in the last probe's log, its answer the job's outputs `best`
+    /// (…), and the job's outputs those of the best cell (not of the probe that happened to
+    /// end last); a search that found no cell fails the run (its last probe counts as
+    /// failed).
+    fn conclude_search(&mut self, last_probe: usize, concluded: Concluded) {
+        self.say(last_probe, concluded.summary);
         let outputs = self.outputs.entry(concluded.job_id).or_default();
         match concluded.best {
-            Some((value, run)) => {
-                outputs.extend(self.probe_outputs.get(&run).cloned().unwrap_or_default());
-                outputs.insert("best".into(), value);
-                outputs.insert("best-cell".into(), self.refs[run].display.clone());
+            Some(best) => {
+                outputs.extend(
+                    self.probe_outputs
+                        .get(&best.run)
+                        .cloned()
+                        .unwrap_or_default(),
+                );
+                outputs.extend(best.outputs);
+                outputs.insert("best-cell".into(), self.runs[best.run].display_name.clone());
             }
             None => {
                 if let Some(summary) = self.results[last_probe].as_mut() {
                     summary.failure_allowed = false;
+                    // A halving whose cells all ran but none qualified: the run still fails.
+                    summary.result = JobResult::Failure;
                 }
             }
         }

@@ -15,13 +15,17 @@
 //! - [`readiness`]: what a ready job is judged with: `needs`, `matrix`, its `if:` and
 //!   `continue-on-error`;
 //! - [`gpu_start`]: the GPUs a ready job leases before it starts, or why it waits;
+//! - [`search`]: `strategy.search`, which cells run: a bisect's probes, a halving's rounds
+//!   ([`halving`]) scored with what their benchmark measured ([`trial_metrics`]);
 //! - [`base_contexts`]: `github`, `inputs`, `secrets` and `vars`, made once per run.
 
 mod base_contexts;
 mod dispatch;
 mod gpu_start;
+mod halving;
 mod readiness;
 mod run;
 mod search;
+mod trial_metrics;
 
 pub use run::{RunError, RunReport, run};

@@ -1,14 +1,25 @@
-//! `strategy.search: { bisect: DIMENSION }`: instead of every cell, the dispatcher runs only the
-//! probes a binary search needs to find the boundary along one matrix dimension between the
-//! cells that succeed and those that fail (a memory fraction that still loads, a batch size
-//! still fast enough): ⌈log₂(n + 1)⌉ probes of n values, for each combination of the other
-//! dimensions. A probe that fails is an answer, not a failure of the run; the cells the search
-//! did not need end skipped. The boundary is the job's output `best` (and `best-cell`).
+//! `strategy.search`: instead of every cell, the dispatcher runs only the cells a search needs.
+//!
+//! `bisect: DIMENSION` runs the probes a binary search needs to find the boundary along one
+//! matrix dimension between the cells that succeed and those that fail (a memory fraction
+//! that still loads, a batch size still fast enough): ⌈log₂(n + 1)⌉ probes of n values, for
+//! each combination of the other dimensions. A probe that fails is an answer, not a failure of
+//! the run; the cells the search did not need end skipped. The boundary is the job's output
+//! `best` (and `best-cell`).
+//!
+//! `maximize`/`minimize: METRIC` runs every cell in rounds of successive halving
+//! ([`super::halving`]), each later round as new runs of the cells it keeps, with their
+//! benchmark shortened in the early rounds; the winner is the job's `best` (its matrix values
+//! as JSON), `best-cell` and `best-score`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use indexmap::IndexMap;
+
+use super::halving::{Cell, Halving, RoundEnd, Trial, number};
+use crate::engine::executor::Shortened;
 use crate::plan::PlannedJob;
-use crate::workflow::model::{Matrix, MatrixDim, SearchFind, Workflow};
+use crate::workflow::model::{Job, Matrix, MatrixDim, SearchFind, Uses, Workflow};
 
 /// What the dispatcher does with a ready run.
 #[derive(Debug, PartialEq, Eq)]
@@ -47,12 +58,47 @@ impl Line {
     }
 }
 
+/// The cell a search found: its run, and the outputs the search gives the job (`best`, …).
+pub(super) struct Best {
+    pub run: usize,
+    pub outputs: IndexMap<String, String>,
+}
+
 /// How a search ended, for the job's outputs and the log.
 pub(super) struct Concluded {
     pub job_id: String,
-    /// The boundary: the value of the dimension, and the run that had it.
-    pub best: Option<(String, usize)>,
+    pub best: Option<Best>,
     pub summary: String,
+}
+
+/// What the end of a search's run led to.
+pub(super) enum Answer {
+    /// A round of a halving ended: the runs whose cells go on, each to be run again as a new
+    /// run named with `label` (`round 2`).
+    Round {
+        summary: String,
+        again: Vec<usize>,
+        label: String,
+    },
+    Concluded(Concluded),
+}
+
+/// How a run of a search ended: why it failed (`None`: it succeeded), and what its scored
+/// benchmark measured (for a halving).
+pub(super) struct TrialEnd {
+    pub failure: Option<String>,
+    pub metrics: BTreeMap<String, f64>,
+    pub measured: bool,
+}
+
+/// A halving, and the position (`3`) of the benchmark step it scores.
+struct Optimisation {
+    halving: Halving,
+    step_key: String,
+    /// Each cell's matrix values as JSON, by its planned run.
+    values: HashMap<usize, String>,
+    /// A later run → the planned run of its cell.
+    planned_of: HashMap<usize, usize>,
 }
 
 /// Every search of the run.
@@ -61,10 +107,18 @@ pub(super) struct Searches {
     lines: Vec<Line>,
     /// Run index → (line, position in it).
     of_run: HashMap<usize, (usize, usize)>,
+    optimisations: Vec<Optimisation>,
 }
 
 impl Searches {
-    pub(super) fn new(wf: &Workflow, runs: &[PlannedJob]) -> Self {
+    /// The searches of `runs`; `groups` is each run's server group.
+    pub(super) fn new(wf: &Workflow, runs: &[PlannedJob], groups: &[Option<String>]) -> Self {
+        let mut searches = Self::bisects(wf, runs);
+        searches.optimisations = optimisations(wf, runs, groups);
+        searches
+    }
+
+    fn bisects(wf: &Workflow, runs: &[PlannedJob]) -> Self {
         let mut searches = Self::default();
         let mut by_rest: HashMap<(String, String), usize> = HashMap::new();
         // Per line: (listed position, run, value as text).
@@ -80,7 +134,9 @@ impl Searches {
             else {
                 continue;
             };
-            let dimension = &search.bisect.value;
+            let Some(dimension) = search.bisect.as_ref().map(|b| &b.value) else {
+                continue;
+            };
             let Some(MatrixDim::Values(listed)) = dims.dims.get(dimension).map(|d| &d.value) else {
                 continue;
             };
@@ -138,10 +194,24 @@ impl Searches {
 
     /// Whether run `i` is a probe of a search (its failure answers the search).
     pub(super) fn is_probe(&self, i: usize) -> bool {
-        self.of_run.contains_key(&i)
+        self.of_run.contains_key(&i) || self.optimisation(i).is_some()
+    }
+
+    fn optimisation(&self, i: usize) -> Option<&Optimisation> {
+        self.optimisations.iter().find(|o| o.halving.has_run(i))
+    }
+
+    fn optimisation_mut(&mut self, i: usize) -> Option<&mut Optimisation> {
+        self.optimisations.iter_mut().find(|o| o.halving.has_run(i))
     }
 
     pub(super) fn decide(&mut self, i: usize) -> Decision {
+        if let Some(o) = self.optimisation(i) {
+            return match o.halving.needless(i) {
+                Some(why) => Decision::Skip(why),
+                None => Decision::Run,
+            };
+        }
         let Some(&(index, position)) = self.of_run.get(&i) else {
             return Decision::Run;
         };
@@ -159,9 +229,56 @@ impl Searches {
         Decision::Run
     }
 
-    /// Probe `i` ended: succeeded (`failure` is `None`), or infeasible for that reason; how
-    /// its search ended, when this was its last.
-    pub(super) fn record(&mut self, i: usize, failure: Option<String>) -> Option<Concluded> {
+    /// How much shorter run `i`'s scored benchmark measures: an early round of a halving.
+    pub(super) fn budget(&self, i: usize) -> Option<Shortened> {
+        let o = self.optimisation(i)?;
+        let fraction = o.halving.fraction();
+        (fraction < 1.0).then(|| Shortened {
+            step_key: o.step_key.clone(),
+            fraction,
+        })
+    }
+
+    /// The position (`3`) of the benchmark step that scores run `i`, for a halving's run.
+    pub(super) fn scored_step(&self, i: usize) -> Option<&str> {
+        self.optimisation(i).map(|o| o.step_key.as_str())
+    }
+
+    /// Run `i` of a search ended; what that led to.
+    pub(super) fn record(&mut self, i: usize, end: TrialEnd) -> Option<Answer> {
+        let Some(o) = self.optimisation_mut(i) else {
+            return self.record_probe(i, end.failure).map(Answer::Concluded);
+        };
+        let trial = match end.failure {
+            None => Trial::Measured(end.metrics),
+            Some(why) => Trial::Failed {
+                why: reason(&why),
+                measured: end.measured,
+            },
+        };
+        let round_end = o.halving.record(i, Ok(trial))?;
+        Some(o.answer(round_end))
+    }
+
+    /// Run `i` of a halving ended without starting, for `why`; what that led to.
+    pub(super) fn skipped(&mut self, i: usize, why: &str) -> Option<Answer> {
+        let o = self.optimisation_mut(i)?;
+        let round_end = o.halving.record(i, Err(why.to_string()))?;
+        Some(o.answer(round_end))
+    }
+
+    /// Run `run` is the next round's run of the cell whose previous run was `previous`.
+    pub(super) fn enlist(&mut self, previous: usize, run: usize) {
+        if let Some(o) = self.optimisation_mut(previous) {
+            o.halving.enlist(previous, run);
+            let planned = o.planned_of.get(&previous).copied().unwrap_or(previous);
+            o.planned_of.insert(run, planned);
+        }
+    }
+
+    /// Probe `i` of a bisect ended: succeeded (`failure` is `None`), or infeasible for that
+    /// reason; how its search ended, when this was its last.
+    fn record_probe(&mut self, i: usize, failure: Option<String>) -> Option<Concluded> {
         let ok = failure.is_none();
         let &(index, position) = self.of_run.get(&i)?;
         let line = &mut self.lines[index];
@@ -205,7 +322,10 @@ impl Searches {
                 line.probes.len(),
                 line.runs.len()
             ),
-            best,
+            best: best.map(|(value, run)| Best {
+                run,
+                outputs: IndexMap::from([("best".to_string(), value)]),
+            }),
         })
     }
 }
@@ -222,4 +342,102 @@ fn reason(text: &str) -> String {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line.to_string(),
     }
+}
+
+impl Optimisation {
+    fn answer(&self, end: RoundEnd) -> Answer {
+        match end {
+            RoundEnd::Next {
+                summary,
+                again,
+                round,
+                ..
+            } => Answer::Round {
+                summary,
+                again,
+                label: format!("round {round}"),
+            },
+            RoundEnd::Done { summary, best } => Answer::Concluded(Concluded {
+                job_id: self.halving.job_id.clone(),
+                summary,
+                best: best.map(|(run, score)| {
+                    let planned = self.planned_of.get(&run).copied().unwrap_or(run);
+                    let values = self.values.get(&planned).cloned().unwrap_or_default();
+                    Best {
+                        run,
+                        outputs: IndexMap::from([
+                            ("best".to_string(), values),
+                            ("best-score".to_string(), number(score)),
+                        ]),
+                    }
+                }),
+            }),
+        }
+    }
+}
+
+/// A halving for each job whose search is `maximize` or `minimize`, over all its cells.
+fn optimisations(
+    wf: &Workflow,
+    runs: &[PlannedJob],
+    groups: &[Option<String>],
+) -> Vec<Optimisation> {
+    let mut found: Vec<Optimisation> = Vec::new();
+    for (i, planned) in runs.iter().enumerate() {
+        let Some(job) = wf.jobs.get(&planned.job_id) else {
+            continue;
+        };
+        let Some(search) = job.strategy.as_ref().and_then(|s| s.search.as_ref()) else {
+            continue;
+        };
+        let Some((metric, goal)) = search.objective() else {
+            continue;
+        };
+        let at = match found
+            .iter()
+            .position(|o| o.halving.job_id == planned.job_id)
+        {
+            Some(at) => at,
+            None => {
+                let halving = Halving::new(
+                    planned.job_id.clone(),
+                    (metric.value.clone(), goal),
+                    search.constraints.iter().map(|c| c.value.clone()).collect(),
+                    search.budget.unwrap_or_default(),
+                );
+                found.push(Optimisation {
+                    halving,
+                    step_key: scored_step_key(job, search.step.as_ref().map(|s| s.value.as_str())),
+                    values: HashMap::new(),
+                    planned_of: HashMap::new(),
+                });
+                found.len() - 1
+            }
+        };
+        let o = &mut found[at];
+        o.halving.add_cell(
+            i,
+            Cell {
+                name: planned.display_name.clone(),
+                group: groups.get(i).cloned().flatten(),
+            },
+        );
+        o.values.insert(
+            i,
+            serde_json::to_string(&planned.matrix).unwrap_or_default(),
+        );
+    }
+    found
+}
+
+/// The position (`3`) of the step `id` names, or of the job's first `benchmark` step (the
+/// loader made sure there is one).
+fn scored_step_key(job: &Job, id: Option<&str>) -> String {
+    let position = job.steps.iter().position(|s| match id {
+        Some(id) => s.id.as_ref().is_some_and(|i| i.value == id),
+        None => {
+            matches!(s.uses.as_ref().map(|u| &u.value), Some(Uses::Builtin(n)) if n == "benchmark")
+        }
+    });
+    (position.unwrap_or(0) + 1).to_string()
 }

@@ -92,6 +92,11 @@ impl JobRun {
             shell,
             action_inputs: action_inputs_text(scope),
             outputs_on_failure: IndexMap::new(),
+            budget: self
+                .budget
+                .as_ref()
+                .filter(|b| b.step_key == key)
+                .map(|b| b.fraction),
         };
         let outputs = builtin
             .run(StepCall {

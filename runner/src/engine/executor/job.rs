@@ -26,16 +26,31 @@ pub struct JobOutcome {
     pub outputs: IndexMap<String, String>,
     /// Why its first failed step failed, in the words its log has.
     pub failure: Option<String>,
+    /// The outputs of each of the job's own steps, by position (`3`).
+    pub step_outputs: IndexMap<String, IndexMap<String, String>>,
+    /// The benchmark results the job run recorded.
+    pub recorded: Vec<crate::steps::Recorded>,
 }
 
 impl JobOutcome {
-    fn failed() -> Self {
+    /// A job run that ended with nothing to show.
+    pub fn failed(failure: Option<String>) -> Self {
         Self {
             result: JobResult::Failure,
             outputs: IndexMap::new(),
-            failure: None,
+            failure,
+            step_outputs: IndexMap::new(),
+            recorded: Vec::new(),
         }
     }
+}
+
+/// A search's early round: the job's step at `step_key` (`3`) measures for `fraction` of its
+/// full length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shortened {
+    pub step_key: String,
+    pub fraction: f64,
 }
 
 /// Runs one job run to its end; never fails (a problem is a failed step or job, said through
@@ -48,6 +63,7 @@ pub async fn run_job(
     needs: Value,
     cancel: CancellationToken,
     gpus: GrantedGpus,
+    budget: Option<Shortened>,
 ) -> JobOutcome {
     let started = Instant::now();
     let job = shared.wf.jobs[&planned.job_id].clone();
@@ -61,10 +77,11 @@ pub async fn run_job(
         cancel,
         gpus,
     );
+    run.budget = budget;
     let outcome = match temp.and_then(|_| run.setup(&planned, &job, needs)) {
         Err(message) => {
             run.say(None, &message);
-            JobOutcome::failed()
+            JobOutcome::failed(None)
         }
         Ok(minutes) => run.run_body(&job, minutes).await,
     };
@@ -130,6 +147,8 @@ impl JobRun {
             gpus: gpus.leased,
             asked_gpus: gpus.asked,
             failure: None,
+            budget: None,
+            step_outputs: IndexMap::new(),
         }
     }
 
@@ -167,6 +186,8 @@ impl JobRun {
             result,
             outputs,
             failure: self.failure.take(),
+            step_outputs: std::mem::take(&mut self.step_outputs),
+            recorded: self.recorded.clone(),
         }
     }
 }

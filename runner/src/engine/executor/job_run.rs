@@ -67,6 +67,11 @@ pub(super) struct JobRun {
     pub(super) asked_gpus: crate::backend::GpuRequest,
     /// Why its first failed step failed.
     pub(super) failure: Option<String>,
+    /// The step a search's early round runs shorter, and how much shorter.
+    pub(super) budget: Option<super::Shortened>,
+    /// The outputs of each of the job's own steps (not an action's), by position (`3`): what
+    /// a search scores a cell with.
+    pub(super) step_outputs: IndexMap<String, IndexMap<String, String>>,
 }
 
 impl JobRun {

@@ -191,6 +191,10 @@ impl JobRun {
             StepOutcome::Cancelled => self.status = JobStatus::Cancelled,
             _ => {}
         }
+        if scope.caller.is_none() {
+            self.step_outputs
+                .insert(key.to_string(), result.outputs.clone());
+        }
         if let Some(id) = &step.id {
             let outputs = result
                 .outputs

@@ -334,6 +334,7 @@ async fn run_builtin(
         shell: IndexMap::new(),
         action_inputs: IndexMap::new(),
         outputs_on_failure: IndexMap::new(),
+        budget: None,
     };
     let builtin =
         steps::registered(name).ok_or_else(|| format!("`{name}` is not a built-in step"))?;

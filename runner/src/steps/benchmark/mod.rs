@@ -1,6 +1,7 @@
 //! `benchmark`: measures a server with the built-in load generator or a script, and records the result.
 //! Declared in `spec.rs`, run by `run.rs`.
 
+mod budget;
 mod energy;
 mod gpu_timing;
 mod level_metrics;

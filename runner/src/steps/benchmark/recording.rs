@@ -102,6 +102,7 @@ pub fn record(
         .map_err(|e| format!("could not record the result in `{}`: {e}", path.display()))?;
     step.recorded.push(Recorded {
         step_id: step.step_id.map(String::from),
+        key: step.key.to_string(),
         step: step.label.to_string(),
         result_id: id,
         meanings: measured.meanings,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use indexmap::IndexMap;
 
+use super::budget;
 use super::energy::{self, LevelWindows, RunWindow};
 use super::gpu_timing;
 use super::level_metrics;
@@ -55,7 +56,8 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         Some(containers) => ServerFacts::of(containers).await,
         None => ServerFacts::default(),
     };
-    let definition = definition(&texts, step.env);
+    let mut definition = definition(&texts, step.env);
+    budget::mark(&mut definition, step.budget);
     let say = Sayer {
         host,
         job,
@@ -72,6 +74,7 @@ pub async fn run(call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     );
     let measured = match texts.get("command") {
         Some(command) => {
+            budget::script_note(step.budget).inspect(|m| say.line(m));
             let script = Script {
                 command,
                 inputs,
@@ -356,7 +359,8 @@ async fn generator(
     say: &Sayer<'_>,
     result_path: &std::path::Path,
 ) -> Result<Finished, StepError> {
-    let config = BenchConfig::from_inputs(inputs)?;
+    let mut config = BenchConfig::from_inputs(inputs)?;
+    budget::shorten(&mut config, step.budget).inspect(|m| say.line(m));
     let last = Mutex::new(None::<Instant>);
     let progress = |p: Progress| {
         let end_of_run = p.total == Some(p.done);

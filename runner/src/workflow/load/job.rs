@@ -7,7 +7,7 @@ use super::reader::{Reader, is_expression, to_value};
 use crate::diag::{Span, Spanned, did_you_mean, join_quoted};
 use crate::workflow::model::{
     Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
-    MatrixDims, MatrixRow, Search, SearchFind, Strategy,
+    MatrixDims, MatrixRow, Strategy,
 };
 use crate::workflow::yaml::{Node, NodeKind};
 
@@ -108,6 +108,7 @@ impl Reader {
                 _ => {}
             }
         }
+        self.check_search_step(&job);
         if !steps_seen {
             let d = self
                 .err(id.span, format!("job `{}` has no `steps`", id.value))
@@ -354,6 +355,7 @@ impl Reader {
             "`strategy`",
         );
         let mut s = Strategy::default();
+        let mut search_at = Span::default();
         for e in entries {
             let v = &e.value;
             match e.key.value.as_str() {
@@ -362,74 +364,17 @@ impl Reader {
                 "max-parallel" => {
                     s.max_parallel = self.positive_or_expr("max-parallel", v, "jobs", true)
                 }
-                "search" => s.search = self.search(v),
-                _ => {}
-            }
-        }
-        if let Some(search) = &s.search {
-            self.check_search_dimension(search, s.matrix.as_ref());
-        }
-        Some(s)
-    }
-
-    /// A bisect's dimension must be one of the matrix's, written out as a list.
-    fn check_search_dimension(&mut self, search: &Search, matrix: Option<&Matrix>) {
-        let dim = &search.bisect;
-        let dims: Vec<&str> = match matrix {
-            Some(Matrix::Dims(d)) => d
-                .dims
-                .iter()
-                .filter(|(_, v)| matches!(v.value, MatrixDim::Values(_)))
-                .map(|(k, _)| k.as_str())
-                .collect(),
-            _ => Vec::new(),
-        };
-        if dims.contains(&dim.value.as_str()) {
-            return;
-        }
-        let d = self
-            .err(dim.span, format!("`bisect` names `{}`, which is not a dimension of the matrix", dim.value))
-            .label("not a matrix dimension written as a list")
-            .maybe_hint(did_you_mean(&dim.value, &dims))
-            .note("a bisect searches one dimension of `strategy.matrix` whose values are listed in order, e.g. `mem-fraction: [0.5, 0.6, 0.7, 0.8]`");
-        self.diags.push(d);
-    }
-
-    fn search(&mut self, node: &Node) -> Option<Search> {
-        let entries = self.map("search", node, "a mapping with `bisect` and `find`")?;
-        self.check_keys(entries, &["bisect", "find"], &[], "`strategy.search`");
-        let mut bisect = None;
-        let mut find = None;
-        for e in entries {
-            match e.key.value.as_str() {
-                "bisect" => bisect = self.string("bisect", &e.value),
-                "find" => {
-                    let text = self.string("find", &e.value)?;
-                    let value = match text.value.as_str() {
-                        "largest" => SearchFind::Largest,
-                        "smallest" => SearchFind::Smallest,
-                        other => {
-                            let d = self
-                                .err(text.span, format!("`find` is `{other}`"))
-                                .label("not `largest` or `smallest`")
-                                .maybe_hint(did_you_mean(other, &["largest", "smallest"]));
-                            self.diags.push(d);
-                            return None;
-                        }
-                    };
-                    find = Some(Spanned::new(value, text.span));
+                "search" => {
+                    s.search = self.search(v);
+                    search_at = e.key.span;
                 }
                 _ => {}
             }
         }
-        let Some(bisect) = bisect else {
-            let d = self
-                .err(node.span, "`strategy.search` needs `bisect`")
-                .hint("name the matrix dimension to search: `bisect: mem-fraction`");
-            self.diags.push(d);
-            return None;
-        };
-        Some(Search { bisect, find })
+        if let Some(search) = &s.search {
+            self.check_search_matrix(search, s.matrix.as_ref(), search_at);
+        }
+        Some(s)
     }
 
     fn matrix(&mut self, key: &Spanned<String>, node: &Node) -> Option<Matrix> {

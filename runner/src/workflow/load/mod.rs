@@ -15,6 +15,7 @@ mod inputs;
 mod job;
 mod reader;
 mod remote;
+mod search;
 mod step;
 mod workflow;
 

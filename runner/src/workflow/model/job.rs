@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Serialize, Serializer};
 
-use super::{BoolOrExpr, Defaults, Env, NumberOrExpr, Step, Value, schema};
+use super::{BoolOrExpr, Defaults, Env, NumberOrExpr, Search, Step, Value, schema};
 use crate::diag::{Span, Spanned};
 
 /// GitHub job keys that load with a warning: they have no meaning without GitHub.
@@ -100,31 +100,6 @@ pub struct Strategy {
     /// Run only the cells a search needs instead of every cell (docs/campaigns.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<Search>,
-}
-
-/// `strategy.search`: which cells of the matrix run.
-#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case", deny_unknown_fields)]
-pub struct Search {
-    /// `bisect: DIMENSION`: find the boundary along one matrix dimension, whose values are
-    /// listed in order, between the cells that succeed and those that fail, in log₂ probes
-    /// (for each combination of the other dimensions).
-    #[schemars(schema_with = "schema::scalar_string")]
-    pub bisect: Spanned<String>,
-    /// `largest` (default): the last value, in the listed order, whose cell succeeds (the
-    /// cells succeed up to a boundary, e.g. a memory fraction that still loads); `smallest`:
-    /// the first value whose cell succeeds (they succeed from a boundary on).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub find: Option<Spanned<SearchFind>>,
-}
-
-/// What a bisect looks for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum SearchFind {
-    #[default]
-    Largest,
-    Smallest,
 }
 
 /// `strategy.matrix`: dimensions, or one expression that yields the whole matrix

@@ -12,6 +12,7 @@ mod action;
 mod defaults;
 mod job;
 mod schema;
+mod search;
 mod step;
 mod triggers;
 mod value;
@@ -21,8 +22,9 @@ pub use action::{Action, ActionInput, ActionOutput, ActionRuns, GITHUB_ONLY_ACTI
 pub use defaults::{Defaults, RunDefaults};
 pub use job::{
     Container, GITHUB_ONLY_JOB_KEYS, GpuConstraint, GpuDevices, GpuRequest, Job, Matrix, MatrixDim,
-    MatrixDims, MatrixRow, Search, SearchFind, Strategy,
+    MatrixDims, MatrixRow, Strategy,
 };
+pub use search::{Comparison, Constraint, Goal, Search, SearchBudget, SearchFind};
 pub use step::{Step, Uses};
 pub use triggers::{
     DispatchInput, DispatchInputType, GITHUB_ONLY_EVENTS, PushTrigger, SUPPORTED_EVENTS, Triggers,
