@@ -35,7 +35,9 @@ fn main() {
     let mut exec_loop = Vec::new();
     let mut docker_run = Vec::new();
     for _ in 0..runs {
-        let (events, _) = runtime.block_on(engine_run::run_workflow(&docker, workspace.path()));
+        let warm = gpuflow::warm::Registry::at(workspace.path().join("warm"));
+        let (events, _) =
+            runtime.block_on(engine_run::run_workflow(&docker, workspace.path(), &warm));
         let (to_first, fifty) = measure(&events);
         first.push(to_first);
         steps.push(fifty);

@@ -9,6 +9,7 @@ use gpuflow::backend::DockerBackend;
 use gpuflow::check::load_and_check;
 use gpuflow::engine::{CollectSink, Event, RunOptions, new_run_id};
 use gpuflow::plan::{build, from_workflow};
+use gpuflow::warm::Registry;
 use gpuflow::workflow::Loaded;
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +30,13 @@ pub fn engine_with(image: &str) -> (tokio::runtime::Runtime, DockerBackend) {
 }
 
 /// Runs `w.yml` of `workspace` to its end (it must succeed); its events and how long the run
-/// took, its containers removed after.
-pub async fn run_workflow(docker: &DockerBackend, workspace: &Path) -> (Vec<Event>, Duration) {
+/// took, its containers removed after (but the servers it kept warm).
+/// Warm servers are found and kept in `warm`.
+pub async fn run_workflow(
+    docker: &DockerBackend,
+    workspace: &Path,
+    warm: &Registry,
+) -> (Vec<Event>, Duration) {
     let (loaded, diags) = load_and_check(&workspace.join("w.yml")).expect("loads");
     assert!(!diags.has_errors(), "{diags:?}");
     let Loaded::Workflow(Some(wf)) = loaded else {
@@ -40,6 +46,7 @@ pub async fn run_workflow(docker: &DockerBackend, workspace: &Path) -> (Vec<Even
     let run_id = format!("bench-{}", new_run_id());
     let mut opts = RunOptions::new(&run_id, workspace);
     opts.grace = Duration::from_secs(1);
+    opts.warm_registry = warm.clone();
     let collect = CollectSink::new();
     let started = Instant::now();
     let report = gpuflow::engine::run(
@@ -53,7 +60,12 @@ pub async fn run_workflow(docker: &DockerBackend, workspace: &Path) -> (Vec<Even
     .await
     .expect("runs");
     let took = started.elapsed();
-    docker.remove_run(&run_id).await.expect("clean-up");
+    // What the run kept warm stays for the next run (`keep-warm`).
+    let warm: Vec<String> = warm.list(None).into_iter().map(|e| e.container).collect();
+    docker
+        .remove_run_except(&run_id, &warm)
+        .await
+        .expect("clean-up");
     assert_eq!(
         report.exit_code().code(),
         0,

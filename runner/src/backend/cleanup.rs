@@ -79,8 +79,19 @@ impl DockerBackend {
 
     /// Removes every container (force, whatever its state) and then every network of the run.
     pub async fn remove_run(&self, run_id: &str) -> Result<Removed, BackendError> {
+        self.remove_run_except(run_id, &[]).await
+    }
+
+    /// [`Self::remove_run`], but for the containers `keep` (by id): the servers the run kept
+    /// warm for later runs (`crate::warm`).
+    pub async fn remove_run_except(
+        &self,
+        run_id: &str,
+        keep: &[String],
+    ) -> Result<Removed, BackendError> {
         let filter = [(LABEL_MANAGED, "true"), (LABEL_RUN_ID, run_id)];
-        let containers = self.labelled_containers(&filter).await?;
+        let mut containers = self.labelled_containers(&filter).await?;
+        containers.retain(|c| !keep.contains(&c.id));
         let networks = self.labelled_networks(&filter).await?;
         self.remove_all(&containers, &networks).await
     }

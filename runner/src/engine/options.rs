@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// The event that started the run (a push, from `gpuflow trigger`); `None` for a run
     /// started by hand (`workflow_dispatch`, the checkout's own `HEAD`).
     pub event: Option<EventContext>,
+    /// Where the run finds and keeps warm servers ([`crate::warm`]): this user's registry
+    /// (in the gpuflow home) unless a caller chooses another.
+    pub warm_registry: crate::warm::Registry,
 }
 
 /// What a triggered run sees as `github` (and `gpuflow`): the event's name, commit and ref,
@@ -79,6 +82,7 @@ impl RunOptions {
             cleanup_timeout: Duration::from_secs(300),
             force: CancellationToken::new(),
             event: None,
+            warm_registry: crate::warm::Registry::from_env(),
         }
     }
 }

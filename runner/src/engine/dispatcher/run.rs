@@ -219,9 +219,15 @@ async fn remove_leftovers(shared: &Shared) {
     if shared.opts.keep_containers {
         return;
     }
-    // Each job removed its own; this catches what a failed removal or a crash left.
+    // Each job removed its own; this catches what a failed removal or a crash left, but the
+    // servers kept warm for later runs.
+    let warm: Vec<String> = shared
+        .servers
+        .registry()
+        .map(|r| r.list(None).into_iter().map(|e| e.container).collect())
+        .unwrap_or_default();
     for (host, docker) in shared.engines.connected() {
-        if let Err(e) = docker.remove_run(&shared.opts.run_id).await {
+        if let Err(e) = docker.remove_run_except(&shared.opts.run_id, &warm).await {
             shared.emit(EventKind::Warning {
                 job: None,
                 message: format!("could not remove the run's containers on `{host}`: {e}"),
