@@ -194,11 +194,25 @@ async fn a_warm_server_is_adopted_by_the_next_run_and_a_changed_flag_starts_anew
         .collect();
     assert_eq!(kept.len(), 2, "128 adopted again, 256 still warm");
 
-    // Stopped: containers gone, GPUs free.
+    // One stopped by its key: its container gone, its GPU free.
+    let first_key = third[0]["key"].as_str().unwrap().to_string();
     node.gpuflow()
-        .args(["servers", "stop", "--all"])
+        .args(["servers", "stop", &first_key])
         .stdout_contains("stopped `")
         .success();
+    assert_eq!(node.servers().len(), 2);
+    assert!(!running(&docker, third[0]["container"].as_str().unwrap()).await);
+    assert!(node.leases().is_free(&gpus_of(&third[..1])[0]).unwrap());
+
+    // A job that needs every GPU: the warm servers give theirs up (a cache, not a lease).
+    let all = "on: workflow_dispatch\njobs:\n  all:\n    gpus: 8\n    steps:\n      - run: echo \"$CUDA_VISIBLE_DEVICES\"\n";
+    let (code, said) = node.run(all);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(
+        said.matches("stopped the warm server `").count(),
+        2,
+        "{said}"
+    );
     assert!(node.servers().is_empty());
     for id in ids(&third) {
         assert!(!running(&docker, &id).await, "{id} still runs");

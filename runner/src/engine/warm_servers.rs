@@ -98,6 +98,45 @@ pub async fn pull_warm(
     false
 }
 
+/// Stops the warm server of this user on `docker`'s engine that expires first and holds GPUs,
+/// for a job that waits for `short` more GPUs than are free: warm servers are a cache, and a
+/// job that needs their GPUs comes first. Nothing is stopped when all of them together would
+/// not free enough (the job waits for others' GPUs anyway). What was stopped, in words.
+pub async fn evict_one(
+    docker: &DockerBackend,
+    registry: &Registry,
+    short: usize,
+) -> Option<String> {
+    let mut candidates: Vec<WarmEntry> = crate::warm::list(docker, registry)
+        .await
+        .into_iter()
+        .filter(|(e, state)| *state == crate::warm::State::Warm && !e.gpus.is_empty())
+        .map(|(e, _)| e)
+        .collect();
+    if short == 0 || candidates.iter().map(|e| e.gpus.len()).sum::<usize>() < short {
+        return None;
+    }
+    candidates.sort_by_key(|e| e.expires_at);
+    let entry = candidates.into_iter().next()?;
+    crate::warm::stop(docker, registry, &entry).await.ok()?;
+    Some(format!(
+        "stopped the warm server `{}` (key {}) to free GPU{} {} for this job",
+        entry.docker_name,
+        entry.key,
+        if entry.gpu_indexes.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        entry
+            .gpu_indexes
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    ))
+}
+
 /// Ends the run's hold on parked servers: each kept warm when its step asked for it and it
 /// still runs, else removed. What could not be done, in words.
 pub async fn retire(parked: Vec<Parked>, registry: Option<&Registry>) -> Vec<String> {

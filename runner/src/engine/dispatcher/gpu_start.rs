@@ -6,8 +6,9 @@ use std::time::Duration;
 use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
 use crate::events::JobRef;
+use crate::events::{EventKind, Stream};
 use crate::expr::MapContext;
-use crate::gpu::Leased;
+use crate::gpu::{HostGpus, Leased, Request, Want};
 use crate::plan::PlannedJob;
 
 /// How often a run with jobs waiting for GPUs looks whether another process freed some.
@@ -75,6 +76,7 @@ pub(super) async fn lease_gpus(
             asked: asked.devices,
         }),
         Ok(Leased::Wait) => {
+            evict_warm_server(shared, jref, &host, &request).await;
             let (free, total) = host.free_count().await;
             GpuStart::Wait(format!(
                 "waiting for {} ({free} of {total} free)",
@@ -87,5 +89,32 @@ pub(super) async fn lease_gpus(
             None => why,
         }),
         Err(why) => GpuStart::Fail(why),
+    }
+}
+
+/// A warm server of this user is a cache: when the GPUs it holds would let a waiting job start,
+/// it gives them up (the one that expires first goes), said in the job's log.
+async fn evict_warm_server(shared: &Shared, jref: &JobRef, host: &HostGpus, request: &Request) {
+    let Some(registry) = shared.servers.registry() else {
+        return;
+    };
+    let Ok(docker) = shared.engines.for_job(jref).await else {
+        return;
+    };
+    let (free, total) = host.free_count().await;
+    let needed = match &request.want {
+        Want::All => total,
+        Want::Count(n) => *n as usize,
+        Want::Ids(ids) => ids.len(),
+    };
+    let short = needed.saturating_sub(free);
+    if let Some(said) = crate::engine::warm_servers::evict_one(&docker, registry, short).await {
+        shared.emit(EventKind::LogLine {
+            job: jref.clone(),
+            step: None,
+            container: None,
+            stream: Stream::Runner,
+            text: said,
+        });
     }
 }
