@@ -9,7 +9,7 @@ use std::time::Instant;
 use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
-use super::job_run::{JobRun, Scope};
+use super::job_run::{JobRun, Scope, Shortened};
 use super::timeout::Timeout;
 use crate::engine::host::HostRunner;
 use crate::engine::job_gpus::GrantedGpus;
@@ -43,14 +43,6 @@ impl JobOutcome {
             recorded: Vec::new(),
         }
     }
-}
-
-/// A search's early round: the job's step at `step_key` (`3`) measures for `fraction` of its
-/// full length.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Shortened {
-    pub step_key: String,
-    pub fraction: f64,
 }
 
 /// Runs one job run to its end; never fails (a problem is a failed step or job, said through

@@ -45,6 +45,14 @@ impl StepResult {
     }
 }
 
+/// A search's early round: the job's step at `step_key` (`3`) measures for `fraction` of its
+/// full length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shortened {
+    pub step_key: String,
+    pub fraction: f64,
+}
+
 pub(super) struct JobRun {
     pub(super) shared: Arc<Shared>,
     pub(super) job_id: String,
@@ -68,7 +76,7 @@ pub(super) struct JobRun {
     /// Why its first failed step failed.
     pub(super) failure: Option<String>,
     /// The step a search's early round runs shorter, and how much shorter.
-    pub(super) budget: Option<super::Shortened>,
+    pub(super) budget: Option<Shortened>,
     /// The outputs of each of the job's own steps (not an action's), by position (`3`): what
     /// a search scores a cell with.
     pub(super) step_outputs: IndexMap<String, IndexMap<String, String>>,

@@ -30,4 +30,5 @@ mod script_step;
 mod step;
 mod timeout;
 
-pub use job::{JobOutcome, Shortened, run_job};
+pub use job::{JobOutcome, run_job};
+pub use job_run::Shortened;
