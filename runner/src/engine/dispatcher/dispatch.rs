@@ -359,6 +359,7 @@ impl Dispatcher {
             job: self.refs[i].clone(),
             result: JobResult::Failure,
             duration: started.elapsed(),
+            failure: Some(format!("gpuflow panicked: {why}")),
         });
         let outcome = JobOutcome {
             result: JobResult::Failure,
@@ -473,5 +474,6 @@ pub(super) fn finish_unstarted(shared: &Shared, job: &JobRef, result: JobResult,
         job: job.clone(),
         result,
         duration: Duration::ZERO,
+        failure: None,
     });
 }

@@ -160,8 +160,16 @@ fn queue(shared: &Shared, runs: &[PlannedJob]) -> Vec<JobRef> {
             display: r.display_name.clone(),
         })
         .collect();
-    for r in &refs {
-        shared.emit(EventKind::JobQueued { job: r.clone() });
+    for (r, planned) in refs.iter().zip(runs) {
+        shared.emit(EventKind::JobQueued {
+            job: r.clone(),
+            matrix: planned
+                .matrix
+                .iter()
+                // As `${{ matrix.x }}` and the results store write them.
+                .map(|(k, v)| (k.clone(), Value::from_json(v.clone()).to_expr_string()))
+                .collect(),
+        });
     }
     refs
 }
