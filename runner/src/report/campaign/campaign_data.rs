@@ -58,7 +58,9 @@ pub struct CampaignData {
     pub searches: Vec<String>,
     pub pareto: ParetoData,
     pub reuse: ReuseData,
-    /// Every metric a cell recorded, in the order they were first met, each value per cell.
+    /// The cells that recorded metrics (their `short` names): the columns of `metric_rows`.
+    pub metric_columns: Vec<String>,
+    /// Every metric a cell recorded, in the order they were first met, a value per column.
     pub metric_rows: Vec<MetricRow>,
 }
 
@@ -144,7 +146,7 @@ pub struct ParetoData {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MetricRow {
     pub metric: String,
-    /// One per cell, `—` where it has none.
+    /// One per cell that recorded metrics, `—` where it has not this one.
     pub values: Vec<String>,
 }
 
@@ -211,6 +213,11 @@ pub fn assemble(
             dirty: first.is_some_and(|r| r.git.dirty),
         },
         log_dir: format!(".gpuflow/runs/{}/", header.run_id),
+        metric_columns: cells
+            .iter()
+            .filter(|c| !c.metrics.is_empty())
+            .map(|c| c.short.clone())
+            .collect(),
         metric_rows: metric_rows(&cells),
         dimensions,
         cells,
@@ -569,6 +576,7 @@ fn metric_rows(cells: &[CampaignCell]) -> Vec<MetricRow> {
             metric: name.to_string(),
             values: cells
                 .iter()
+                .filter(|c| !c.metrics.is_empty())
                 .map(|c| {
                     c.metrics
                         .iter()
