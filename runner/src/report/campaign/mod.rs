@@ -146,18 +146,13 @@ pub fn campaign_files(
 
 /// The results-branch commit's message: the workflow, the run, the job and how its cells ended.
 pub fn commit_message(data: &CampaignData) -> String {
-    let counts: Vec<String> = data
-        .status_counts
-        .iter()
-        .map(|(s, n)| format!("{n} {s}"))
-        .collect();
     let best: Vec<&str> = data.best.iter().map(|b| b.label.as_str()).collect();
     format!(
         "gpuflow: {} run {}: campaign `{}`\n\ncells: {}\nbest: {}\n{}",
         data.workflow,
         data.run_id,
         data.job,
-        counts.join(", "),
+        data.status_line,
         if best.is_empty() {
             "none".to_string()
         } else {

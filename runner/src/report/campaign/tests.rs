@@ -293,7 +293,7 @@ fn the_files_and_the_commit_message() {
     );
     assert_eq!(
         commit_message(&data),
-        "gpuflow: campaign run r-1: campaign `tune`\n\ncells: 1 failed, 3 ok\nbest: tune (128, 8)\nservers: 2 servers for 4 cells; ~52 s of loading saved (2 cells adopted a running server)\n"
+        "gpuflow: campaign run r-1: campaign `tune`\n\ncells: 3 ok, 1 failed\nbest: tune (128, 8)\nservers: 2 servers for 4 cells; ~52 s of loading saved (2 cells adopted a running server)\n"
     );
     assert_eq!(folder("tune"), "campaign-tune");
 }
