@@ -221,13 +221,12 @@ async fn a_grid_of_servers_is_reported_with_keys_reuse_and_its_front() {
         .collect();
     assert_eq!(keys.len(), 2, "{keys:?}");
     assert_eq!(data.cells.iter().filter(|c| c.reused).count(), 2);
-    assert!(
-        data.cells[1]
-            .server_text
-            .ends_with(", reused (1 cell before)"),
-        "{}",
-        data.cells[1].server_text
-    );
+    let adopted = data
+        .cells
+        .iter()
+        .filter(|c| c.server_text.ends_with(", reused (1 cell before)"))
+        .count();
+    assert_eq!(adopted, 2, "{:#?}", data.cells);
     // Each load waited out the 1.5 s start-up delay; adopting took a fraction of it.
     assert!(data.reuse.saved_s > 2.0, "{:?}", data.reuse);
     let line = data.reuse.line.clone().unwrap();
