@@ -509,9 +509,19 @@ fn best_configs(
         .collect()
 }
 
-/// The cell a search's closing line names (`… that succeeds is 70 (…)`): the `ok` cell with
-/// that value of the searched dimension, its other values those of the probe that said it.
+/// The cell a search's closing line names: a bisect's (`… that succeeds is 70 (…)`) is the
+/// `ok` cell with that value of the searched dimension, its other values those of the probe
+/// that said it; a maximize/minimize search's names it (`the best is tune (4) with …`). A
+/// round's line (`… → keeps …`) names none.
 fn search_best(log: &CampaignLog, end: &SearchEnd) -> Option<usize> {
+    // A maximize/minimize search names its best cell: `… → the best is tune (4) with `x` 9`.
+    if let Some((_, after)) = end.text.rsplit_once("→ the best is ") {
+        let (name, _) = after.split_once(" with `")?;
+        return log
+            .cells
+            .iter()
+            .position(|c| c.display == name && c.result == Some(JobResult::Success));
+    }
     let dimension = end.text.strip_prefix("bisect of `")?.split('`').next()?;
     let (_, after) = end.text.rsplit_once("that succeeds is ")?;
     let value = after.rsplit_once(" (").map_or(after, |(v, _)| v);

@@ -50,7 +50,7 @@ pub struct ServerStart {
 pub struct CampaignLog {
     pub workflow: String,
     pub cells: Vec<LoggedCell>,
-    /// How each search ended.
+    /// How each search went and ended.
     pub searches: Vec<SearchEnd>,
 }
 
@@ -182,9 +182,13 @@ fn step_finished(
     }
 }
 
-/// A search's closing line: said by the run (not a step) about the job, `… → outcome`.
+/// A search's line: said by the run (not a step) about the job, `… → outcome` — a bisect's
+/// end, or a maximize/minimize search's rounds and end.
 fn is_search_summary(text: &str) -> bool {
-    text.contains(" → ") && (text.starts_with("bisect of ") || text.starts_with("search "))
+    text.contains(" → ")
+        && ["bisect of `", "maximize `", "minimize `"]
+            .iter()
+            .any(|p| text.starts_with(p))
 }
 
 #[cfg(test)]
@@ -304,5 +308,18 @@ mod tests {
         );
         assert_eq!(log.searches.len(), 1);
         assert_eq!(log.searches[0].cell, 1);
+    }
+
+    #[test]
+    fn search_lines_are_told_from_other_run_lines() {
+        assert!(is_search_summary(
+            "bisect of `frac`: 70 ok → the largest `frac` that succeeds is 70 (1 probes of 1 cells)"
+        ));
+        assert!(is_search_summary(
+            "minimize `ttft_ms`, round 1 of 1 at 100%: tune (1) 3 → the best is tune (1) with `ttft_ms` 3 (1 runs)"
+        ));
+        assert!(!is_search_summary(
+            "reusing the server `server` an earlier cell started (key k, up 2s, 1 cell served): no new container"
+        ));
     }
 }

@@ -297,3 +297,36 @@ fn the_files_and_the_commit_message() {
     );
     assert_eq!(folder("tune"), "campaign-tune");
 }
+
+#[test]
+fn a_maximize_search_names_its_best_cell_and_its_rounds_are_kept() {
+    let cells = vec![
+        logged(0, &[("bs", "1")], Some(JobResult::Success)),
+        logged(1, &[("bs", "4")], Some(JobResult::Success)),
+        logged(2, &[("bs", "8")], Some(JobResult::Failure)),
+    ];
+    let results = vec![
+        result(&cells[0], [10.0, 10.0, 10.0], &[5.0]),
+        result(&cells[1], [30.0, 30.0, 30.0], &[6.0]),
+    ];
+    let round = "maximize `output_throughput`, round 1 of 2 at 50%: tune (1) 10, tune (4) 30, tune (8) failed → keeps tune (4), tune (1) for round 2 at 100%";
+    let end = "maximize `output_throughput`, round 2 of 2 at 100%: tune (4) 30, tune (1) 10 → the best is tune (1) with `output_throughput` 10 (2 runs)";
+    let log = CampaignLog {
+        workflow: "w".into(),
+        cells,
+        searches: [round, end]
+            .into_iter()
+            .map(|text| SearchEnd {
+                cell: 1,
+                text: text.into(),
+            })
+            .collect(),
+    };
+    let data = assemble(&log, &results, &CampaignOptions::default(), &header());
+    // The search's word, not the report's own ranking (which would pick bs=4).
+    let best: Vec<&str> = data.best.iter().map(|b| b.label.as_str()).collect();
+    assert_eq!(best, ["tune (1)"]);
+    assert_eq!(data.best[0].how, end);
+    assert_eq!(data.searches.len(), 2);
+    assert_eq!(data.cells[2].status, "infeasible");
+}
