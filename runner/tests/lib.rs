@@ -3,6 +3,7 @@
 mod bench;
 mod bench_manners;
 mod bench_steps;
+mod campaign_report;
 mod campaigns;
 mod cli;
 mod cli_drift;

@@ -1,16 +1,19 @@
 //! `gpuflow report RUN`: renders a run's report (Markdown or HTML, charts beside it) into a
-//! folder, and with `--commit` commits it with a JSON record to a results branch.
+//! folder, and with `--commit` commits it with a JSON record to a results branch. With
+//! `--campaign JOB`, the report is the campaign report of that job's cells instead
+//! (docs/campaigns.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::store_path::{StoreArgs, report as report_store_error};
 use crate::compare::StepInputs;
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
+use crate::report::campaign::{self, CampaignError, CampaignOptions, CampaignSource};
 use crate::report::{
-    DEFAULT_BRANCH, Format, ReportData, ReportError, ReportSource, ResultsBranch, Template,
-    commit_report, report_files, write_files,
+    BranchFile, Committed, DEFAULT_BRANCH, Format, PublishError, ReportData, ReportError,
+    ReportSource, ResultsBranch, Template, commit_report, report_files, write_files,
 };
-use crate::store::now_ms;
+use crate::store::{ResultStore, now_ms};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -41,6 +44,25 @@ pub struct Args {
     /// After committing, push the branch to this remote (a name or a URL).
     #[arg(long, value_name = "REMOTE", requires = "commit")]
     push: Option<String>,
+
+    /// The campaign report of this job's cells instead (each cell's server, status and
+    /// metrics, the best configuration, a throughput-latency Pareto chart, the loading saved by
+    /// reusing servers), into `.gpuflow/runs/RUN/campaign-JOB/`.
+    #[arg(long, value_name = "JOB")]
+    campaign: Option<String>,
+
+    /// The campaign's throughput metric (up the chart; the best cell without a search)
+    /// [default: output_throughput, else output_tok_s].
+    #[arg(long, value_name = "METRIC", requires = "campaign")]
+    throughput: Option<String>,
+
+    /// The campaign's latency metric (across the chart) [default: ttft_ms].
+    #[arg(long, value_name = "METRIC", requires = "campaign")]
+    latency: Option<String>,
+
+    /// The percentile of the latency's samples the chart shows [default: 50].
+    #[arg(long, value_name = "N", requires = "campaign", value_parser = clap::value_parser!(u8).range(1..=100))]
+    latency_percentile: Option<u8>,
 
     #[command(flatten)]
     store: StoreArgs,
@@ -82,6 +104,9 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         .map(|p| p.join("runs"))
         .unwrap_or_else(|| PathBuf::from(".gpuflow/runs"));
     let run_dir = runs.join(&args.run);
+    if let Some(job) = &args.campaign {
+        return report_campaign(args, job, &store, &run_dir, template.as_ref(), render_opts);
+    }
     let source = ReportSource {
         store: &store,
         run_id: &args.run,
@@ -105,7 +130,69 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Err(e) => return fail(e.to_diagnostic(), ExitCode::Usage),
     };
     let out = args.out.clone().unwrap_or_else(|| run_dir.join("report"));
-    if let Err(e) = write_files(&out, &files) {
+    write_and_commit(args, &out, &files, render_opts, |b| {
+        commit_report(b, &data, &files)
+    })
+}
+
+/// `--campaign JOB`: the campaign report of that job's cells.
+fn report_campaign(
+    args: &Args,
+    job: &str,
+    store: &ResultStore,
+    run_dir: &Path,
+    template: Option<&Template>,
+    render_opts: RenderOptions,
+) -> anyhow::Result<ExitCode> {
+    let fail = |d: Diagnostic| {
+        eprintln!("{}", render(&d, render_opts));
+        Ok(ExitCode::Usage)
+    };
+    let format = Format::parse(&args.format).unwrap_or(Format::Markdown);
+    let source = CampaignSource {
+        store,
+        run_id: &args.run,
+        run_dir,
+        job,
+        options: CampaignOptions {
+            throughput: args.throughput.clone(),
+            latency: args.latency.clone(),
+            latency_percentile: args.latency_percentile.map(f64::from),
+        },
+        title: args.title.clone(),
+        now_ms: now_ms(),
+    };
+    let data = match campaign::gather(&source) {
+        Ok(d) => d,
+        Err(CampaignError::Store(e)) => return Ok(report_store_error(&e, render_opts)),
+        Err(e) => return fail(Diagnostic::unlocated(e.to_string()).maybe_hint(e.hint())),
+    };
+    let files = match campaign::campaign_files(&data, format, template) {
+        Ok(f) => f,
+        Err(e) => return fail(e.to_diagnostic()),
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| run_dir.join(campaign::folder(job)));
+    write_and_commit(args, &out, &files, render_opts, |b| {
+        campaign::commit_campaign(b, &data, &files)
+    })
+}
+
+/// Writes `files` into `out`, prints the report's path, and with `--commit` commits them.
+fn write_and_commit(
+    args: &Args,
+    out: &Path,
+    files: &[BranchFile],
+    render_opts: RenderOptions,
+    commit: impl FnOnce(&ResultsBranch) -> Result<Committed, PublishError>,
+) -> anyhow::Result<ExitCode> {
+    let fail = |d: Diagnostic, code: ExitCode| {
+        eprintln!("{}", render(&d, render_opts));
+        Ok(code)
+    };
+    if let Err(e) = write_files(out, files) {
         return fail(
             Diagnostic::unlocated(format!(
                 "cannot write the report to `{}`: {e}",
@@ -115,33 +202,33 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
             ExitCode::Infrastructure,
         );
     }
+    let format = Format::parse(&args.format).unwrap_or(Format::Markdown);
     println!(
         "{}",
         out.join(format!("report.{}", format.extension())).display()
     );
-    if let Some(branch) = &args.commit {
-        let cwd = std::env::current_dir().unwrap_or_default();
-        let committed = ResultsBranch::new(&cwd, branch)
-            .map(|b| b.push_to(args.push.clone()))
-            .and_then(|b| commit_report(&b, &data, &files));
-        match committed {
-            Ok(c) => {
-                println!(
-                    "committed {} to {}",
-                    &c.commit[..12.min(c.commit.len())],
-                    c.reference
-                );
-                if let Some(remote) = c.pushed_to {
-                    println!("pushed {} to {remote}", c.reference);
-                }
+    let Some(branch) = &args.commit else {
+        return Ok(ExitCode::Success);
+    };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let committed = ResultsBranch::new(&cwd, branch)
+        .map(|b| b.push_to(args.push.clone()))
+        .and_then(|b| commit(&b));
+    match committed {
+        Ok(c) => {
+            println!(
+                "committed {} to {}",
+                &c.commit[..12.min(c.commit.len())],
+                c.reference
+            );
+            if let Some(remote) = c.pushed_to {
+                println!("pushed {} to {remote}", c.reference);
             }
-            Err(e) => {
-                return fail(
-                    Diagnostic::unlocated(e.to_string()).maybe_hint(e.hint()),
-                    ExitCode::Failure,
-                );
-            }
+            Ok(ExitCode::Success)
         }
+        Err(e) => fail(
+            Diagnostic::unlocated(e.to_string()).maybe_hint(e.hint()),
+            ExitCode::Failure,
+        ),
     }
-    Ok(ExitCode::Success)
 }

@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 /// The name of the machine gpuflow runs on, where a job's host has no other (`runs-on` matching
@@ -216,6 +217,10 @@ pub enum EventKind {
     },
     JobQueued {
         job: JobRef,
+        /// A matrix cell's values as text, in the matrix's order (`graph-bs: 128`); empty
+        /// without a matrix. What a campaign report shows of cells that never ran.
+        #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+        matrix: IndexMap<String, String>,
     },
     JobStarted {
         job: JobRef,
@@ -252,6 +257,11 @@ pub enum EventKind {
         result: JobResult,
         #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         duration: Duration,
+        /// Why a job that ran failed: its first failed step's message (a search's infeasible
+        /// probe is reported with it). `None` for a job that succeeded or never started
+        /// (`job_skipped` and `job_cannot_run` say why).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
     },
     StepStarted {
         job: JobRef,
@@ -267,6 +277,11 @@ pub enum EventKind {
         conclusion: StepOutcome,
         #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
         duration: Duration,
+        /// The step's outputs (`steps.<id>.outputs`), whether or not it has an `id`: what a
+        /// campaign report reads of `start-container` (`server-key`, `reused`) and
+        /// `wait-for-health` (`ready-after`).
+        #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+        outputs: IndexMap<String, String>,
     },
     LogLine {
         job: JobRef,
@@ -388,9 +403,12 @@ impl EventKind {
                 jobs: _,
             } => each(m, [run_id, workflow, log_dir]),
             K::RunFinished { run_id, result: _ } => m(run_id),
-            K::JobQueued { job } | K::JobStarted { job } | K::JobFinished { job, .. } => {
+            K::JobQueued { job, matrix } => {
                 job.strings_mut(m);
+                matrix.values_mut().for_each(m);
             }
+            K::JobStarted { job } => job.strings_mut(m),
+            K::JobFinished { job, failure, .. } => job.and(m, failure),
             K::JobSkipped { job, reason }
             | K::JobCannotRun { job, reason }
             | K::JobWaiting { job, reason } => job.and(m, [reason]),
@@ -400,10 +418,14 @@ impl EventKind {
                 uuids,
                 stand_in: _,
             } => job.and(m, uuids),
-            K::StepStarted { job, step, name }
-            | K::StepFinished {
-                job, step, name, ..
-            } => job.and(m, [step, name]),
+            K::StepStarted { job, step, name } => job.and(m, [step, name]),
+            K::StepFinished {
+                job,
+                step,
+                name,
+                outputs,
+                ..
+            } => job.and(m, [step, name].into_iter().chain(outputs.values_mut())),
             K::LogLine {
                 job,
                 step,
@@ -582,5 +604,49 @@ mod tests {
         assert_eq!(json["type"], "job_skipped");
         assert_eq!(json["elapsed"], 1.5);
         assert_eq!(json["job"]["job"], "build");
+    }
+
+    /// A campaign report reads a cell's values and its steps' outputs back from
+    /// `events.jsonl`; a line written before they were recorded still reads, without them.
+    #[test]
+    fn matrix_outputs_and_failure_round_trip_and_are_optional() {
+        let job = JobRef {
+            job: "tune".into(),
+            cell: 1,
+            display: "tune (128)".into(),
+        };
+        let finished = Event {
+            elapsed: Duration::from_secs(2),
+            kind: EventKind::StepFinished {
+                job: job.clone(),
+                step: "1".into(),
+                name: "server".into(),
+                outcome: StepOutcome::Success,
+                conclusion: StepOutcome::Success,
+                duration: Duration::from_millis(1500),
+                outputs: IndexMap::from([("server-key".to_string(), "ab12".to_string())]),
+            },
+        };
+        let json = serde_json::to_string(&finished).unwrap();
+        assert!(
+            json.contains(r#""outputs":{"server-key":"ab12"}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Event>(&json).unwrap(), finished);
+        let old = r#"{"elapsed":1.0,"type":"job_queued","job":{"job":"tune","cell":1,"display":"tune (128)"}}"#;
+        let read: Event = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            read.kind,
+            EventKind::JobQueued {
+                job: job.clone(),
+                matrix: IndexMap::new()
+            }
+        );
+        let old = r#"{"elapsed":1.0,"type":"job_finished","job":{"job":"tune","cell":1,"display":"tune (128)"},"result":"failure","duration":1.0}"#;
+        let read: Event = serde_json::from_str(old).unwrap();
+        assert!(matches!(
+            read.kind,
+            EventKind::JobFinished { failure: None, .. }
+        ));
     }
 }

@@ -6,7 +6,11 @@
 //! text; [`report_files`] adds the charts and the JSON record; [`ResultsBranch`] commits them
 //! without touching the user's checkout. Verdicts are [`crate::compare`]'s; this module only
 //! shows them. It knows nothing of terminals or the engine.
+//!
+//! [`campaign`] is the other report: one job's matrix cells of a run side by side (a tuning
+//! campaign), from the run's events and the store, committed the same way.
 
+pub mod campaign;
 pub mod chart;
 mod renderer;
 mod report_data;
@@ -15,7 +19,7 @@ mod run_log;
 
 use std::path::Path;
 
-pub use renderer::{Format, Template, TemplateError, render};
+pub use renderer::{Format, Template, TemplateError, render, render_context};
 pub use report_data::{
     CellData, Difference, Field, GitData, MatrixRow, MatrixTable, MetricRow, ReportData,
     ReportError, ReportSource, rfc3339,
@@ -130,14 +134,26 @@ pub fn commit_report(
     data: &ReportData,
     files: &[BranchFile],
 ) -> Result<Committed, PublishError> {
-    let under: Vec<BranchFile> = files
+    let under = format!("runs/{}", data.run_id);
+    commit_files(branch, &under, files, &commit_message(data))
+}
+
+/// Commits `files` under the folder `under` on `branch`: how every report reaches the
+/// results branch.
+pub fn commit_files(
+    branch: &ResultsBranch,
+    under: &str,
+    files: &[BranchFile],
+    message: &str,
+) -> Result<Committed, PublishError> {
+    let files: Vec<BranchFile> = files
         .iter()
         .map(|f| BranchFile {
-            path: format!("runs/{}/{}", data.run_id, f.path),
+            path: format!("{under}/{}", f.path),
             contents: f.contents.clone(),
         })
         .collect();
-    branch.commit(&under, &commit_message(data))
+    branch.commit(&files, message)
 }
 
 #[cfg(test)]

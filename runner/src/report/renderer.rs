@@ -14,6 +14,8 @@ use crate::diag::{Diagnostic, SourceFile, Span};
 
 const MARKDOWN: &str = include_str!("templates/report.md.tera");
 const HTML: &str = include_str!("templates/report.html.tera");
+const CAMPAIGN_MARKDOWN: &str = include_str!("templates/campaign.md.tera");
+const CAMPAIGN_HTML: &str = include_str!("templates/campaign.html.tera");
 
 /// The report's output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +46,14 @@ impl Format {
         match self {
             Self::Markdown => ("builtin/report.md", MARKDOWN),
             Self::Html => ("builtin/report.html", HTML),
+        }
+    }
+
+    /// The built-in campaign report template's name and text.
+    pub fn campaign_builtin(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Markdown => ("builtin/campaign.md", CAMPAIGN_MARKDOWN),
+            Self::Html => ("builtin/campaign.html", CAMPAIGN_HTML),
         }
     }
 }
@@ -102,9 +112,20 @@ pub fn render(
     format: Format,
     template: Option<&Template>,
 ) -> Result<String, TemplateError> {
+    render_context(data, format, template, format.builtin())
+}
+
+/// Renders any template context (a run's report, a campaign's) as `format`, through
+/// `template` or `builtin` (name and text).
+pub fn render_context<T: serde::Serialize>(
+    data: &T,
+    format: Format,
+    template: Option<&Template>,
+    builtin: (&str, &str),
+) -> Result<String, TemplateError> {
     let (name, source) = match template {
         Some(t) => (t.name.as_str(), t.source.as_str()),
-        None => format.builtin(),
+        None => builtin,
     };
     let file = SourceFile::new(name, source);
     let located = |e: tera::Error| locate(e, &file);

@@ -235,7 +235,12 @@ impl LogStore {
         for p in done {
             self.close(state, p)?;
         }
-        // A report step of a later job reads what this one logged.
+        // A report step of a later job reads what this one logged, and what the run said
+        // about jobs that ended before (a search's closing line, in its last probe's
+        // `job.log`, written after that job's end).
+        for w in state.open.values_mut() {
+            w.flush()?;
+        }
         if let Some(w) = state.events.as_mut() {
             w.flush()?;
         }

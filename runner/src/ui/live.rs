@@ -114,7 +114,7 @@ impl Board {
                 log_dir,
                 ..
             } => self.header = Some(format!("run {run_id} of `{workflow}` (logs: {log_dir})")),
-            EventKind::JobQueued { job } => {
+            EventKind::JobQueued { job, .. } => {
                 self.job(job);
             }
             EventKind::JobStarted { job } => self.job(job).state = State::Running { since: at },
@@ -132,6 +132,7 @@ impl Board {
                 job,
                 result,
                 duration,
+                ..
             } => self.finish_job(job, *result, *duration),
             EventKind::StepStarted { job, step, name } => self.start_step(job, step, name, at),
             EventKind::StepFinished {
@@ -442,6 +443,7 @@ mod tests {
                 outcome,
                 conclusion: outcome,
                 duration: Duration::from_secs_f64(took),
+                outputs: Default::default(),
             },
         )
     }
@@ -470,10 +472,34 @@ mod tests {
                     jobs: 4,
                 },
             ),
-            at(0.0, EventKind::JobQueued { job: job("build") }),
-            at(0.0, EventKind::JobQueued { job: job("bench") }),
-            at(0.0, EventKind::JobQueued { job: job("report") }),
-            at(0.0, EventKind::JobQueued { job: job("lint") }),
+            at(
+                0.0,
+                EventKind::JobQueued {
+                    job: job("build"),
+                    matrix: Default::default(),
+                },
+            ),
+            at(
+                0.0,
+                EventKind::JobQueued {
+                    job: job("bench"),
+                    matrix: Default::default(),
+                },
+            ),
+            at(
+                0.0,
+                EventKind::JobQueued {
+                    job: job("report"),
+                    matrix: Default::default(),
+                },
+            ),
+            at(
+                0.0,
+                EventKind::JobQueued {
+                    job: job("lint"),
+                    matrix: Default::default(),
+                },
+            ),
             at(0.0, EventKind::JobStarted { job: job("build") }),
             step_started(0.1, "build", "1", "compile"),
             log(0.5, "build", "1", "compiling"),
@@ -484,6 +510,7 @@ mod tests {
                     job: job("build"),
                     result: JobResult::Success,
                     duration: Duration::from_secs_f64(1.2),
+                    failure: None,
                 },
             ),
             at(
@@ -591,6 +618,7 @@ mod tests {
                 job: job("bench"),
                 result: JobResult::Failure,
                 duration: Duration::from_secs_f64(2.8),
+                failure: None,
             },
         ));
         insta::assert_snapshot!(board(&events).render(Duration::from_secs(9)), @r"
@@ -613,6 +641,7 @@ mod tests {
                 job: job("bench"),
                 result: JobResult::Success,
                 duration: Duration::from_secs_f64(2.8),
+                failure: None,
             },
         ));
         events.push(at(

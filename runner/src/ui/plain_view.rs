@@ -105,6 +105,7 @@ fn job_line(kind: &EventKind) -> Option<String> {
             job,
             result,
             duration,
+            ..
         } => format!(
             "{} {} in {}",
             prefix(job),
@@ -140,6 +141,7 @@ fn step_line(kind: &EventKind, names: &mut StepNames) -> Option<String> {
             outcome,
             conclusion,
             duration,
+            ..
         } => {
             names.remove(&step_key(job, step));
             step_finished(job, name, *outcome, *conclusion, *duration)
@@ -408,6 +410,7 @@ mod tests {
                 outcome: StepOutcome::Failure,
                 conclusion: StepOutcome::Success,
                 duration: Duration::from_millis(1500),
+                outputs: Default::default(),
             },
         ]);
         insta::assert_snapshot!(out, @r"

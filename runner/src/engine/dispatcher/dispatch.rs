@@ -368,6 +368,7 @@ impl Dispatcher {
             job: self.refs[i].clone(),
             result: JobResult::Failure,
             duration: started.elapsed(),
+            failure: Some(format!("gpuflow panicked: {why}")),
         });
         let outcome = JobOutcome::failed(Some(format!("gpuflow panicked: {why}")));
         Some((i, outcome, started.elapsed()))
@@ -460,7 +461,10 @@ impl Dispatcher {
             display: format!("{}, {label}", planned.display_name),
             ..self.refs[previous].clone()
         };
-        self.shared.emit(EventKind::JobQueued { job: jref.clone() });
+        self.shared.emit(EventKind::JobQueued {
+            job: jref.clone(),
+            matrix: super::run::matrix_text(&planned),
+        });
         self.runs.push(planned);
         self.refs.push(jref);
         self.state.push(State::Pending);
@@ -536,5 +540,6 @@ pub(super) fn finish_unstarted(shared: &Shared, job: &JobRef, result: JobResult,
         job: job.clone(),
         result,
         duration: Duration::ZERO,
+        failure: None,
     });
 }

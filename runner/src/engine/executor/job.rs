@@ -86,6 +86,7 @@ pub async fn run_job(
         job: jref,
         result: outcome.result,
         duration: started.elapsed(),
+        failure: outcome.failure.clone(),
     });
     // Only now, with its containers gone and its end told, may another job have its GPUs:
     // no `job_started` of a job on these GPUs comes before this one's `job_finished`.

@@ -217,6 +217,7 @@ impl JobRun {
             outcome: result.outcome,
             conclusion,
             duration: started.elapsed(),
+            outputs: result.outputs.clone(),
         });
     }
 

@@ -12,6 +12,7 @@ use crate::compare::StepInputs;
 use crate::events::Masker;
 use crate::events::{EventKind, ReportFile, Stream};
 use crate::expr::Value;
+use crate::report::campaign::{self, CampaignData, CampaignOptions, CampaignSource};
 use crate::report::{
     BranchFile, DEFAULT_BRANCH, Format, ReportData, ReportSource, ResultsBranch, Template,
     commit_report, report_files, write_files,
@@ -27,6 +28,8 @@ struct ReportInputs {
     title: Option<String>,
     /// `(branch, push)` when `commit:` is set.
     commit: Option<(String, Option<String>)>,
+    /// `campaign:`: the job whose campaign report this is, and its metrics.
+    campaign: Option<(String, CampaignOptions)>,
     /// The run's secrets, masked in every file written and committed.
     masker: Arc<Masker>,
 }
@@ -121,12 +124,32 @@ fn parse(inputs: &IndexMap<String, Value>) -> Result<ReportInputs, String> {
             ));
         }
     };
+    let latency_percentile = match text("latency-percentile") {
+        None => None,
+        Some(p) => match p.parse::<f64>() {
+            Ok(n) if n > 0.0 && n <= 100.0 => Some(n),
+            _ => {
+                return Err(format!(
+                    "`latency-percentile` is `{p}`: give a percentile from 1 to 100 (`99`)"
+                ));
+            }
+        },
+    };
+    let campaign = text("campaign").map(|job| {
+        let options = CampaignOptions {
+            throughput: text("throughput"),
+            latency: text("latency"),
+            latency_percentile,
+        };
+        (job, options)
+    });
     Ok(ReportInputs {
         template: text("template").map(PathBuf::from),
         format,
         output: text("output").map(PathBuf::from),
         title: text("title"),
         commit,
+        campaign,
         masker: Arc::default(),
     })
 }
@@ -156,8 +179,127 @@ fn report(
         ));
     }
     let store = ResultStore::open(store_path).map_err(|e| e.to_string())?;
+    let rendered = match &inputs.campaign {
+        None => render_run(inputs, &store, run_id, log_dir, template.as_ref())?,
+        Some((job, options)) => render_campaign(
+            inputs,
+            &store,
+            run_id,
+            log_dir,
+            (job, options),
+            template.as_ref(),
+        )?,
+    };
+    // And every file as it is written: the template's own text is not data.
+    let masker = &inputs.masker;
+    let files: Vec<BranchFile> = rendered
+        .files
+        .into_iter()
+        .map(|f| match String::from_utf8(f.contents) {
+            Ok(text) => BranchFile {
+                contents: masker.mask(&text).into_bytes(),
+                path: f.path,
+            },
+            Err(e) => BranchFile {
+                contents: e.into_bytes(),
+                path: f.path,
+            },
+        })
+        .collect();
+    let out = match &inputs.output {
+        Some(p) => workspace.join(p),
+        None => rendered.folder,
+    };
+    write_files(&out, &files)
+        .map_err(|e| format!("cannot write the report to `{}`: {e}", out.display()))?;
+    let path = out.join(format!("report.{}", inputs.format.extension()));
+    let mut said = vec![format!("wrote the report `{}`", path.display())];
+    let mut outputs = IndexMap::from([("path".to_string(), path.display().to_string())]);
+    if let Some((branch, push)) = &inputs.commit {
+        let committed = ResultsBranch::new(workspace, branch)
+            .map(|b| b.push_to(push.clone()))
+            .and_then(|b| match &rendered.data {
+                Data::Run(data) => commit_report(&b, data, &files),
+                Data::Campaign(data) => campaign::commit_campaign(&b, data, &files),
+            })
+            .map_err(|e| match e.hint() {
+                Some(h) => format!("{e} (help: {h})"),
+                None => e.to_string(),
+            })?;
+        let under = match &rendered.data {
+            Data::Run(_) => format!("runs/{run_id}/"),
+            Data::Campaign(data) => format!("runs/{run_id}/{}/", campaign::folder(&data.job)),
+        };
+        said.push(format!(
+            "committed {} to `{}` under `{under}`",
+            &committed.commit[..12.min(committed.commit.len())],
+            committed.reference
+        ));
+        if let Some(remote) = &committed.pushed_to {
+            said.push(format!("pushed `{}` to {remote}", committed.reference));
+        }
+        outputs.insert("commit".to_string(), committed.commit);
+    }
+    Ok((outputs, said))
+}
+
+/// A report rendered, before it is masked and written: its files, the folder they go to
+/// unless `output` names another, and its data (the commit's message is made of it).
+struct Rendered {
+    files: Vec<BranchFile>,
+    folder: PathBuf,
+    data: Data,
+}
+
+enum Data {
+    Run(Box<ReportData>),
+    Campaign(Box<CampaignData>),
+}
+
+/// The campaign report of `job`, a job of this run.
+fn render_campaign(
+    inputs: &ReportInputs,
+    store: &ResultStore,
+    run_id: &str,
+    log_dir: &Path,
+    (job, options): (&str, &CampaignOptions),
+    template: Option<&Template>,
+) -> Result<Rendered, String> {
+    let source = CampaignSource {
+        store,
+        run_id,
+        run_dir: log_dir,
+        job,
+        options: options.clone(),
+        title: inputs.title.clone(),
+        now_ms: now_ms(),
+    };
+    let data = campaign::gather(&source).map_err(|e| match e.hint() {
+        Some(h) => format!("{e} (help: {h})"),
+        None => e.to_string(),
+    })?;
+    // Masked before it is rendered, as the run's report is (`render_run` says why).
+    let data = mask_data(&inputs.masker, data)?;
+    let files = campaign::campaign_files(&data, inputs.format, template).map_err(|e| {
+        format!("{e} (help: docs/reports.md lists the variables and filters a template can use)")
+    })?;
+    Ok(Rendered {
+        files,
+        folder: log_dir.join(campaign::folder(job)),
+        data: Data::Campaign(Box::new(data)),
+    })
+}
+
+/// The run's own report.
+fn render_run(
+    inputs: &ReportInputs,
+    store: &ResultStore,
+    run_id: &str,
+    log_dir: &Path,
+    template: Option<&Template>,
+) -> Result<Rendered, String> {
     let data = ReportData::gather(&ReportSource {
-        store: &store,
+        store,
         run_id,
         run_dir: Some(log_dir),
         compare: StepInputs::default(),
@@ -173,58 +315,23 @@ fn report(
     // masked before it is rendered: a template escapes (HTML's `&amp;`), quotes (`md_cell`'s
     // `\|`) or cuts (`truncate`) what it shows, and what it makes of a secret is no longer the
     // secret the masker looks for. The commit's message and `record.json` come from it too.
-    let masker = &inputs.masker;
-    let data = mask_data(masker, data)?;
-    let files = report_files(&data, inputs.format, template.as_ref()).map_err(|e| {
+    let data = mask_data(&inputs.masker, data)?;
+    let files = report_files(&data, inputs.format, template).map_err(|e| {
         format!("{e} (help: docs/reports.md lists the variables and filters a template can use)")
     })?;
-    // And every file as it is written: the template's own text is not data.
-    let files: Vec<BranchFile> = files
-        .into_iter()
-        .map(|f| match String::from_utf8(f.contents) {
-            Ok(text) => BranchFile {
-                contents: masker.mask(&text).into_bytes(),
-                path: f.path,
-            },
-            Err(e) => BranchFile {
-                contents: e.into_bytes(),
-                path: f.path,
-            },
-        })
-        .collect();
-    let out = match &inputs.output {
-        Some(p) => workspace.join(p),
-        None => log_dir.join("report"),
-    };
-    write_files(&out, &files)
-        .map_err(|e| format!("cannot write the report to `{}`: {e}", out.display()))?;
-    let path = out.join(format!("report.{}", inputs.format.extension()));
-    let mut said = vec![format!("wrote the report `{}`", path.display())];
-    let mut outputs = IndexMap::from([("path".to_string(), path.display().to_string())]);
-    if let Some((branch, push)) = &inputs.commit {
-        let committed = ResultsBranch::new(workspace, branch)
-            .map(|b| b.push_to(push.clone()))
-            .and_then(|b| commit_report(&b, &data, &files))
-            .map_err(|e| match e.hint() {
-                Some(h) => format!("{e} (help: {h})"),
-                None => e.to_string(),
-            })?;
-        said.push(format!(
-            "committed {} to `{}` under `runs/{run_id}/`",
-            &committed.commit[..12.min(committed.commit.len())],
-            committed.reference
-        ));
-        if let Some(remote) = &committed.pushed_to {
-            said.push(format!("pushed `{}` to {remote}", committed.reference));
-        }
-        outputs.insert("commit".to_string(), committed.commit);
-    }
-    Ok((outputs, said))
+    Ok(Rendered {
+        files,
+        folder: log_dir.join("report"),
+        data: Data::Run(Box::new(data)),
+    })
 }
 
 /// `data` with every text in it masked. Unlike [`Masker::mask_serde`], data that does not
 /// read back once masked is an error, never the unmasked data: a report is not written then.
-fn mask_data(masker: &Masker, data: ReportData) -> Result<ReportData, String> {
+fn mask_data<T>(masker: &Masker, data: T) -> Result<T, String>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
     let mut json =
         serde_json::to_value(&data).map_err(|e| format!("cannot mask the report's data: {e}"))?;
     if !masker.mask_json(&mut json) {
@@ -256,6 +363,26 @@ mod tests {
         assert_eq!(p.commit, Some((DEFAULT_BRANCH.into(), None)));
         let p = parse(&map(&[])).unwrap();
         assert_eq!(p.commit, None);
+    }
+
+    #[test]
+    fn campaign_inputs_are_read_and_a_bad_percentile_refused() {
+        let p = parse(&map(&[
+            ("campaign", Value::String("tune".into())),
+            ("latency", Value::String("tpot_ms".into())),
+            ("latency-percentile", Value::Number(99.0)),
+        ]))
+        .unwrap();
+        let (job, options) = p.campaign.unwrap();
+        assert_eq!(job, "tune");
+        assert_eq!(options.latency.as_deref(), Some("tpot_ms"));
+        assert_eq!(options.latency_percentile, Some(99.0));
+        assert_eq!(options.throughput, None);
+        assert!(parse(&map(&[])).unwrap().campaign.is_none());
+        let err = parse(&map(&[("latency-percentile", Value::Number(0.0))]))
+            .err()
+            .unwrap();
+        assert!(err.contains("from 1 to 100"), "{err}");
     }
 
     #[test]
