@@ -33,6 +33,8 @@ jobs:
           command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 1s --ttft 2ms --tokens-per-second 5000
           env: {{ CUDA_GRAPH_MAX_BS: "${{{{ matrix.graph-bs }}}}" }}
           keep-warm: 10m
+          # The job leases a stand-in GPU; this engine has no NVIDIA runtime to hand it on.
+          gpus: none
       - uses: wait-for-health
         with: {{ url: "http://server:30000/health", container: server, timeout: 1m }}
       - uses: benchmark

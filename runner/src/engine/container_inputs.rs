@@ -291,6 +291,8 @@ pub fn gpus(v: &Value) -> Result<GpuRequest, String> {
             ids.iter().map(Value::to_expr_string).collect(),
         )),
         Value::String(s) if s == "all" => Ok(GpuRequest::All),
+        // A container of a GPU job that needs none of the job's GPUs (a client, a sidecar).
+        Value::String(s) if s == "none" => Ok(GpuRequest::None),
         Value::String(s) => match s.parse::<u32>() {
             Ok(n) => Ok(GpuRequest::Count(n)),
             Err(_) => Ok(GpuRequest::Devices(

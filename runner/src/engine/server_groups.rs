@@ -102,7 +102,9 @@ fn server_shape(wf: &Workflow, step: &Step, ctx: &MapContext, file: &SourceFile)
         // How long a server is kept warm is not what it is: changing it keeps the group.
         .filter(|(name, _)| name.as_str() != "keep-warm")
         .map(|(name, value)| match eval_value(value, ctx, file) {
-            Ok(v) => format!("{name}={}", v.to_expr_string()),
+            // A mapping or list in full (`env`, `volumes`): as an expression's text, every
+            // one would read `Object`.
+            Ok(v) => format!("{name}={}", v.to_json()),
             // Known only at run time (another step's output): the same text in every cell.
             Err(_) => format!("{name}~{:?}", value.value),
         })
@@ -130,5 +132,56 @@ fn starts_server(wf: &Workflow, step: &Step, depth: usize) -> bool {
             .get(&uses.to_string())
             .is_some_and(|a| a.runs.steps.iter().any(|s| starts_server(wf, s, depth + 1))),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{build, from_workflow};
+    use crate::workflow::Loaded;
+
+    fn groups_of(yaml: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".git")).unwrap();
+        let path = dir.path().join("w.yml");
+        std::fs::write(&path, yaml).unwrap();
+        let (loaded, diags) = crate::check::load_and_check(&path).unwrap();
+        assert!(!diags.has_errors(), "{diags:?}");
+        let Loaded::Workflow(Some(wf)) = loaded else {
+            panic!("not a workflow")
+        };
+        let plan = build(&from_workflow(&wf, "w").input).unwrap();
+        let groups = groups(&wf, &plan.jobs, &IndexMap::new());
+        let mut cells: Vec<_> = groups.into_iter().collect();
+        cells.sort();
+        cells.into_iter().map(|(_, g)| g).collect()
+    }
+
+    const GRID: &str = "on: workflow_dispatch\njobs:\n  tune:\n    strategy:\n      matrix:\n        bs: [128, 256]\n        c: [1, 4]\n    steps:\n      - uses: start-container\n        with:\n          name: server\n          image: gpuflow-sim:test\n          env: { BS: \"${{ matrix.bs }}\" }\n          keep-warm: 10m\n      - run: echo ${{ matrix.c }}\n";
+
+    #[test]
+    fn cells_whose_server_differs_in_a_mapping_are_other_groups() {
+        let groups = groups_of(GRID);
+        assert_eq!(groups.len(), 4);
+        // Cells in matrix order: (128, 1), (128, 4), (256, 1), (256, 4).
+        assert_eq!(
+            groups[0], groups[1],
+            "the client's concurrency is not the server"
+        );
+        assert_eq!(groups[2], groups[3]);
+        assert_ne!(
+            groups[0], groups[2],
+            "BS is in the server's env: {groups:?}"
+        );
+    }
+
+    #[test]
+    fn how_long_a_server_is_kept_warm_is_not_what_it_is() {
+        let ten = groups_of(GRID);
+        let thirty = groups_of(&GRID.replace("keep-warm: 10m", "keep-warm: 30m"));
+        assert_eq!(ten, thirty);
+        let single = groups_of(&GRID.replace("[128, 256]", "[128]").replace("[1, 4]", "[1]"));
+        assert_eq!(single.len(), 1, "a job of one cell has a group too");
     }
 }

@@ -99,7 +99,7 @@ impl InputType {
             Self::List => "a list of strings".into(),
             Self::Map => "a mapping of names to values".into(),
             Self::Object => "a mapping of names to settings".into(),
-            Self::Gpus => "`all`, a number of GPUs, or a list of device ids".into(),
+            Self::Gpus => "`all`, `none`, a number of GPUs, or a list of device ids".into(),
         }
     }
 }

@@ -117,7 +117,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::Gpus,
             required: false,
             default: None,
-            doc: "GPUs for the container: `all`, a count, or device ids / UUIDs. Defaults to the GPUs allocated to the job.",
+            doc: "GPUs for the container: `all`, a count, or device ids / UUIDs; `none` for none of the job's (a client or sidecar in a GPU job). Defaults to the GPUs allocated to the job.",
         },
         InputSpec {
             name: "user",

@@ -151,7 +151,7 @@ impl Check<'_> {
                 self.input
             ))),
             InputType::Gpus => {
-                let ok = text == "all" || text.parse::<u32>().is_ok_and(|n| n > 0);
+                let ok = matches!(text, "all" | "none") || text.parse::<u32>().is_ok_and(|n| n > 0);
                 (!ok).then(|| self.bad(text, None))
             }
         }
@@ -268,6 +268,7 @@ mod tests {
     #[test_case(InputType::ByteSize, "16q", false)]
     #[test_case(InputType::Gpus, "all", true)]
     #[test_case(InputType::Gpus, "0", false)]
+    #[test_case(InputType::Gpus, "none", true)]
     #[test_case(InputType::Map, "a=b", false)]
     fn scalar_values(ty: InputType, text: &str, ok: bool) {
         assert_eq!(check(ty, text), ok, "{ty:?} {text}");
