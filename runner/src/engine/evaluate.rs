@@ -88,6 +88,15 @@ pub(crate) fn number(n: &NumberOrExpr, ctx: &MapContext, file: &SourceFile) -> R
     }
 }
 
+/// A cell's matrix values as `${{ matrix.x }}` and the results store write them.
+pub(super) fn matrix_text(planned: &PlannedJob) -> indexmap::IndexMap<String, String> {
+    planned
+        .matrix
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from_json(v.clone()).to_expr_string()))
+        .collect()
+}
+
 /// The `matrix` context of a planned job run: its cell's values.
 pub(super) fn matrix_value(planned: &PlannedJob) -> Value {
     Value::Object(

@@ -463,7 +463,7 @@ impl Dispatcher {
         };
         self.shared.emit(EventKind::JobQueued {
             job: jref.clone(),
-            matrix: super::run::matrix_text(&planned),
+            matrix: crate::engine::evaluate::matrix_text(&planned),
         });
         self.runs.push(planned);
         self.refs.push(jref);

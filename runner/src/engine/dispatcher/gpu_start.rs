@@ -42,7 +42,10 @@ pub(super) async fn lease_gpus(
     };
     let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
     // A server an earlier run kept warm for this cell's group comes with its GPUs.
+    // Only then is the engine reached: a job that starts no server may run without one.
     if let Some(host) = shared.engines.gpus_for(jref)
+        && shared.servers.group_of(jref).is_some()
+        && has_warm_servers(shared)
         && let Ok(docker) = shared.engines.for_job(jref).await
     {
         let run_id = &shared.opts.run_id;
@@ -98,6 +101,10 @@ async fn evict_warm_server(shared: &Shared, jref: &JobRef, host: &HostGpus, requ
     let Some(registry) = shared.servers.registry() else {
         return;
     };
+    // The engine is reached only when there is something to stop on it.
+    if !has_warm_servers(shared) {
+        return;
+    }
     let Ok(docker) = shared.engines.for_job(jref).await else {
         return;
     };
@@ -117,4 +124,13 @@ async fn evict_warm_server(shared: &Shared, jref: &JobRef, host: &HostGpus, requ
             text: said,
         });
     }
+}
+
+/// Whether this user has warm servers holding GPUs anywhere (their registry says so without
+/// reaching any engine).
+fn has_warm_servers(shared: &Shared) -> bool {
+    shared
+        .servers
+        .registry()
+        .is_some_and(|r| r.list(None).iter().any(|e| !e.gpus.is_empty()))
 }

@@ -165,7 +165,7 @@ fn queue(shared: &Shared, runs: &[PlannedJob]) -> Vec<JobRef> {
     for (r, planned) in refs.iter().zip(runs) {
         shared.emit(EventKind::JobQueued {
             job: r.clone(),
-            matrix: matrix_text(planned),
+            matrix: crate::engine::evaluate::matrix_text(planned),
         });
     }
     refs
@@ -290,13 +290,4 @@ fn end_with_headline(shared: &Shared, sink: &HeadlineSink, result: JobResult) ->
     );
     shared.emit(EventKind::RunHeadline(headline.clone()));
     headline
-}
-
-/// A cell's matrix values as `${{ matrix.x }}` and the results store write them.
-pub(super) fn matrix_text(planned: &PlannedJob) -> indexmap::IndexMap<String, String> {
-    planned
-        .matrix
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::from_json(v.clone()).to_expr_string()))
-        .collect()
 }
