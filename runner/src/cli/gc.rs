@@ -19,7 +19,7 @@ use crate::warm::{Registry, State, WarmEntry};
 type WarmServers = Vec<(WarmEntry, State)>;
 use crate::diag::{Diagnostic, ExitCode, RenderOptions, render};
 
-use super::hosts::{ConfigArg, config_errors, host_error, runtime};
+use super::hosts::{ConfigArg, config_errors, host_error, named_host, runtime};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -84,15 +84,9 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Ok(config) => config,
         Err(diags) => return Ok(config_errors(&diags, render_opts)),
     };
-    let host = match config.select(
-        &[],
-        Some(args.host.as_deref().unwrap_or(crate::hosts::LOCAL)),
-    ) {
+    let host = match named_host(&config, args.host.as_deref(), render_opts) {
         Ok(host) => host,
-        Err(e) => {
-            eprint!("{}\n\n", render(&e.to_diagnostic(), render_opts));
-            return Ok(ExitCode::Usage);
-        }
+        Err(code) => return Ok(code),
     };
     if args.all_runs && !args.yes && !args.dry_run {
         let d = Diagnostic::unlocated(format!(

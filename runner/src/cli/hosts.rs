@@ -99,6 +99,20 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// The host `--host NAME` names (default `local`); an unknown one is said, as a usage error.
+pub(crate) fn named_host<'c>(
+    config: &'c HostConfig,
+    name: Option<&str>,
+    render_opts: RenderOptions,
+) -> Result<&'c crate::hosts::Host, ExitCode> {
+    config
+        .select(&[], Some(name.unwrap_or(crate::hosts::LOCAL)))
+        .map_err(|e| {
+            eprint!("{}\n\n", render(&e.to_diagnostic(), render_opts));
+            ExitCode::Usage
+        })
+}
+
 /// Prints a host file's problems; a bad host file is a wrong input, like a bad argument.
 pub(crate) fn config_errors(diags: &Diagnostics, render: RenderOptions) -> ExitCode {
     eprint!("{}", render_all(diags, render));
