@@ -285,3 +285,39 @@ async fn a_run_killed_or_interrupted_while_using_a_warm_server_leaves_it_to_serv
         "its GPU is still held"
     );
 }
+
+/// The engine run in this process (as `make bench` runs it), twice: the second run adopts
+/// what the first kept warm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_process_adopts_what_the_one_before_kept_warm() {
+    let home = tempfile::tempdir().unwrap();
+    let registry = gpuflow::warm::Registry::at(home.path());
+    // Two cells of one server: the first parks it for the second, which keeps it warm.
+    let yaml = workflow("[128]", "").replace("    gpus: 1\n", "").replace(
+        "        graph-bs: [128]\n",
+        "        graph-bs: [128]\n        c: [1, 2]\n",
+    );
+    let started = |ran: &crate::support::engine::Ran| {
+        ran.events
+            .iter()
+            .filter(|e| matches!(e.kind, gpuflow::engine::EventKind::ContainerStarted { .. }))
+            .count()
+    };
+    let run = || {
+        let registry = registry.clone();
+        crate::support::engine::workflow(&yaml).options(move |o| o.warm_registry = registry)
+    };
+    let Some(first) = run().on_docker().await else {
+        return;
+    };
+    assert_eq!(started(&first), 1, "{}", first.said());
+    assert_eq!(registry.list(None).len(), 1, "{}", first.said());
+    let second = run().on_docker().await.unwrap();
+    assert_eq!(started(&second), 0, "{}", second.said());
+    let docker = docker_with(&[images::SIM]).await.unwrap();
+    for (entry, _) in gpuflow::warm::list(&docker, &registry).await {
+        gpuflow::warm::stop(&docker, &registry, &entry)
+            .await
+            .unwrap();
+    }
+}

@@ -402,6 +402,7 @@ impl<'a> EngineRun<'a> {
         let mut opts = RunOptions::new(&run_id, workspace.path());
         opts.grace = Duration::from_secs(1);
         (self.tweak)(&mut opts);
+        let warm_registry = opts.warm_registry.clone();
 
         let done = Arc::new(AtomicBool::new(false));
         let watcher = self
@@ -435,9 +436,17 @@ impl<'a> EngineRun<'a> {
             Some(watcher) => watcher.await.unwrap(),
             None => Vec::new(),
         };
-        let left = docker.run_containers(&run_id).await.unwrap();
+        // The servers the run kept warm (`keep-warm`) stay, as they should; the test stops
+        // them.
+        let warm: Vec<String> = warm_registry
+            .list(None)
+            .into_iter()
+            .map(|e| e.container)
+            .collect();
+        let mut left = docker.run_containers(&run_id).await.unwrap();
+        left.retain(|id| !warm.contains(id));
         // The guard: whatever the engine did, nothing of this test stays behind.
-        docker.remove_run(&run_id).await.unwrap();
+        docker.remove_run_except(&run_id, &warm).await.unwrap();
         let report = result.unwrap();
         assert_eq!(
             left,

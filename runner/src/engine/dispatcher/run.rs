@@ -131,8 +131,7 @@ fn start_run(
     } else {
         server_groups::groups(&wf, &plan.jobs, &base)
     };
-    let servers =
-        Arc::new(ServerPool::new(groups).with_registry(crate::warm::Registry::from_env()));
+    let servers = Arc::new(ServerPool::new(groups).with_registry(opts.warm_registry.clone()));
     let shared = Arc::new(Shared {
         servers,
         wf,
