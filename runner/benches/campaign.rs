@@ -37,20 +37,6 @@ fn main() {
         .iter()
         .filter(|e| matches!(e.kind, EventKind::ContainerStarted { .. }))
         .count();
-    eprintln!(
-        "DEBUG warm: {:?} {:?}",
-        registry.list(None),
-        std::fs::read_dir(home.path()).map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
-    );
-    for e in &events {
-        match &e.kind {
-            EventKind::Warning { message, .. } => eprintln!("DEBUG warning: {message}"),
-            EventKind::LogLine { text, .. } if text.contains("warm") || text.contains("kept") => {
-                eprintln!("DEBUG line: {text}")
-            }
-            _ => {}
-        }
-    }
     let (m, n) = (SERVERS.len(), SERVERS.len() * LEVELS.len());
     assert_eq!(servers, m, "one server per key");
     let benchmarks = step_time(&events, "3");
