@@ -92,8 +92,9 @@ pub enum Command {
     Completions(completions::Args),
     /// List the hosts of `gpuflow.toml` (and `local`); `hosts check` connects to them.
     Hosts(hosts::Args),
-    /// Remove containers and networks of runs whose runner is gone (or, with `--all-runs`,
-    /// every gpuflow container and network on the host).
+    /// Remove containers and networks of runs whose runner is gone, and your warm servers
+    /// that expired or that a killed run left orphaned (or, with `--all-runs`, every gpuflow
+    /// container and network on the host).
     Gc(gc::Args),
     /// List this user's warm servers (`keep-warm:`) on a host; `servers stop` stops them.
     Servers(servers::Args),
