@@ -234,7 +234,7 @@ pub async fn remove(parked: Vec<Parked>) -> Vec<String> {
         }
         // A warm one's claims name its GPUs also when a cell holds their lease now.
         if let Some(held) = &p.warm {
-            crate::warm::leases(&c.docker).unclaim(&held.entry.gpus, &c.id);
+            crate::warm::claims_of(&c.docker, &held.entry).unclaim(&held.entry.gpus, &c.id);
             held.forget();
         }
     }

@@ -184,6 +184,7 @@ fn keep_warm(p: &Parked, keep: Duration, registry: &Registry) -> Result<(), Stri
         image: c.image.clone(),
         gpus,
         gpu_indexes,
+        lease_dir: p.lease.as_ref().map(|l| l.lease.dir.path().to_path_buf()),
         keep_warm_secs: keep.as_secs(),
         started_at,
         expires_at: now + keep.as_secs(),

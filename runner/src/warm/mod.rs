@@ -86,8 +86,8 @@ pub async fn list(docker: &DockerBackend, registry: &Registry) -> Vec<(WarmEntry
     out
 }
 
-/// The lease folder of the engine's GPUs, where the claims are.
-pub fn leases(docker: &DockerBackend) -> LeaseDir {
+/// The default lease folder of the engine's GPUs.
+fn leases(docker: &DockerBackend) -> LeaseDir {
     LeaseDir::for_host(&engine_key(docker))
 }
 
@@ -109,8 +109,16 @@ pub async fn stop(
 
 /// Forgets `entry` without touching its container: claims and entry removed.
 pub fn forget(docker: &DockerBackend, registry: &Registry, entry: &WarmEntry) {
-    leases(docker).unclaim(&entry.gpus, &entry.container);
+    claims_of(docker, entry).unclaim(&entry.gpus, &entry.container);
     registry.remove(entry);
+}
+
+/// The lease folder `entry`'s GPU claims are in.
+pub fn claims_of(docker: &DockerBackend, entry: &WarmEntry) -> LeaseDir {
+    match &entry.lease_dir {
+        Some(dir) => LeaseDir::at(dir, &entry.engine),
+        None => leases(docker),
+    }
 }
 
 /// What a sweep did, for the command that ran it to say.

@@ -33,6 +33,9 @@ pub struct WarmEntry {
     pub gpus: Vec<String>,
     /// Their indexes, for listings.
     pub gpu_indexes: Vec<u32>,
+    /// The lease folder their locks and claims are in (`None`: the default one).
+    #[serde(default)]
+    pub lease_dir: Option<PathBuf>,
     pub keep_warm_secs: u64,
     /// Seconds since the epoch.
     pub started_at: u64,
@@ -192,6 +195,7 @@ pub(crate) mod tests {
             image: "gpuflow-sim:test".into(),
             gpus: vec![],
             gpu_indexes: vec![],
+            lease_dir: None,
             keep_warm_secs: 600,
             started_at: 1,
             expires_at: 601,
