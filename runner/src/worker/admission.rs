@@ -176,9 +176,11 @@ mod tests {
 
     #[test]
     fn a_run_that_does_not_fit_is_not_overtaken() {
-        let mut held = Held::default();
-        held.gpus = 6;
-        held.runs = 3;
+        let mut held = Held {
+            runs: 3,
+            gpus: 6,
+            ..Held::default()
+        };
         let queued = [("big", 8, None), ("small", 1, None)];
         assert_eq!(started(&queued, &mut held, EIGHT), Vec::<String>::new());
         let runs = [run("big", None), run("small", None)];
