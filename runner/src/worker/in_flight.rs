@@ -33,13 +33,14 @@ pub struct InFlight {
 }
 
 impl InFlight {
-    /// Exports the run's commit and starts `gpuflow run` on it (`gpuflow` is the binary).
+    /// Exports the run's commit and starts `gpuflow run` on it (`gpuflow` is the binary); a
+    /// process it could not record in the queue is said with `say`.
     pub fn start(
-        home: &GpuflowHome,
-        gpuflow: &Path,
+        (home, gpuflow): (&GpuflowHome, &Path),
         queue: &Queue,
         run: QueuedRun,
         gpus: u32,
+        say: &dyn Fn(&str),
     ) -> Result<Self, String> {
         let child = start_child(home, gpuflow, &run)?;
         let process = ProcessId {
@@ -48,7 +49,7 @@ impl InFlight {
         };
         tracing::info!(run = %run.id, pid = child.id(), gpus, "started `gpuflow run`");
         if let Err(e) = queue.set_process(&run.id, process) {
-            tracing::warn!(run = %run.id, error = %e, "the run's process could not be recorded");
+            say(&format!("run {}: {e}", run.id));
         }
         Ok(Self {
             run,

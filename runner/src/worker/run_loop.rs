@@ -270,6 +270,10 @@ impl Worker {
     /// Starts `run` (claimed), promising it `gpus` GPUs; a run that cannot start is recorded
     /// failed at once.
     fn start_run(&mut self, run: QueuedRun, gpus: u32) {
+        // The run's id and workflow path, never its event (a commit message, a branch name:
+        // anyone who can push chooses those).
+        let span = tracing::info_span!("queued_run", run = %run.id, workflow = %run.workflow);
+        let _entered = span.enter();
         (self.say)(&format!(
             "run {}: `{}` ({}) at {} on {}{}",
             run.id,
@@ -283,13 +287,14 @@ impl Worker {
                 String::new()
             }
         ));
-        match InFlight::start(
-            &self.opts.home,
-            &self.opts.gpuflow,
+        let started = InFlight::start(
+            (&self.opts.home, &self.opts.gpuflow),
             &self.queue,
             run.clone(),
             gpus,
-        ) {
+            &*self.say,
+        );
+        match started {
             Ok(f) => self.in_flight.push(f),
             Err(message) => {
                 append_line(
