@@ -308,3 +308,37 @@ fn cancel_stops_one_run_in_flight_and_sigterm_stops_all_the_others() {
         "checkouts were left behind"
     );
 }
+
+/// A worker killed with two runs in flight: each `gpuflow run` reads end-of-file on the pipe
+/// from the worker and cancels itself; the next worker marks both failed.
+#[test]
+fn the_next_worker_recovers_every_run_a_killed_worker_had_in_flight() {
+    let host = Host::new();
+    for name in ["k1", "k2"] {
+        host.workflow(name, 2, 120, "**", None);
+    }
+    let sha = host.repo.commit("workflows");
+    host.trigger(ZERO, &sha);
+    let mut worker = host.worker(&[]);
+    poll_until(
+        "the two runs to run",
+        Duration::from_secs(60),
+        || host.runs(),
+        |runs| {
+            runs.len() == 2
+                && runs.iter().all(|r| r["process"]["pid"].as_u64().is_some())
+                && ["k1", "k2"]
+                    .iter()
+                    .all(|n| host.records.path().join(n).exists())
+        },
+    );
+    worker.kill();
+    let next = host.worker(&["--idle-exit", "1s"]);
+    assert_eq!(host.wait_for_exit(next), Some(0), "{}", host.worker_said());
+    let runs = host.runs();
+    for run in &runs {
+        assert_eq!(run["state"], "failure", "{runs:#?}");
+        let message = run["message"].as_str().unwrap_or("");
+        assert!(message.contains("stopped before it ended"), "{runs:#?}");
+    }
+}
