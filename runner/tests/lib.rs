@@ -49,3 +49,4 @@ mod support;
 mod syntax_page;
 mod triggers;
 mod warm_servers;
+mod worker_parallel;

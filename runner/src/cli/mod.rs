@@ -101,7 +101,7 @@ pub enum Command {
     /// Queue the runs a push starts: every workflow whose `on: push` matches (what the git
     /// hooks call).
     Trigger(Box<trigger::Args>),
-    /// Run the host's queued runs, one at a time, in order.
+    /// Run the host's queued runs in order, several at once as far as their GPUs fit.
     Worker(worker::Args),
     /// List the triggered runs: queued, running and finished.
     Runs(runs::Args),

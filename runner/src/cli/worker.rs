@@ -1,6 +1,7 @@
-//! `gpuflow worker`: runs the host's queued runs, one at a time, in order (docs/triggers.md).
-//! Exit codes: 0 (idle for `--idle-exit`, or another worker already runs), 4 (the queue or
-//! its folder cannot be used), 130 (stopped by SIGTERM/Ctrl-C; the running run is cancelled).
+//! `gpuflow worker`: runs the host's queued runs in queue order, several at once as far as
+//! their GPUs fit (docs/triggers.md). Exit codes: 0 (idle for `--idle-exit`, or another worker
+//! already runs), 4 (the queue or its folder cannot be used), 130 (stopped by SIGTERM/Ctrl-C;
+//! the runs in flight are cancelled).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +17,10 @@ pub struct Args {
     /// Leave after this long without a queued run (default: never).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub idle_exit: Option<Duration>,
+    /// At most this many runs at once (default: as many as the machine has GPUs, at least 1).
+    /// Runs start in queue order while their GPUs fit in those not held by runs in flight.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_runs: Option<u32>,
 }
 
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
@@ -30,6 +35,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         idle_exit: args.idle_exit,
         poll: Duration::from_millis(100),
         retry: Default::default(),
+        max_runs: args.max_runs.map(|n| n as usize),
     };
     let say: Box<dyn Fn(&str)> = Box::new(|line| {
         println!(
@@ -83,7 +89,7 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
                 _ = int.recv() => {}
             }
             tracing::info!("SIGTERM or SIGINT: stopping");
-            eprintln!("worker: stopping: cancelling the running run");
+            eprintln!("worker: stopping: cancelling the runs in flight");
             stop.store(true, Ordering::SeqCst);
         });
     });

@@ -1,6 +1,6 @@
 //! Where the host's queue lives: `$GPUFLOW_HOME`, else `$XDG_STATE_HOME/gpuflow`, else
 //! `~/.local/state/gpuflow`. One folder per host (per user), whatever the repository, since
-//! one worker runs the host's runs one at a time: `queue.db`, `worker.lock` (held by the
+//! one worker runs the host's runs (several at once, as their GPUs fit): `queue.db`, `worker.lock` (held by the
 //! running worker), `worker.log` (what detached workers print), `worker.diag.jsonl` (the
 //! worker's and its runs' diagnostics as JSON lines, `crate::diag_log`) and `work/` (the
 //! checkouts of running runs).

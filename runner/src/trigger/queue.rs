@@ -1,5 +1,5 @@
 //! The run queue: one SQLite file per host (`$GPUFLOW_HOME/queue.db`) that `gpuflow trigger`
-//! adds runs to, one worker takes them from in order, and `gpuflow runs`/`logs`/`cancel`
+//! adds runs to, one worker takes them from (in order, several at once: `crate::worker`), and `gpuflow runs`/`logs`/`cancel`
 //! read. Every change is one transaction, so a trigger racing a worker (or a crashed worker)
 //! never leaves a half-written run; WAL mode lets readers list while a run is added.
 //!
@@ -317,32 +317,22 @@ impl Queue {
         Ok(superseded)
     }
 
-    /// Marks the oldest queued run as running for `worker` and returns it.
-    pub fn claim_next(&mut self, worker: ProcessId) -> Result<Option<QueuedRun>, QueueError> {
-        let wrap = sqlite_error(&self.path);
-        let tx = self
+    /// Marks the run `id` as running for `worker` and returns it, only if it is still queued
+    /// (a compare-and-swap: a `cancel` or a newer run of its group may have ended it since the
+    /// worker chose it); `None` when it is not.
+    pub fn claim(&self, id: &str, worker: ProcessId) -> Result<Option<QueuedRun>, QueueError> {
+        let changed = self
             .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(wrap)?;
-        let id: Option<String> = tx
-            .query_row(
-                "SELECT id FROM runs WHERE state = 'queued' ORDER BY seq LIMIT 1",
-                [],
-                |r| r.get(0),
+            .execute(
+                "UPDATE runs SET state = 'running', started_at = ?2, worker_pid = ?3, \
+                 worker_started = ?4 WHERE id = ?1 AND state = 'queued'",
+                params![id, now(), worker.pid, worker.started.map(|s| s as i64)],
             )
-            .optional()
-            .map_err(wrap)?;
-        let Some(id) = id else {
+            .map_err(|e| self.wrap(e))?;
+        if changed == 0 {
             return Ok(None);
-        };
-        tx.execute(
-            "UPDATE runs SET state = 'running', started_at = ?2, worker_pid = ?3, \
-             worker_started = ?4 WHERE id = ?1",
-            params![id, now(), worker.pid, worker.started.map(|s| s as i64)],
-        )
-        .map_err(wrap)?;
-        tx.commit().map_err(|e| self.wrap(e))?;
-        self.get(&id)
+        }
+        self.get(id)
     }
 
     /// Records the `gpuflow run` process of a running run.
@@ -547,18 +537,25 @@ mod tests {
     };
 
     #[test]
-    fn runs_are_taken_in_order_and_finished() {
+    fn runs_are_listed_in_order_claimed_once_and_finished() {
         let dir = tempfile::tempdir().unwrap();
         let mut q = Queue::open(&dir.path().join("q.db")).unwrap();
         q.enqueue(&new_run("a", None)).unwrap();
         q.enqueue(&new_run("b", None)).unwrap();
-        let first = q.claim_next(WORKER).unwrap().unwrap();
+        let queued: Vec<_> = q.in_state(RunState::Queued).unwrap();
+        assert_eq!(
+            queued.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        let first = q.claim("a", WORKER).unwrap().unwrap();
         assert_eq!((first.id.as_str(), first.state), ("a", RunState::Running));
         assert_eq!(first.worker, Some(WORKER));
         assert_eq!(first.event, event(&"a".repeat(40)));
+        // Claimed already: not a second time.
+        assert!(q.claim("a", WORKER).unwrap().is_none());
         q.finish("a", RunState::Success, Some(0), None).unwrap();
-        assert_eq!(q.claim_next(WORKER).unwrap().unwrap().id, "b");
-        assert!(q.claim_next(WORKER).unwrap().is_none());
+        assert_eq!(q.claim("b", WORKER).unwrap().unwrap().id, "b");
+        assert!(q.in_state(RunState::Queued).unwrap().is_empty());
         let states: Vec<_> = q.list(10).unwrap().iter().map(|r| r.state).collect();
         assert_eq!(states, [RunState::Success, RunState::Running]);
         // Reopening finds the same runs: it is a file.
@@ -572,7 +569,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut q = Queue::open(&dir.path().join("q.db")).unwrap();
         q.enqueue(&new_run("running", Some(("g", false)))).unwrap();
-        q.claim_next(WORKER).unwrap();
+        q.claim("running", WORKER).unwrap();
         q.enqueue(&new_run("old", Some(("g", false)))).unwrap();
         q.enqueue(&new_run("other-group", Some(("h", false))))
             .unwrap();
@@ -602,7 +599,7 @@ mod tests {
         let mut q = Queue::open(&dir.path().join("q.db")).unwrap();
         q.enqueue(&new_run("a", None)).unwrap();
         q.enqueue(&new_run("b", None)).unwrap();
-        q.claim_next(WORKER).unwrap();
+        q.claim("a", WORKER).unwrap();
         assert_eq!(q.cancel("a").unwrap(), Some(CancelOutcome::Requested));
         assert_eq!(q.cancel("b").unwrap(), Some(CancelOutcome::Dequeued));
         assert_eq!(

@@ -1,5 +1,6 @@
 //! The worker: one per host, it takes queued runs in order and runs each as `gpuflow run`
-//! would, from a checkout of the run's commit.
+//! would, from a checkout of the run's commit; several at once as far as their GPU needs fit
+//! in the machine's GPUs ([`admission`], [`gpu_need`]), each watched as [`in_flight`].
 //!
 //! Each run is a `gpuflow run` child process rather than the engine in the worker's own
 //! process, for isolation: a run's working folder, environment and signal handling are
@@ -10,7 +11,10 @@
 //! end-of-file and cancels itself, and the next worker marks the run failed and removes what
 //! is left ([`recover`]).
 
+pub mod admission;
 pub mod checkout;
+pub mod gpu_need;
+pub mod in_flight;
 pub mod lock;
 pub mod recover;
 pub mod run_loop;

@@ -1,28 +1,25 @@
-//! The worker's loop: take the oldest queued run, export its commit, run `gpuflow run` on it
-//! in that checkout (stopping it when `gpuflow cancel` or a newer run of its concurrency
-//! group asks), record how it ended, remove the checkout; when the queue is empty, poll it
-//! (every 100 ms: a run starts well within a second of being queued), and with
-//! `--idle-exit` leave after that long without work.
+//! The worker's loop: start the queued runs that the admission rule lets in (in queue order,
+//! several at once as far as their GPU needs fit: [`super::admission`]), each as a `gpuflow
+//! run` process on a checkout of its commit ([`InFlight`]); watch every run in flight, stopping
+//! one when `gpuflow cancel` or a newer run of its concurrency group asks; record how each
+//! ended and remove its checkout. The queue is polled every 100 ms (a run starts well within a
+//! second of being queued or of its GPUs being free); with `--idle-exit` the worker leaves
+//! after that long with nothing queued and nothing in flight. Stopping (SIGTERM, Ctrl-C) stops
+//! every run in flight and waits for each to clean up.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use git2::Repository;
-use rustix::process::{Pid, Signal, kill_process};
-
-use super::checkout;
+use super::admission::{self, Held, Limits, Next};
+use super::in_flight::{InFlight, RunEnd};
 use super::lock::WorkerLock;
 use super::recover::{append_line, recover, recover_runs};
 use crate::backend::process_start_time;
 use crate::trigger::queue::QueueError;
 use crate::trigger::{GpuflowHome, ProcessId, Queue, QueuedRun, RunState};
-
-/// A second SIGTERM (forcing `gpuflow run`'s clean-up) this long after the first, SIGKILL
-/// after twice as long.
-const CANCEL_ESCALATION: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Debug)]
 pub struct WorkerOptions {
@@ -34,6 +31,8 @@ pub struct WorkerOptions {
     pub poll: Duration,
     /// How a failing queue (SQLITE_BUSY, an I/O error) is retried.
     pub retry: QueueRetry,
+    /// At most this many runs in flight (`None`: as many as the machine has GPUs, at least 1).
+    pub max_runs: Option<usize>,
 }
 
 /// Retrying a queue operation that failed: waits from `first`, doubling up to `max`, until it
@@ -61,7 +60,7 @@ pub enum WorkerExit {
     /// Another worker holds the lock (its pid, when it wrote one).
     AlreadyRunning(Option<u32>),
     Idle,
-    /// SIGTERM or Ctrl-C: the running run was cancelled.
+    /// SIGTERM or Ctrl-C: the runs in flight were cancelled.
     Stopped,
 }
 
@@ -72,12 +71,23 @@ pub struct Worker {
     me: ProcessId,
     stop: Arc<AtomicBool>,
     say: Box<dyn Fn(&str)>,
+    limits: Limits,
+    in_flight: Vec<InFlight>,
+    /// The GPU need of queued runs already read from their workflow, by run id.
+    needs: HashMap<String, u32>,
+    /// The run last said to wait for GPUs (said once, not at every poll).
+    waiting: Option<String>,
+    /// A persistent queue error: the worker stops its runs and leaves with it.
+    failed: Option<String>,
     /// Ends of runs the queue refused to record (retried between runs).
     pending: Vec<(String, RunState, Option<i32>, Option<String>)>,
 }
 
 /// How often an idle worker looks for runs a gone worker left "running".
 const ORPHAN_SWEEP: Duration = Duration::from_secs(5);
+
+/// The message of a run the worker stopped because it was told to stop.
+const STOPPED: &str = "the worker was stopped (SIGTERM/Ctrl-C)";
 
 impl Worker {
     /// Takes the lock and recovers what a dead worker left; `Err(exit)` when another worker
@@ -104,6 +114,16 @@ impl Worker {
             started: process_start_time(pid),
         };
         recover(&queue, &opts.home, &*say).map_err(|e| e.to_string())?;
+        let (gpus, why_none) = super::gpu_need::machine_gpus();
+        if let Some(why) = why_none {
+            say(&format!(
+                "worker: no GPUs counted ({why}): runs start as --max-runs allows"
+            ));
+        }
+        let limits = Limits {
+            max_runs: opts.max_runs.unwrap_or(gpus as usize).max(1),
+            gpus,
+        };
         Ok(Ok(Self {
             opts,
             queue,
@@ -111,65 +131,217 @@ impl Worker {
             me,
             stop,
             say,
+            limits,
+            in_flight: Vec::new(),
+            needs: HashMap::new(),
+            waiting: None,
+            failed: None,
             pending: Vec::new(),
         }))
     }
 
     pub fn run(mut self) -> Result<WorkerExit, String> {
         (self.say)(&format!(
-            "worker {} serving `{}`",
+            "worker {} serving `{}`: at most {} run(s) at once, {} GPU(s)",
             self.me.pid,
-            self.opts.home.queue().display()
+            self.opts.home.queue().display(),
+            self.limits.max_runs,
+            self.limits.gpus
         ));
-        let me = self.me;
         let mut idle_since = Instant::now();
         let mut last_sweep = Instant::now();
         loop {
-            if self.stop.load(Ordering::SeqCst) {
-                return Ok(WorkerExit::Stopped);
+            let stopping = if self.stop.load(Ordering::SeqCst) {
+                Some(STOPPED.to_string())
+            } else {
+                self.failed
+                    .as_ref()
+                    .map(|e| format!("the worker is leaving: {e}"))
+            };
+            self.watch_in_flight(stopping.as_deref());
+            if stopping.is_some() {
+                if self.in_flight.is_empty() {
+                    return match self.failed.take() {
+                        Some(e) => Err(self.leaving(e)),
+                        None => Ok(WorkerExit::Stopped),
+                    };
+                }
+                std::thread::sleep(self.opts.poll);
+                continue;
             }
             self.record_pending();
             if last_sweep.elapsed() >= ORPHAN_SWEEP {
                 last_sweep = Instant::now();
                 self.recover_orphans();
             }
-            let claimed = match self.retrying("taking the next queued run", |q| q.claim_next(me)) {
-                Ok(run) => run,
-                Err(_) if self.stop.load(Ordering::SeqCst) => return Ok(WorkerExit::Stopped),
-                Err(e) => return Err(self.leaving(e)),
-            };
-            if let Some(run) = claimed {
-                self.run_one(&run);
-                idle_since = Instant::now();
-                continue;
+            match self.admit() {
+                Ok(_) => {}
+                Err(_) if self.stop.load(Ordering::SeqCst) => continue,
+                Err(e) => {
+                    self.failed = Some(e);
+                    continue;
+                }
             }
-            if self
+            if !self.in_flight.is_empty() {
+                idle_since = Instant::now();
+            } else if self
                 .opts
                 .idle_exit
                 .is_some_and(|d| idle_since.elapsed() >= d)
             {
-                // Let the lock go first, then look once more: a trigger that queued a run
-                // while we held the lock did not start a worker, and must not be stranded.
-                if let Some(lock) = self.lock.take() {
-                    lock.release();
+                match self.idle_exit() {
+                    Ok(true) => idle_since = Instant::now(),
+                    Ok(false) => return Ok(WorkerExit::Idle),
+                    Err(e) => return Err(e),
                 }
-                let waiting = match self
-                    .retrying("listing the queued runs", |q| q.in_state(RunState::Queued))
-                {
-                    Ok(runs) => !runs.is_empty(),
-                    Err(e) => return Err(self.leaving(e)),
-                };
-                if waiting && let Ok(Some(lock)) = WorkerLock::try_acquire(&self.opts.home.lock()) {
-                    self.lock = Some(lock);
-                    idle_since = Instant::now();
-                    continue;
-                }
-                let _ = self.leaving(String::new());
-                (self.say)("worker: idle, leaving");
-                return Ok(WorkerExit::Idle);
+                continue;
             }
             std::thread::sleep(self.opts.poll);
         }
+    }
+
+    /// Nothing in flight for `--idle-exit`: lets the lock go first, then looks once more (a
+    /// trigger that queued a run while we held the lock did not start a worker, and must not
+    /// be stranded). Whether the worker goes on (it took the lock back for a queued run).
+    fn idle_exit(&mut self) -> Result<bool, String> {
+        if let Some(lock) = self.lock.take() {
+            lock.release();
+        }
+        let waiting =
+            match self.retrying("listing the queued runs", |q| q.in_state(RunState::Queued)) {
+                Ok(runs) => !runs.is_empty(),
+                Err(e) => return Err(self.leaving(e)),
+            };
+        if waiting && let Ok(Some(lock)) = WorkerLock::try_acquire(&self.opts.home.lock()) {
+            self.lock = Some(lock);
+            return Ok(true);
+        }
+        let _ = self.leaving(String::new());
+        (self.say)("worker: idle, leaving");
+        Ok(false)
+    }
+
+    /// Starts every queued run the admission rule lets in now; how many it started.
+    fn admit(&mut self) -> Result<usize, String> {
+        let me = self.me;
+        let mut started = 0;
+        loop {
+            let queued =
+                self.retrying("listing the queued runs", |q| q.in_state(RunState::Queued))?;
+            self.needs
+                .retain(|id, _| queued.iter().any(|r| &r.id == id));
+            let mut held = Held::default();
+            for f in &self.in_flight {
+                held.add(&f.run, f.gpus);
+            }
+            let (needs, gpus) = (&mut self.needs, self.limits.gpus);
+            let need = |run: &QueuedRun| {
+                *needs
+                    .entry(run.id.clone())
+                    .or_insert_with(|| super::gpu_need::of_run(run, gpus))
+            };
+            let (index, need) = match admission::next(&queued, &held, self.limits, need) {
+                Next::Start { index, need } => (index, need),
+                Next::WaitsForGpus { index, need, free } => {
+                    let run = &queued[index];
+                    if self.waiting.as_deref() != Some(run.id.as_str()) {
+                        self.waiting = Some(run.id.clone());
+                        (self.say)(&format!(
+                            "run {}: waits for {need} GPU(s) ({free} of {} not held by runs in \
+                             flight); the runs queued after it wait behind it",
+                            run.id, self.limits.gpus
+                        ));
+                    }
+                    return Ok(started);
+                }
+                Next::Full | Next::Nothing => return Ok(started),
+            };
+            let id = queued[index].id.clone();
+            let claimed = self.retrying("taking the next queued run", |q| q.claim(&id, me))?;
+            // `None`: cancelled or superseded since it was listed.
+            if let Some(run) = claimed {
+                self.needs.remove(&run.id);
+                self.start_run(run, need);
+                started += 1;
+            }
+        }
+    }
+
+    /// Starts `run` (claimed), promising it `gpus` GPUs; a run that cannot start is recorded
+    /// failed at once.
+    fn start_run(&mut self, run: QueuedRun, gpus: u32) {
+        // The run's id and workflow path, never its event (a commit message, a branch name:
+        // anyone who can push chooses those).
+        let span = tracing::info_span!("queued_run", run = %run.id, workflow = %run.workflow);
+        let _entered = span.enter();
+        (self.say)(&format!(
+            "run {}: `{}` ({}) at {} on {}{}",
+            run.id,
+            run.name,
+            run.workflow,
+            &run.sha[..run.sha.len().min(12)],
+            run.git_ref,
+            if gpus > 0 {
+                format!(", {gpus} GPU(s)")
+            } else {
+                String::new()
+            }
+        ));
+        let started = InFlight::start(
+            (&self.opts.home, &self.opts.gpuflow),
+            &self.queue,
+            run.clone(),
+            gpus,
+            &*self.say,
+        );
+        match started {
+            Ok(f) => self.in_flight.push(f),
+            Err(message) => {
+                append_line(
+                    &run.log_dir.join("output.log"),
+                    &format!("gpuflow: {message}"),
+                );
+                self.record_end(&run, (RunState::Failure, None, Some(message)));
+            }
+        }
+    }
+
+    /// Looks at every run in flight once, recording the end of those that ended; `stopping`
+    /// gives the reason to stop them all.
+    fn watch_in_flight(&mut self, stopping: Option<&str>) {
+        let mut ended = Vec::new();
+        let queue = &self.queue;
+        self.in_flight
+            .retain_mut(|f| match f.poll(queue, stopping) {
+                Some(end) => {
+                    ended.push((f.run.clone(), end));
+                    false
+                }
+                None => true,
+            });
+        for (run, end) in ended {
+            self.record_end(&run, end);
+        }
+    }
+
+    /// Records how `run` ended (retried between runs when the queue refuses) and removes its
+    /// checkout.
+    fn record_end(&mut self, run: &QueuedRun, (state, code, message): RunEnd) {
+        let span = tracing::info_span!("queued_run", run = %run.id, workflow = %run.workflow);
+        let _entered = span.enter();
+        let recorded = self.retrying(&format!("recording the end of run {}", run.id), |q| {
+            q.finish(&run.id, state, code, message.as_deref())
+        });
+        if let Err(e) = recorded {
+            (self.say)(&format!(
+                "run {}: its end could not be recorded ({e}): trying again between runs",
+                run.id
+            ));
+            self.pending.push((run.id.clone(), state, code, message));
+        }
+        let _ = std::fs::remove_dir_all(self.opts.home.work(&run.id));
+        tracing::info!(state = state.as_str(), exit_code = code, "run ended");
+        (self.say)(&format!("run {}: {}", run.id, state.as_str()));
     }
 
     /// Runs `op` on the queue until it works, waiting longer after each failure (logged); an
@@ -276,175 +448,6 @@ impl Worker {
             (self.say)(&format!("worker: runs of a gone worker: {e}"));
         }
     }
-
-    fn run_one(&mut self, run: &QueuedRun) {
-        let output = run.log_dir.join("output.log");
-        // The run's id and workflow path, never its event (a commit message, a branch name:
-        // anyone who can push chooses those).
-        let span = tracing::info_span!("queued_run", run = %run.id, workflow = %run.workflow);
-        let _entered = span.enter();
-        (self.say)(&format!(
-            "run {}: `{}` ({}) at {} on {}",
-            run.id,
-            run.name,
-            run.workflow,
-            &run.sha[..run.sha.len().min(12)],
-            run.git_ref
-        ));
-        let (state, code, message) = match self.start_child(run, &output) {
-            Err(message) => {
-                append_line(&output, &format!("gpuflow: {message}"));
-                (RunState::Failure, None, Some(message))
-            }
-            Ok(child) => self.watch(run, child),
-        };
-        let recorded = self.retrying(&format!("recording the end of run {}", run.id), |q| {
-            q.finish(&run.id, state, code, message.as_deref())
-        });
-        if let Err(e) = recorded {
-            (self.say)(&format!(
-                "run {}: its end could not be recorded ({e}): trying again between runs",
-                run.id
-            ));
-            self.pending.push((run.id.clone(), state, code, message));
-        }
-        let _ = std::fs::remove_dir_all(self.opts.home.work(&run.id));
-        tracing::info!(state = state.as_str(), exit_code = code, "run ended");
-        (self.say)(&format!("run {}: {}", run.id, state.as_str()));
-    }
-
-    fn start_child(&self, run: &QueuedRun, output: &std::path::Path) -> Result<Child, String> {
-        let work = self.opts.home.work(&run.id);
-        let tree = work.join("checkout");
-        let repo = Repository::open(&run.repo).map_err(|e| {
-            format!(
-                "the repository `{}` cannot be opened: {e}",
-                run.repo.display()
-            )
-        })?;
-        checkout::export(&repo, &run.sha, &tree)?;
-        let event_file = work.join("event.json");
-        std::fs::write(
-            &event_file,
-            serde_json::to_vec(&run.event).unwrap_or_default(),
-        )
-        .map_err(|e| format!("`{}`: {e}", event_file.display()))?;
-        crate::local_dirs::create_state_dir_all(&run.log_dir)
-            .map_err(|e| format!("`{}`: {e}", run.log_dir.display()))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(output)
-            .map_err(|e| format!("`{}`: {e}", output.display()))?;
-        let mut cmd = Command::new(&self.opts.gpuflow);
-        cmd.arg("run")
-            .arg(&run.workflow)
-            .arg("--plain")
-            .args(["--run-id", &run.id])
-            .arg("--log-dir")
-            .arg(&run.log_dir)
-            .arg("--event")
-            .arg(&event_file)
-            .arg("--store")
-            .arg(run.home.join(".gpuflow").join("results.db"))
-            .arg("--stop-on-stdin-eof")
-            .current_dir(&tree)
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log)
-            // The run's diagnostics join the worker's JSON lines, not the run's output (what
-            // `gpuflow logs` shows the user).
-            .envs(crate::diag_log::child_env());
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("GIT_") {
-                cmd.env_remove(key);
-            }
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("`{}` cannot be started: {e}", self.opts.gpuflow.display()))?;
-        let process = ProcessId {
-            pid: child.id(),
-            started: process_start_time(child.id()),
-        };
-        tracing::info!(pid = child.id(), "started `gpuflow run`");
-        if let Err(e) = self.queue.set_process(&run.id, process) {
-            (self.say)(&format!("run {}: {e}", run.id));
-        }
-        Ok(child)
-    }
-
-    /// Waits for the run's process, stopping it when asked; how it ended.
-    fn watch(&self, run: &QueuedRun, mut child: Child) -> (RunState, Option<i32>, Option<String>) {
-        let pid = Pid::from_raw(child.id() as i32).expect("a child's pid is positive");
-        let mut signalled: Option<(Instant, u8)> = None;
-        let mut stopped_by_worker = false;
-        let status: ExitStatus = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break status,
-                Ok(None) => {}
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return (
-                        RunState::Failure,
-                        None,
-                        Some(format!("waiting for it failed: {e}")),
-                    );
-                }
-            }
-            let cancel = self
-                .queue
-                .get(&run.id)
-                .ok()
-                .flatten()
-                .is_some_and(|r| r.cancel_requested);
-            let stopping = self.stop.load(Ordering::SeqCst);
-            if (cancel || stopping) && signalled.is_none() {
-                tracing::info!(cancel, stopping, "stopping the run: SIGTERM");
-                stopped_by_worker = stopping && !cancel;
-                let _ = kill_process(pid, Signal::TERM);
-                signalled = Some((Instant::now(), 1));
-            } else if let Some((at, count)) = signalled {
-                if count == 1 && at.elapsed() >= CANCEL_ESCALATION {
-                    tracing::info!("the run is still there: a second SIGTERM");
-                    let _ = kill_process(pid, Signal::TERM);
-                    signalled = Some((at, 2));
-                } else if at.elapsed() >= 2 * CANCEL_ESCALATION {
-                    tracing::warn!("the run is still there: SIGKILL");
-                    let _ = child.kill();
-                }
-            }
-            std::thread::sleep(self.opts.poll);
-        };
-        drop(child.stdin.take());
-        let code = status.code();
-        let asked = signalled.is_some();
-        let (state, code, message) = match code {
-            Some(0) => (RunState::Success, code, None),
-            Some(130) | None if asked => (
-                RunState::Cancelled,
-                code,
-                stopped_by_worker.then(|| "the worker was stopped (SIGTERM/Ctrl-C)".to_string()),
-            ),
-            Some(1) => (RunState::Failure, code, Some("a job failed".into())),
-            Some(2) => (RunState::Failure, code, Some("`gpuflow run` refused its inputs (exit 2): see `gpuflow logs`".into())),
-            Some(3) => (RunState::Failure, code, Some("the workflow does not validate at this commit, or cannot run here (exit 3): see `gpuflow logs`".into())),
-            Some(4) => (RunState::Failure, code, Some("an infrastructure error (exit 4), such as an unreachable Docker engine: see `gpuflow logs`".into())),
-            Some(other) => (RunState::Failure, code, Some(format!("`gpuflow run` exited with {other}"))),
-            None => (RunState::Failure, None, Some(format!("`gpuflow run` was killed ({status})"))),
-        };
-        if code.is_none() {
-            // Killed before its own clean-up (escalation, OOM killer): remove what it left.
-            let removed = super::recover::remove_containers(&run.id);
-            let message = Some(match message {
-                Some(m) => format!("{m}; {removed}"),
-                None => removed,
-            });
-            return (state, code, message);
-        }
-        (state, code, message)
-    }
 }
 
 #[cfg(test)]
@@ -482,6 +485,7 @@ mod tests {
                     max: Duration::from_millis(100),
                     give_up_after,
                 },
+                max_runs: None,
             };
             let said = self.said.clone();
             let say: Box<dyn Fn(&str)> = Box::new(move |l| said.lock().unwrap().push(l.into()));
@@ -556,6 +560,8 @@ mod tests {
     fn a_queue_failing_for_too_long_stops_the_worker_saying_why() {
         let s = setup();
         let worker = s.worker(Duration::from_millis(300));
+        // Listing reads past a writer (WAL); claiming the queued run writes, and cannot.
+        s.enqueue("r1");
         let holder = s.hold_write_lock(Duration::from_secs(2));
         let err = worker.run().unwrap_err();
         holder.join().unwrap();
