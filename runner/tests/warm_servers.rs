@@ -159,7 +159,7 @@ async fn a_warm_server_is_adopted_by_the_next_run_and_a_changed_flag_starts_anew
     let (code, said) = node.run(&workflow("[128, 256]", ""));
     assert_eq!(code, Some(0), "{said}");
     let adopted = said
-        .matches("reusing the server `server` an earlier run kept warm")
+        .matches("reusing the server `server` that was kept warm")
         .count();
     assert_eq!(adopted, 2, "{said}");
     // The engine started no container (its `container_started` events, as the plain view
@@ -178,11 +178,7 @@ async fn a_warm_server_is_adopted_by_the_next_run_and_a_changed_flag_starts_anew
     // One server flag changed: that cell starts a fresh server; the other adopts its own.
     let (code, said) = node.run(&workflow("[128, 512]", ""));
     assert_eq!(code, Some(0), "{said}");
-    assert_eq!(
-        said.matches("an earlier run kept warm").count(),
-        1,
-        "{said}"
-    );
+    assert_eq!(said.matches("that was kept warm").count(), 1, "{said}");
     assert_eq!(
         said.matches("container server started").count(),
         1,
@@ -314,6 +310,76 @@ async fn a_run_in_process_adopts_what_the_one_before_kept_warm() {
     assert_eq!(registry.list(None).len(), 1, "{}", first.said());
     let second = run().on_docker().await.unwrap();
     assert_eq!(started(&second), 0, "{}", second.said());
+    let docker = docker_with(&[images::SIM]).await.unwrap();
+    for (entry, _) in gpuflow::warm::list(&docker, &registry).await {
+        gpuflow::warm::stop(&docker, &registry, &entry)
+            .await
+            .unwrap();
+    }
+}
+
+/// A maximize search whose servers are kept warm: a cell's later round adopts the server its
+/// first round loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_round_adopts_the_server_its_first_round_kept_warm() {
+    let home = tempfile::tempdir().unwrap();
+    let registry = gpuflow::warm::Registry::at(home.path());
+    let yaml = format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  tune:
+    strategy:
+      matrix:
+        tps: [2000, 4000]
+      search:
+        maximize: output_tok_s
+        budget: {{ rounds: 2, keep: 0.5 }}
+    steps:
+      - uses: start-container
+        with:
+          name: server
+          image: {sim}
+          command: gpuflow-sim --host 0.0.0.0 --port 30000 --startup-delay 1s --tokens-per-second ${{{{ matrix.tps }}}}
+          keep-warm: 5m
+      - uses: wait-for-health
+        with: {{ container: server, url: "http://server:30000/health", timeout: 1m }}
+      - uses: benchmark
+        with:
+          target: http://server:30000
+          mode: concurrency
+          concurrency: 2
+          requests: 8
+          output-tokens: 8
+"#,
+        sim = images::SIM
+    );
+    let kept = registry.clone();
+    let Some(ran) = crate::support::engine::workflow(&yaml)
+        .options(move |o| o.warm_registry = kept)
+        .on_docker()
+        .await
+    else {
+        return;
+    };
+    let started = ran
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, gpuflow::engine::EventKind::ContainerStarted { .. }))
+        .count();
+    assert_eq!(
+        started,
+        2,
+        "one server per cell, none for round 2: {}",
+        ran.said()
+    );
+    let round_two = ran
+        .lines_of_jobs_starting_with("tune (4000), round 2")
+        .join("\n");
+    assert!(
+        round_two.contains("reusing the server `server` that was kept warm"),
+        "{round_two}"
+    );
     let docker = docker_with(&[images::SIM]).await.unwrap();
     for (entry, _) in gpuflow::warm::list(&docker, &registry).await {
         gpuflow::warm::stop(&docker, &registry, &entry)

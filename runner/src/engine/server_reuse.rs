@@ -204,8 +204,9 @@ impl JobContainers {
         };
         let cells_before = parked.cells_served;
         let age = parked.started.elapsed();
+        // Kept warm by an earlier run, or by an earlier round of a search in this one.
         let by = if parked.warm.is_some() {
-            "an earlier run kept warm"
+            "that was kept warm"
         } else {
             "an earlier cell started"
         };
