@@ -62,6 +62,23 @@ pub struct EventContext {
     pub event: serde_json::Value,
 }
 
+#[cfg(test)]
+impl EventContext {
+    /// A push of `main` at `sha`, for tests of what carries events.
+    pub(crate) fn test_push(sha: &str) -> Self {
+        Self {
+            event_name: "push".into(),
+            sha: sha.into(),
+            git_ref: "refs/heads/main".into(),
+            ref_name: "main".into(),
+            ref_type: "branch".into(),
+            actor: "me".into(),
+            repository: "r".into(),
+            event: serde_json::json!({}),
+        }
+    }
+}
+
 impl RunOptions {
     /// Defaults for a run with this id in `workspace`: logs under
     /// `workspace/.gpuflow/runs/<run-id>`.

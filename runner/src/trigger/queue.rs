@@ -508,14 +508,8 @@ mod tests {
 
     fn event(sha: &str) -> EventContext {
         EventContext {
-            event_name: "push".into(),
-            sha: sha.into(),
-            git_ref: "refs/heads/main".into(),
-            ref_name: "main".into(),
-            ref_type: "branch".into(),
-            actor: "me".into(),
             repository: "node".into(),
-            event: serde_json::json!({}),
+            ..EventContext::test_push(sha)
         }
     }
 

@@ -117,16 +117,7 @@ mod tests {
             queued_at: 0.0,
             started_at: None,
             finished_at: None,
-            event: crate::engine::options::EventContext {
-                event_name: "push".into(),
-                sha: "a".repeat(40),
-                git_ref: "refs/heads/main".into(),
-                ref_name: "main".into(),
-                ref_type: "branch".into(),
-                actor: "me".into(),
-                repository: "r".into(),
-                event: serde_json::json!({}),
-            },
+            event: crate::engine::options::EventContext::test_push(&"a".repeat(40)),
         }
     }
 

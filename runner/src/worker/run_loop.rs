@@ -505,16 +505,7 @@ mod tests {
                 home: self.home.dir.join("no-such-repo.git"),
                 workflow: "workflows/w.yml".into(),
                 name: "w".into(),
-                event: crate::engine::options::EventContext {
-                    event_name: "push".into(),
-                    sha: "a".repeat(40),
-                    git_ref: "refs/heads/main".into(),
-                    ref_name: "main".into(),
-                    ref_type: "branch".into(),
-                    actor: "me".into(),
-                    repository: "r".into(),
-                    event: serde_json::json!({}),
-                },
+                event: crate::engine::options::EventContext::test_push(&"a".repeat(40)),
                 concurrency: None,
             })
             .unwrap();
