@@ -201,7 +201,21 @@ impl JobContainers {
         host: &Arc<dyn StepHost>,
         job: &JobRef,
         name: &str,
+        spec: ContainerSpec,
+    ) -> Result<&Started, ContainerError> {
+        let labels = self.labels.clone();
+        self.start_labelled(host, job, name, spec, &labels).await
+    }
+
+    /// [`Self::start`], labelled with `labels` (the job's, or marked as a server to keep
+    /// warm).
+    pub(super) async fn start_labelled(
+        &mut self,
+        host: &Arc<dyn StepHost>,
+        job: &JobRef,
+        name: &str,
         mut spec: ContainerSpec,
+        labels: &RunLabels,
     ) -> Result<&Started, ContainerError> {
         if self.started.contains_key(name) {
             return Err(ContainerError::Duplicate {
@@ -223,10 +237,7 @@ impl JobContainers {
             crate::run_logs::slug(name).to_ascii_lowercase()
         );
         spec.name = Some(docker_name.clone());
-        let (container, output) = self
-            .docker
-            .start_container_attached(&self.labels, &spec)
-            .await?;
+        let (container, output) = self.docker.start_container_attached(labels, &spec).await?;
         let forward = {
             let sink = log_sink(host, job, name);
             tokio::spawn(async move {

@@ -22,7 +22,7 @@ use crate::steps::StepHost;
 const DEFAULT_NETWORK: &str = "bridge";
 
 /// What a `start-container` step asks of sharing its server.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct ServerOptions {
     /// `reuse:` (default true): may adopt a parked or warm server, and may be parked.
     pub reuse: bool,
@@ -128,14 +128,12 @@ impl JobContainers {
         let image = spec.image.clone();
         // Labelled as a server to keep warm: the sweep of dead runners' things leaves it to
         // the warm servers' sweep, which knows its expiry.
-        let labels = self.labels.clone();
-        self.labels = labels.clone().warm(options.keep_warm.is_some());
-        let started = self
-            .start(host, job, name, spec)
-            .await
-            .map(|s| s.id.clone());
-        self.labels = labels;
-        let id = started?;
+        let labels = self.labels.clone().warm(options.keep_warm.is_some());
+        let id = self
+            .start_labelled(host, job, name, spec, &labels)
+            .await?
+            .id
+            .clone();
         if let Some(started) = self.started.get_mut(name) {
             started.reuse = Some(Reuse {
                 group,
