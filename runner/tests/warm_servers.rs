@@ -310,6 +310,27 @@ async fn a_run_in_process_adopts_what_the_one_before_kept_warm() {
     assert_eq!(registry.list(None).len(), 1, "{}", first.said());
     let second = run().on_docker().await.unwrap();
     assert_eq!(started(&second), 0, "{}", second.said());
+    // `fresh: true` on the benchmark: the warm server (and the first cell's) is replaced,
+    // not adopted.
+    let fresh_yaml = yaml.replace(
+        "          output-tokens: 4\n",
+        "          output-tokens: 4\n          fresh: true\n",
+    );
+    let kept = registry.clone();
+    let third = crate::support::engine::workflow(&fresh_yaml)
+        .options(move |o| o.warm_registry = kept)
+        .on_docker()
+        .await
+        .unwrap();
+    // A fresh server for each of the two cells: neither adopts what ran before it.
+    assert_eq!(started(&third), 2, "{}", third.said());
+    assert!(
+        third
+            .said()
+            .contains("asks for a fresh one (`fresh: true`)"),
+        "{}",
+        third.said()
+    );
     let docker = docker_with(&[images::SIM]).await.unwrap();
     for (entry, _) in gpuflow::warm::list(&docker, &registry).await {
         gpuflow::warm::stop(&docker, &registry, &entry)
