@@ -36,6 +36,7 @@ pub mod run_logs;
 pub mod schema;
 pub mod signal;
 pub mod sim;
+pub mod slurm;
 pub mod stats;
 pub mod steps;
 pub mod store;

@@ -21,6 +21,7 @@ mod run;
 mod runs;
 mod schema;
 mod servers;
+mod slurm_job;
 mod store_path;
 mod trigger;
 mod validate;
@@ -111,6 +112,10 @@ pub enum Command {
     Cancel(cancel::Args),
     /// Install or remove the git hooks that trigger workflows.
     Hooks(hooks::Args),
+    /// Run one job of a run on a Slurm cluster, on the node Slurm placed it on (what the
+    /// run's batch script calls; docs/slurm.md).
+    #[command(hide = true)]
+    SlurmJob(slurm_job::Args),
     /// Test hook: wait for SIGINT/SIGTERM with gpuflow's signal handling, exit 130.
     #[command(name = "__wait-for-signal", hide = true)]
     WaitForSignal(wait_for_signal::Args),
@@ -161,6 +166,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Logs(args) => logs::run(&args, render),
         Command::Cancel(args) => cancel::run(&args, render),
         Command::Hooks(args) => hooks::run(&args, render),
+        Command::SlurmJob(args) => slurm_job::run(&args, render),
         Command::WaitForSignal(args) => wait_for_signal::run(&args),
     };
     result.unwrap_or_else(|err| {

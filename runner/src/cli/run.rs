@@ -137,6 +137,8 @@ fn run_stages(args: &Args, render: RenderOptions) -> Result<ExitCode, EarlyExit>
     check_host_override(&hosts, args.host.as_deref(), render)?;
     let engines = choose_hosts(&wf, &plan, &hosts, args.host.as_deref())
         .map_err(|diags| not_started(&diags, render))?;
+    let cluster = cluster_host(&wf, &plan, &hosts, args.host.as_deref())
+        .map_err(|diags| not_started(&diags, render))?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -147,13 +149,75 @@ fn run_stages(args: &Args, render: RenderOptions) -> Result<ExitCode, EarlyExit>
         Arc::new(*wf),
         plan,
         opts,
-        engines,
+        Placement { engines, cluster },
     ))
+}
+/// Where the run's jobs go: Docker engines, or one Slurm cluster for the whole run.
+struct Placement {
+    engines: Engines,
+    cluster: Option<Host>,
+}
+
+/// The Slurm cluster the run goes to, if its jobs choose one: then every job must (a run is
+/// submitted to one cluster whole, its `needs` as Slurm dependencies).
+fn cluster_host(
+    wf: &Workflow,
+    plan: &Plan,
+    hosts: &HostConfig,
+    host_override: Option<&str>,
+) -> Result<Option<Host>, Diagnostics> {
+    let mut chosen: Vec<(&str, Host)> = Vec::new();
+    for run in &plan.jobs {
+        let job = &wf.jobs[run.job_id.as_str()];
+        let runs_on: Vec<String> = job
+            .runs_on
+            .iter()
+            .map(|r| crate::cli::plan::evaluate_name(&r.value, &run.matrix))
+            .collect();
+        if let Ok(host) = hosts.select(&runs_on, host_override) {
+            chosen.push((run.job_id.as_str(), host.clone()));
+        }
+    }
+    let Some((first_job, cluster)) = chosen.iter().find(|(_, h)| h.slurm.is_some()).cloned() else {
+        return Ok(None);
+    };
+    let mut errors = Diagnostics::new();
+    let mut told = HashSet::new();
+    for (job_id, host) in &chosen {
+        if host.name == cluster.name || !told.insert(*job_id) {
+            continue;
+        }
+        let job = &wf.jobs[*job_id];
+        let span = match (job.runs_on.first(), job.runs_on.last()) {
+            (Some(a), Some(b)) => Span::new(a.span.start, b.span.end),
+            _ => job.id.span,
+        };
+        errors.push(
+            Diagnostic::error(
+                &wf.file,
+                span,
+                format!(
+                    "job `{job_id}` runs on `{}`, but job `{first_job}` runs on the Slurm cluster `{}`",
+                    host.name, cluster.name
+                ),
+            )
+            .label("a run on a cluster is submitted there whole")
+            .hint(format!(
+                "give every job `runs-on: {}` (or run with `--host {}`), or split the workflow",
+                cluster.name, cluster.name
+            )),
+        );
+    }
+    if errors.is_empty() {
+        Ok(Some(cluster))
+    } else {
+        Err(errors)
+    }
 }
 
 /// How [`run`] ends early: with an exit code whose reason is already printed, or with an
 /// error for `main` to print.
-enum EarlyExit {
+pub(super) enum EarlyExit {
     Code(ExitCode),
     Error(anyhow::Error),
 }
@@ -172,7 +236,10 @@ impl From<std::io::Error> for EarlyExit {
 
 /// The workflow, loaded and checked, with its warnings printed; exit 3 when it does not
 /// validate or has a step that cannot run yet, 2 when it is an action or cannot be read.
-fn runnable_workflow(file: &Path, render: RenderOptions) -> Result<Box<Workflow>, EarlyExit> {
+pub(super) fn runnable_workflow(
+    file: &Path,
+    render: RenderOptions,
+) -> Result<Box<Workflow>, EarlyExit> {
     let (loaded, diags) = load_and_check(file).map_err(|d| {
         eprint!("{}", render_all(&Diagnostics::from(*d), render));
         EarlyExit::Code(ExitCode::Usage)
@@ -249,7 +316,7 @@ fn read_event(path: &Path) -> Result<EventContext, String> {
 
 /// The job runs, matrix cells expanded and named. Validation has passed, so a failure here is
 /// gpuflow's own bug.
-fn plan_jobs(wf: &Workflow, file: &Path) -> anyhow::Result<Plan> {
+pub(super) fn plan_jobs(wf: &Workflow, file: &Path) -> anyhow::Result<Plan> {
     let stem = file
         .file_stem()
         .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
@@ -308,7 +375,7 @@ async fn run_with_views(
     wf: Arc<Workflow>,
     plan: Plan,
     mut opts: RunOptions,
-    engines: Engines,
+    placement: Placement,
 ) -> Result<ExitCode, EarlyExit> {
     let store = match LogStore::create(&opts.log_dir) {
         Ok(s) => Arc::new(s.with_log_cap(args.log_cap)),
@@ -334,7 +401,12 @@ async fn run_with_views(
     if args.stop_on_stdin_eof {
         cancel_at_stdin_eof(cancel.clone());
     }
-    let result = crate::engine::run(wf, plan, opts, sink, engines, cancel).await;
+    let result = match &placement.cluster {
+        Some(cluster) => {
+            crate::slurm::coordinator::run(wf, plan, opts, sink, cluster, cancel).await
+        }
+        None => crate::engine::run(wf, plan, opts, sink, placement.engines, cancel).await,
+    };
     if let Some(problem) = store.write_error() {
         eprintln!("warning: the run's logs are incomplete: {problem}");
     }

@@ -89,7 +89,7 @@ pub(crate) fn number(n: &NumberOrExpr, ctx: &MapContext, file: &SourceFile) -> R
 }
 
 /// A cell's matrix values as `${{ matrix.x }}` and the results store write them.
-pub(super) fn matrix_text(planned: &PlannedJob) -> indexmap::IndexMap<String, String> {
+pub(crate) fn matrix_text(planned: &PlannedJob) -> indexmap::IndexMap<String, String> {
     planned
         .matrix
         .iter()
@@ -98,7 +98,7 @@ pub(super) fn matrix_text(planned: &PlannedJob) -> indexmap::IndexMap<String, St
 }
 
 /// The `matrix` context of a planned job run: its cell's values.
-pub(super) fn matrix_value(planned: &PlannedJob) -> Value {
+pub(crate) fn matrix_value(planned: &PlannedJob) -> Value {
     Value::Object(
         planned
             .matrix

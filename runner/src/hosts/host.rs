@@ -33,6 +33,9 @@ pub struct Host {
     pub gpu_probe_image: Option<String>,
     /// Where `[hosts.NAME]` is written; `None` for the implicit `local` host.
     pub span: Option<Span>,
+    /// A Slurm cluster rather than one Docker engine (`[hosts.NAME.slurm]`): its jobs are
+    /// submitted there, and each runs on its node's own engine.
+    pub slurm: Option<std::sync::Arc<super::slurm_settings::SlurmSettings>>,
 }
 
 impl Host {
@@ -46,6 +49,7 @@ impl Host {
             gpu_inventory: None,
             gpu_probe_image: None,
             span: None,
+            slurm: None,
         }
     }
 
@@ -74,9 +78,11 @@ impl Host {
     /// Whether a job asking for `wanted` (`runs-on`'s values) may run here: each value must be
     /// this host's name or one of its labels.
     pub fn matches(&self, wanted: &[String]) -> bool {
-        wanted
-            .iter()
-            .all(|w| *w == self.name || self.labels.iter().any(|l| l == w))
+        let gpu_types = self.slurm.iter().flat_map(|s| &s.gpu_types);
+        let gpu_types: Vec<&String> = gpu_types.collect();
+        wanted.iter().all(|w| {
+            *w == self.name || self.labels.iter().any(|l| l == w) || gpu_types.contains(&w)
+        })
     }
 }
 
@@ -94,6 +100,7 @@ mod tests {
             gpu_inventory: None,
             gpu_probe_image: None,
             span: None,
+            slurm: None,
         }
     }
 

@@ -18,6 +18,7 @@ use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span};
 
 mod host_table;
 mod reader;
+mod slurm_table;
 #[cfg(test)]
 mod tests;
 mod vars_table;

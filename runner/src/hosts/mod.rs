@@ -17,9 +17,11 @@ mod host;
 mod host_config;
 mod node_check;
 mod select;
+mod slurm_settings;
 
 pub use gpu_probe::DEFAULT_PROBE_IMAGE;
 pub use host::{Host, HostEndpoint, LOCAL};
 pub use host_config::{CONFIG_FILE, HostConfig, workspace_root};
 pub use node_check::check_ssh_node;
 pub use select::SelectError;
+pub use slurm_settings::SlurmSettings;

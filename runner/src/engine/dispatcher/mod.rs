@@ -17,8 +17,10 @@
 //! - [`gpu_start`]: the GPUs a ready job leases before it starts, or why it waits;
 //! - [`search`]: `strategy.search`, which cells run: a bisect's probes, a halving's rounds
 //!   ([`halving`]) scored with what their benchmark measured ([`trial_metrics`]);
+//! - [`alone`]: one planned job run by itself, its needs and GPUs given (a Slurm node's job);
 //! - [`base_contexts`]: `github`, `inputs`, `secrets` and `vars`, made once per run.
 
+mod alone;
 mod base_contexts;
 mod dispatch;
 mod gpu_start;
@@ -28,4 +30,6 @@ mod run;
 mod search;
 mod trial_metrics;
 
+pub use alone::{Alone, run_alone};
+pub use readiness::needs_context;
 pub use run::{RunError, RunReport, run};

@@ -69,7 +69,7 @@ pub(super) fn condition_holds(
 
 /// `needs.<job>.result` and `.outputs` for the jobs `planned` needs. A matrix job's result is
 /// `failure` if any cell failed, `cancelled` if any was cancelled, `skipped` if all were.
-pub(super) fn needs_context(
+pub fn needs_context(
     planned: &PlannedJob,
     runs: &[PlannedJob],
     results: &[Option<JobSummary>],

@@ -112,7 +112,7 @@ pub async fn run(
 }
 
 /// The run's shared state, and `run_started` said.
-fn start_run(
+pub(super) fn start_run(
     wf: Arc<Workflow>,
     plan: &Plan,
     opts: RunOptions,
@@ -217,7 +217,7 @@ fn run_result(jobs: &[JobSummary], cancel: &CancellationToken) -> JobResult {
 }
 
 /// The run's containers left on any host, removed (unless they are to be kept).
-async fn remove_leftovers(shared: &Shared) {
+pub(super) async fn remove_leftovers(shared: &Shared) {
     if shared.opts.keep_containers {
         return;
     }
@@ -239,7 +239,7 @@ async fn remove_leftovers(shared: &Shared) {
 }
 
 /// `run_finished`, then the headline; the run's report.
-fn finish_run(
+pub(super) fn finish_run(
     shared: &Shared,
     headline: &HeadlineSink,
     result: JobResult,

@@ -10,12 +10,13 @@ use crate::backend::{BackendError, Endpoint};
 use crate::diag::{Diagnostic, Span};
 use crate::hosts::host::{Host, HostEndpoint, LOCAL};
 
-const HOST_KEYS: [&str; 5] = [
+const HOST_KEYS: [&str; 6] = [
     "endpoint",
     "labels",
     "gpus",
     "gpu-inventory",
     "gpu-probe-image",
+    "slurm",
 ];
 
 impl Reader {
@@ -79,6 +80,7 @@ impl Reader {
         let mut gpus = None;
         let mut gpu_inventory = None;
         let mut gpu_probe_image = None;
+        let mut slurm = None;
         for (key, value) in table {
             match key.get_ref().as_ref() {
                 "endpoint" => endpoint = self.endpoint(value),
@@ -92,11 +94,15 @@ impl Reader {
                         "nvidia/cuda:12.8.0-base-ubuntu24.04",
                     );
                 }
+                "slurm" => slurm = Some(self.slurm(&host_name, value)),
                 _ => self.unknown_key(key, &HOST_KEYS, "a key of a host"),
             }
         }
         self.declared
             .push((host_name.clone(), name_span, labels.clone()));
+        if let Some(slurm) = slurm {
+            return self.slurm_host(host_name, name_span, table, slurm, labels, gpu_inventory);
+        }
         let endpoint = match endpoint {
             Some(endpoint) => HostEndpoint::Configured(endpoint),
             None if host_name == LOCAL => HostEndpoint::FromEnv,
@@ -126,6 +132,49 @@ impl Reader {
             gpu_inventory,
             gpu_probe_image,
             span: Some(name_span),
+            slurm: None,
+        })
+    }
+
+    /// A Slurm cluster: no `endpoint` (each job uses its node's own engine); its GPUs are
+    /// Slurm's to allocate, described by `gpu-inventory` (stand-in nodes) or found on the node.
+    fn slurm_host(
+        &mut self,
+        name: String,
+        span: Span,
+        table: &toml::de::DeTable<'_>,
+        slurm: Option<crate::hosts::SlurmSettings>,
+        labels: Vec<String>,
+        gpu_inventory: Option<PathBuf>,
+    ) -> Option<Host> {
+        if let Some((key, _)) = table.get_key_value("endpoint") {
+            self.push(
+                Diagnostic::error(
+                    &self.file,
+                    Span::from(key.span()),
+                    format!("host `{name}` is a Slurm cluster and cannot have an `endpoint`"),
+                )
+                .label("each job runs on the Docker engine of the node Slurm places it on")
+                .hint(format!(
+                    "remove `endpoint`, or make `[hosts.{name}]` a Docker host without `slurm`"
+                )),
+            );
+        }
+        if name == LOCAL {
+            self.push(
+                Diagnostic::error(&self.file, span, "the `local` host cannot be a Slurm cluster")
+                    .hint("name the cluster, e.g. `[hosts.cluster.slurm]`, and choose it with `runs-on: cluster`"),
+            );
+        }
+        Some(Host {
+            name,
+            endpoint: HostEndpoint::FromEnv,
+            labels,
+            gpus: None,
+            gpu_inventory,
+            gpu_probe_image: None,
+            span: Some(span),
+            slurm: Some(std::sync::Arc::new(slurm?)),
         })
     }
 
@@ -236,7 +285,12 @@ impl Reader {
         parsed
     }
 
-    fn string(&mut self, value: &Spanned<DeValue<'_>>, key: &str, example: &str) -> Option<String> {
+    pub(super) fn string(
+        &mut self,
+        value: &Spanned<DeValue<'_>>,
+        key: &str,
+        example: &str,
+    ) -> Option<String> {
         match value.get_ref() {
             DeValue::String(s) if !s.trim().is_empty() => Some(s.to_string()),
             _ => {

@@ -1,0 +1,361 @@
+//! A run on a Slurm cluster, from this machine (a terminal, or the worker behind a git hook):
+//! every planned job submitted at once, each carrying its `needs` as Slurm dependencies, so
+//! Slurm orders, places and queues the whole run and it finishes even if this process dies;
+//! then the jobs followed ([`super::follow`]) into the same events, live view, logs and
+//! headline as a run on a Docker host.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::bundle::{Bundle, Manifest, ManifestJob};
+use super::follow::{Follower, Tracked};
+use super::submit::{Ask, Submission, ask, base_context, environment};
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::engine::RunOptions;
+use crate::engine::dispatcher::{RunError, RunReport};
+use crate::engine::preflight::PreflightReport;
+use crate::events::{
+    Event, EventKind, EventSink, HeadlineSink, JobRef, JobResult, JobSummary, Masker, MaskingSink,
+    Stream,
+};
+use crate::hosts::Host;
+use crate::plan::Plan;
+use crate::workflow::model::Workflow;
+
+/// Where a run on a cluster sends what it says: masked, headline kept, stamped with the time
+/// since the run started here.
+#[derive(Clone)]
+pub struct Voice {
+    sink: Arc<dyn EventSink>,
+    started: Instant,
+}
+
+impl Voice {
+    pub fn emit(&self, kind: EventKind) {
+        self.sink.emit(Event {
+            elapsed: self.started.elapsed(),
+            kind,
+        });
+    }
+
+    pub fn say(&self, job: &JobRef, text: String) {
+        self.emit(EventKind::LogLine {
+            job: job.clone(),
+            step: None,
+            container: None,
+            stream: Stream::Runner,
+            text,
+        });
+    }
+}
+
+/// Runs `plan` on the Slurm cluster `host`; `cancel` (Ctrl-C) cancels every job of the run
+/// with `scancel` and waits until Slurm has ended them.
+pub async fn run(
+    wf: Arc<Workflow>,
+    plan: Plan,
+    opts: RunOptions,
+    sink: Arc<dyn EventSink>,
+    host: &Host,
+    cancel: CancellationToken,
+) -> Result<RunReport, RunError> {
+    let settings = host.slurm.clone().expect("a Slurm host");
+    refuse_what_a_cluster_cannot_run(&wf)?;
+    let inputs = crate::engine::inputs::resolve(&wf, &opts.inputs).map_err(RunError::Input)?;
+    let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
+    let headline = Arc::new(HeadlineSink::new(sink));
+    let voice = Voice {
+        sink: Arc::new(MaskingSink::new(headline.clone(), masker.clone())),
+        started: Instant::now(),
+    };
+    voice.emit(EventKind::RunStarted {
+        run_id: opts.run_id.clone(),
+        workflow: plan.workflow.clone(),
+        log_dir: opts.log_dir.display().to_string(),
+        jobs: plan.jobs.len(),
+    });
+    let refs: Vec<JobRef> = plan
+        .jobs
+        .iter()
+        .map(|p| JobRef {
+            job: p.job_id.clone(),
+            cell: p.cell,
+            display: p.display_name.clone(),
+        })
+        .collect();
+    for (r, planned) in refs.iter().zip(&plan.jobs) {
+        voice.emit(EventKind::JobQueued {
+            job: r.clone(),
+            matrix: crate::engine::evaluate::matrix_text(planned),
+        });
+    }
+    let tracked = match submit_all(&wf, &plan, &opts, &settings, host, &inputs, &refs, &voice).await
+    {
+        Ok(tracked) => tracked,
+        Err(failed) => {
+            return Ok(finish(
+                &voice,
+                &headline,
+                &masker,
+                &opts,
+                JobResult::Failure,
+                failed,
+            ));
+        }
+    };
+    let follower = Follower::new(tracked, &plan, voice.clone(), cancel.clone());
+    let jobs = follower.follow().await;
+    let result = if cancel.is_cancelled() {
+        JobResult::Cancelled
+    } else if jobs.iter().any(|j| {
+        j.result == JobResult::Failure && !j.failure_allowed || j.result == JobResult::Cancelled
+    }) {
+        JobResult::Failure
+    } else {
+        JobResult::Success
+    };
+    Ok(finish(&voice, &headline, &masker, &opts, result, jobs))
+}
+
+/// What a run on a cluster does not do yet, refused before anything is submitted.
+fn refuse_what_a_cluster_cannot_run(wf: &Workflow) -> Result<(), RunError> {
+    let mut problems = Diagnostics::new();
+    for (id, job) in &wf.jobs {
+        if job.strategy.as_ref().is_some_and(|s| s.search.is_some()) {
+            problems.push(
+                Diagnostic::error(&wf.file, job.id.span, format!("job `{id}`: `strategy.search` cannot run on a Slurm host yet"))
+                    .label("a search decides its next cells from the last ones' results, one at a time")
+                    .hint("run the search on a Docker host (`runs-on` or `--host`), or run the whole grid on the cluster without `search`"),
+            );
+        }
+    }
+    refused(problems)
+}
+
+fn refused(problems: Diagnostics) -> Result<(), RunError> {
+    if problems.has_errors() {
+        Err(RunError::Refused(problems))
+    } else {
+        Ok(())
+    }
+}
+
+/// Every job submitted in the plan's order of levels, so the Slurm ids of the jobs each needs
+/// are known when it is submitted. A job that cannot be submitted ends the run: what was
+/// submitted is cancelled, nothing is left queued.
+#[allow(clippy::too_many_arguments)]
+async fn submit_all(
+    wf: &Workflow,
+    plan: &Plan,
+    opts: &RunOptions,
+    settings: &crate::hosts::SlurmSettings,
+    host: &Host,
+    inputs: &crate::expr::Value,
+    refs: &[JobRef],
+    voice: &Voice,
+) -> Result<Vec<Tracked>, Vec<JobSummary>> {
+    let unsubmitted = |why: &str, failed_at: Option<usize>| -> Vec<JobSummary> {
+        refs.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let result = if Some(i) == failed_at {
+                    JobResult::Failure
+                } else {
+                    JobResult::Skipped
+                };
+                let kind = if result == JobResult::Failure {
+                    EventKind::JobCannotRun {
+                        job: r.clone(),
+                        reason: why.to_string(),
+                    }
+                } else {
+                    EventKind::JobSkipped {
+                        job: r.clone(),
+                        reason: "the run could not be submitted to Slurm".into(),
+                    }
+                };
+                voice.emit(kind);
+                voice.emit(EventKind::JobFinished {
+                    job: r.clone(),
+                    result,
+                    duration: Default::default(),
+                    failure: None,
+                });
+                summary(r, result)
+            })
+            .collect()
+    };
+    let base = base_context(inputs, &opts.vars);
+    let mut asks: Vec<Ask> = Vec::new();
+    for (i, planned) in plan.jobs.iter().enumerate() {
+        let job = &wf.jobs[&planned.job_id];
+        match ask(planned, job, &base, &wf.file, settings) {
+            Ok(a) => asks.push(a),
+            Err(why) => return Err(unsubmitted(&why, Some(i))),
+        }
+    }
+    let bundle = Bundle::create(&settings.shared_dir, &opts.run_id)
+        .map_err(|why| unsubmitted(&why, None))?;
+    let mut manifest =
+        manifest(wf, plan, opts, host, refs).map_err(|why| unsubmitted(&why, None))?;
+    bundle
+        .write_manifest(&manifest)
+        .map_err(|why| unsubmitted(&why, None))?;
+    bundle
+        .make_job_dirs(plan.jobs.len())
+        .map_err(|why| unsubmitted(&why, None))?;
+    let mut order: Vec<usize> = (0..plan.jobs.len()).collect();
+    order.sort_by_key(|&i| plan.jobs[i].level);
+    let env = environment(&opts.secrets);
+    for i in order {
+        let planned = &plan.jobs[i];
+        let after: Vec<u64> = manifest
+            .jobs
+            .iter()
+            .filter(|j| planned.needs.contains(&j.job_id))
+            .filter_map(|j| j.slurm_id)
+            .collect();
+        let submission = Submission {
+            settings,
+            run_id: &opts.run_id,
+            planned,
+            ask: &asks[i],
+            after: after.clone(),
+            bundle: &bundle,
+            index: i,
+            workspace: &opts.workspace,
+        };
+        match super::client::sbatch(&submission.args(), &env).await {
+            Ok(id) => {
+                manifest.jobs[i].slurm_id = Some(id);
+                voice.say(&refs[i], submitted_text(id, &asks[i], &after));
+            }
+            Err(why) => {
+                let submitted: Vec<u64> = manifest.jobs.iter().filter_map(|j| j.slurm_id).collect();
+                let _ = super::client::scancel(&submitted, None).await;
+                return Err(unsubmitted(
+                    &format!("could not submit it to Slurm: {why}"),
+                    Some(i),
+                ));
+            }
+        }
+    }
+    bundle
+        .write_manifest(&manifest)
+        .map_err(|why| unsubmitted(&why, None))?;
+    super::catch_up::remember(&opts.log_dir, bundle.dir());
+    Ok(manifest
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            Tracked::new(
+                i,
+                j.slurm_id.unwrap_or_default(),
+                refs[i].clone(),
+                bundle.clone(),
+            )
+        })
+        .collect())
+}
+
+fn submitted_text(id: u64, ask: &Ask, after: &[u64]) -> String {
+    let mut parts = Vec::new();
+    if ask.gpus > 0 {
+        parts.push(format!(
+            "{} GPU{}",
+            ask.gpus,
+            if ask.gpus == 1 { "" } else { "s" }
+        ));
+    }
+    if let Some(m) = ask.minutes {
+        parts.push(format!("--time {m} min"));
+    }
+    if !after.is_empty() {
+        let ids: Vec<String> = after.iter().map(u64::to_string).collect();
+        parts.push(format!("after {}", ids.join(", ")));
+    }
+    if parts.is_empty() {
+        format!("submitted to Slurm as job {id}")
+    } else {
+        format!("submitted to Slurm as job {id} ({})", parts.join("; "))
+    }
+}
+
+fn manifest(
+    wf: &Workflow,
+    plan: &Plan,
+    opts: &RunOptions,
+    host: &Host,
+    refs: &[JobRef],
+) -> Result<Manifest, String> {
+    let workflow = std::path::absolute(&wf.file.name).map_err(|e| e.to_string())?;
+    let text = std::fs::read(&workflow)
+        .map_err(|e| format!("cannot read `{}`: {e}", workflow.display()))?;
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    Ok(Manifest {
+        run_id: opts.run_id.clone(),
+        workflow_sha256: super::sha256_hex(&text),
+        workflow,
+        workspace: absolute(&opts.workspace),
+        host: host.name.clone(),
+        gpu_inventory: host.gpu_inventory.as_deref().map(absolute),
+        inputs: opts.inputs.clone(),
+        vars: opts.vars.clone(),
+        secrets: opts.secrets.keys().cloned().collect(),
+        event: opts.event.clone(),
+        store: absolute(&opts.store),
+        jobs: plan
+            .jobs
+            .iter()
+            .zip(refs)
+            .map(|(p, r)| ManifestJob {
+                job_id: p.job_id.clone(),
+                cell: p.cell,
+                display: r.display.clone(),
+                slurm_id: None,
+            })
+            .collect(),
+    })
+}
+
+pub(super) fn summary(job: &JobRef, result: JobResult) -> JobSummary {
+    JobSummary {
+        job: job.clone(),
+        result,
+        duration: Default::default(),
+        failure_allowed: false,
+    }
+}
+
+/// `run_finished`, the headline, and the report `gpuflow run` prints from.
+fn finish(
+    voice: &Voice,
+    headline: &HeadlineSink,
+    masker: &Masker,
+    opts: &RunOptions,
+    result: JobResult,
+    mut jobs: Vec<JobSummary>,
+) -> RunReport {
+    voice.emit(EventKind::RunFinished {
+        run_id: opts.run_id.clone(),
+        result,
+    });
+    let line = headline.headline(&opts.run_id, result, &opts.log_dir.display().to_string());
+    voice.emit(EventKind::RunHeadline(line.clone()));
+    for j in &mut jobs {
+        j.job.job = masker.mask(&j.job.job);
+        j.job.display = masker.mask(&j.job.display);
+    }
+    RunReport {
+        run_id: opts.run_id.clone(),
+        result,
+        jobs,
+        log_dir: opts.log_dir.clone(),
+        preflight: PreflightReport::default(),
+        unreachable: Vec::new(),
+        headline: line,
+    }
+}
