@@ -42,6 +42,7 @@ mod server_metrics;
 mod shipped_actions;
 mod signals;
 mod sim;
+mod slurm;
 mod source_tree;
 mod store;
 mod stored_logs;

@@ -84,7 +84,11 @@ pub async fn squeue(ids: &[u64]) -> Result<Vec<JobInfo>, String> {
         format!("--jobs={list}").into(),
     ];
     match slurm("squeue", &args, &[]).await {
-        Ok(out) => parse_jobs(&out),
+        // Slurm 22.05's `--json` ignores `--jobs`: filtered here.
+        Ok(out) => Ok(parse_jobs(&out)?
+            .into_iter()
+            .filter(|j| ids.contains(&j.id))
+            .collect()),
         // squeue refuses a list whose ids all left the controller's memory.
         Err(e) if e.contains("Invalid job id") => Ok(Vec::new()),
         Err(e) => Err(e),

@@ -38,7 +38,9 @@ pub struct Tracked {
     node: Option<String>,
     /// The node said it started / finished it.
     started: bool,
-    finished: Option<(JobResult, Duration)>,
+    /// The node's `job_finished`, held back until Slurm's state says whether it stands (a
+    /// job Slurm stopped for its time limit ends as that, not as the cancel the node saw).
+    finished: Option<EventKind>,
     done: Option<JobSummary>,
     /// Cancelled by this run (Ctrl-C, or fail-fast): why.
     cancelled: Option<&'static str>,
@@ -187,13 +189,11 @@ impl Follower {
                 if matches!(kind, EventKind::JobStarted { .. }) {
                     *started = true;
                 }
-                if let EventKind::JobFinished {
-                    result, duration, ..
-                } = &kind
-                {
-                    *finished = Some((*result, *duration));
+                if matches!(kind, EventKind::JobFinished { .. }) {
+                    *finished = Some(kind);
+                } else {
+                    voice.emit(kind);
                 }
-                voice.emit(kind);
             }
         });
     }
@@ -208,13 +208,20 @@ impl Follower {
             .filter(|i| i.start_time > 0 && i.end_time >= i.start_time)
             .map(|i| Duration::from_secs(i.end_time - i.start_time))
             .unwrap_or_default();
-        if let (Some(end), Some((result, duration))) = (&wrote, job.finished) {
+        let slurm_stopped_it =
+            matches!(ending, Ending::EndedBySlurm { .. }) && job.cancelled.is_none();
+        if let (Some(end), Some(finished), false) = (&wrote, &job.finished, slurm_stopped_it)
+            && let EventKind::JobFinished {
+                result, duration, ..
+            } = finished
+        {
             job.done = Some(JobSummary {
                 job: job.jref.clone(),
-                result,
-                duration,
+                result: *result,
+                duration: *duration,
                 failure_allowed: end.failure_allowed,
             });
+            self.voice.emit(finished.clone());
             return;
         }
         let (result, reason) = match (ending, job.cancelled) {

@@ -1,0 +1,442 @@
+//! Runs on a real Slurm cluster (docs/slurm.md): the one `scripts/slurm-cluster.sh up` starts
+//! (`make test` does, as root), three emulated nodes of eight stand-in GPUs, Debian's
+//! slurmctld, slurmd and munge. Each test submits through `gpuflow run` with a host file whose
+//! host is that cluster, and reads back what each job saw (`$SLURMD_NODENAME`, the GPUs it
+//! got, when it started and ended), what gpuflow said (`--json` events) and what Slurm says
+//! (`squeue`). The jobs are `run:` steps (no container needs a GPU); the tests share the
+//! cluster, so each looks only at its own run's Slurm jobs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Running, Signal, Workspace, gpuflow};
+
+/// A workspace whose `gpuflow.toml` names the cluster as host `cluster`, its shared folder,
+/// and a folder the jobs write what they saw to.
+struct Cluster {
+    ws: Workspace,
+    shared: Workspace,
+    records: Workspace,
+    home: Workspace,
+}
+
+/// What one job saw: where, which GPUs, when.
+#[derive(Debug, Clone)]
+struct Seen {
+    name: String,
+    node: String,
+    gpus: Vec<String>,
+    start: f64,
+    end: f64,
+}
+
+impl Cluster {
+    fn new(extra: &str) -> Self {
+        let status = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-cluster.sh"))
+            .arg("check")
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "the test Slurm cluster is not running: start it with `sudo bash scripts/slurm-cluster.sh up` (`make test` does)"
+        );
+        let cluster = Self {
+            ws: Workspace::new(),
+            shared: Workspace::empty(),
+            records: Workspace::empty(),
+            home: Workspace::empty(),
+        };
+        let inventory =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/stand-in-8gpu-pcie.toml");
+        cluster.ws.write(
+            "gpuflow.toml",
+            &format!(
+                "[hosts.cluster]\ngpu-inventory = \"{}\"\n\n[hosts.cluster.slurm]\nshared-dir = \"{}\"\ngpuflow = \"{}\"\npartition = \"gpu\"\n{extra}",
+                inventory.display(),
+                cluster.shared.path().display(),
+                env!("CARGO_BIN_EXE_gpuflow"),
+            ),
+        );
+        cluster
+    }
+
+    /// A `run:` step's script that records, under `name`, the node, GPUs and times of its job
+    /// around a `sleep secs`.
+    fn recording(&self, name: &str, secs: f64) -> String {
+        let file = self.records.path().join(name);
+        format!(
+            "echo \"start $(date +%s.%N) $SLURMD_NODENAME $GPUFLOW_GPUS\" >> {0}\n          sleep {secs}\n          echo \"end $(date +%s.%N)\" >> {0}",
+            file.display()
+        )
+    }
+
+    fn command(&self) -> crate::support::command::Gpuflow {
+        gpuflow()
+            .current_dir(self.ws.path())
+            .home(self.home.path())
+            .env("GPUFLOW_LEASE_DIR", self.home.path().join("leases"))
+    }
+
+    /// Runs `wf.yml` to its end with `--json`: its exit code and events.
+    fn run(&self) -> (Option<i32>, Vec<Value>) {
+        let out = self
+            .command()
+            .args(["run", "--json", "wf.yml"])
+            .timeout(Duration::from_secs(240))
+            .output();
+        (out.code(), out.json_lines())
+    }
+
+    fn spawn(&self) -> Running {
+        let child = self
+            .command()
+            .args(["run", "--json", "wf.yml"])
+            .into_std()
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Running::new(child)
+    }
+
+    fn seen(&self, name: &str) -> Option<Seen> {
+        let text = std::fs::read_to_string(self.records.path().join(name)).ok()?;
+        let mut seen = Seen {
+            name: name.into(),
+            node: String::new(),
+            gpus: Vec::new(),
+            start: f64::NAN,
+            end: f64::NAN,
+        };
+        for line in text.lines() {
+            let words: Vec<&str> = line.split(' ').collect();
+            match words.as_slice() {
+                ["start", t, node, gpus @ ..] => {
+                    seen.start = t.parse().unwrap();
+                    seen.node = (*node).to_string();
+                    seen.gpus = gpus
+                        .first()
+                        .unwrap_or(&"")
+                        .split(',')
+                        .filter(|g| !g.is_empty())
+                        .map(String::from)
+                        .collect();
+                }
+                ["end", t] => seen.end = t.parse().unwrap(),
+                _ => panic!("{name}: unexpected record {line:?}"),
+            }
+        }
+        Some(seen)
+    }
+
+    fn seen_all(&self) -> Vec<Seen> {
+        let mut names: Vec<String> = std::fs::read_dir(self.records.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names.iter().filter_map(|n| self.seen(n)).collect()
+    }
+
+    /// The run's folder on the shared folder (there is one run per test).
+    fn run_folder(&self) -> PathBuf {
+        let user = std::fs::read_dir(self.shared.path())
+            .unwrap()
+            .next()
+            .expect("a user folder")
+            .unwrap()
+            .path();
+        std::fs::read_dir(user)
+            .unwrap()
+            .next()
+            .expect("a run folder")
+            .unwrap()
+            .path()
+    }
+
+    /// The Slurm job ids the run submitted.
+    fn slurm_ids(&self) -> Vec<u64> {
+        let manifest: Value = serde_json::from_slice(
+            &std::fs::read(self.run_folder().join("manifest.json")).unwrap(),
+        )
+        .unwrap();
+        manifest["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|j| j["slurm_id"].as_u64())
+            .collect()
+    }
+}
+
+/// Each Slurm job's state, as `squeue` says (finished ones included).
+fn slurm_states(ids: &[u64]) -> Vec<(u64, String, String)> {
+    let list: Vec<String> = ids.iter().map(u64::to_string).collect();
+    let out = Command::new("squeue")
+        .args([
+            "--json",
+            "--states=all",
+            &format!("--jobs={}", list.join(",")),
+        ])
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Slurm 22.05's `--json` ignores `--jobs`.
+    json["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| ids.contains(&j["job_id"].as_u64().unwrap()))
+        .map(|j| {
+            let state = match &j["job_state"] {
+                Value::Array(s) => s[0].as_str().unwrap().to_string(),
+                s => s.as_str().unwrap().to_string(),
+            };
+            (
+                j["job_id"].as_u64().unwrap(),
+                state,
+                j["state_reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The `job_finished` result of each job, by display name.
+fn results(events: &[Value]) -> Vec<(String, String)> {
+    let mut results: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "job_finished")
+        .map(|e| {
+            (
+                e["job"]["display"].as_str().unwrap().to_string(),
+                e["result"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    results.sort();
+    results
+}
+
+fn log_lines(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "log_line")
+        .map(|e| {
+            format!(
+                "[{}] {}\n",
+                e["job"]["display"].as_str().unwrap_or(""),
+                e["text"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_dependant_waits_for_its_parent_and_reads_its_outputs() {
+    let cluster = Cluster::new("");
+    cluster.ws.write(
+        "wf.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  build:\n    runs-on: cluster\n    gpus: 1\n    outputs:\n      node: ${{{{ steps.w.outputs.node }}}}\n    steps:\n      - id: w\n        run: |\n          {}\n          echo \"node=$SLURMD_NODENAME\" >> \"$GITHUB_OUTPUT\"\n  test:\n    needs: build\n    runs-on: cluster\n    steps:\n      - run: |\n          {}\n          echo \"after ${{{{ needs.build.outputs.node }}}}\"\n",
+            cluster.recording("build", 2.0),
+            cluster.recording("test", 0.0),
+        ),
+    );
+    let (code, events) = cluster.run();
+    let lines = log_lines(&events);
+    assert_eq!(code, Some(0), "{lines}");
+    assert_eq!(
+        results(&events),
+        [
+            ("build".into(), "success".into()),
+            ("test".into(), "success".into())
+        ]
+    );
+    let (build, test) = (
+        cluster.seen("build").unwrap(),
+        cluster.seen("test").unwrap(),
+    );
+    assert!(
+        test.start >= build.end,
+        "the dependant started at {} before its parent ended at {}",
+        test.start,
+        build.end
+    );
+    assert_eq!(build.gpus.len(), 1, "{build:?}");
+    assert!(lines.contains(&format!("after {}", build.node)), "{lines}");
+    // Both were Slurm jobs, the second submitted with the first as its dependency.
+    assert!(lines.contains("submitted to Slurm as job"), "{lines}");
+    let ids = cluster.slurm_ids();
+    assert_eq!(ids.len(), 2);
+    assert!(lines.contains(&format!("(after {})", ids[0])), "{lines}");
+    assert!(slurm_states(&ids).iter().all(|(_, s, _)| s == "COMPLETED"));
+}
+
+#[test]
+fn a_matrix_of_two_gpu_cells_is_placed_on_disjoint_gpus() {
+    let cluster = Cluster::new("");
+    cluster.ws.write(
+        "wf.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  bench:\n    runs-on: cluster\n    gpus: 2\n    strategy:\n      matrix:\n        a: [1, 2, 3, 4]\n        b: [x, y]\n    steps:\n      - run: |\n          {}\n",
+            cluster.recording("cell-${{ matrix.a }}-${{ matrix.b }}", 3.0)
+        ),
+    );
+    let (code, events) = cluster.run();
+    assert_eq!(code, Some(0), "{}", log_lines(&events));
+    let seen = cluster.seen_all();
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    for s in &seen {
+        assert_eq!(s.gpus.len(), 2, "{s:?}");
+    }
+    let mut overlapping = 0;
+    for (i, a) in seen.iter().enumerate() {
+        for b in &seen[i + 1..] {
+            let together = a.start < b.end && b.start < a.end;
+            if together && a.node == b.node {
+                overlapping += 1;
+                assert!(
+                    a.gpus.iter().all(|g| !b.gpus.contains(g)),
+                    "{} and {} ran at once on {} with GPUs {:?} and {:?}",
+                    a.name,
+                    b.name,
+                    a.node,
+                    a.gpus,
+                    b.gpus
+                );
+            }
+        }
+    }
+    // 8 cells of 2 GPUs fit the 24 GPUs at once: Slurm ran some side by side on one node.
+    assert!(
+        overlapping > 0,
+        "no two cells shared a node at once: {seen:?}"
+    );
+}
+
+#[test]
+fn a_failing_job_cancels_its_dependants() {
+    let cluster = Cluster::new("");
+    let never = cluster.records.path().join("never");
+    cluster.ws.write(
+        "wf.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  a:\n    runs-on: cluster\n    steps:\n      - run: exit 3\n  b:\n    needs: a\n    runs-on: cluster\n    steps:\n      - run: touch {0}\n  c:\n    needs: b\n    runs-on: cluster\n    steps:\n      - run: touch {0}\n",
+            never.display()
+        ),
+    );
+    let (code, events) = cluster.run();
+    assert_eq!(code, Some(1), "{}", log_lines(&events));
+    assert_eq!(
+        results(&events),
+        [
+            ("a".into(), "failure".into()),
+            ("b".into(), "skipped".into()),
+            ("c".into(), "skipped".into())
+        ]
+    );
+    assert!(!never.exists(), "a dependant of the failed job ran");
+    let skipped: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "job_skipped")
+        .collect();
+    assert!(
+        skipped
+            .iter()
+            .all(|e| e["reason"] == "a job it needs did not succeed"),
+        "{skipped:?}"
+    );
+    // Slurm itself cancelled them: their dependency could never be met.
+    let states = slurm_states(&cluster.slurm_ids());
+    assert_eq!(
+        states.iter().filter(|(_, s, _)| s == "CANCELLED").count(),
+        2,
+        "{states:?}"
+    );
+}
+
+#[test]
+fn ctrl_c_cancels_every_job_of_the_run_in_slurm() {
+    let cluster = Cluster::new("");
+    let stopped = cluster.records.path().join("stopped");
+    cluster.ws.write(
+        "wf.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  long:\n    runs-on: cluster\n    gpus: 1\n    steps:\n      - run: sleep 300\n      - if: always()\n        run: touch {}\n  after:\n    needs: long\n    runs-on: cluster\n    steps:\n      - run: echo never\n",
+            stopped.display()
+        ),
+    );
+    let mut run = cluster.spawn();
+    // The first step has started on its node (the events arrive as the node writes them).
+    while run.json_line()["type"] != "step_started" {}
+    run.signal(Signal::INT);
+    let (status, _) = run.wait();
+    assert_eq!(status.code(), Some(130));
+    let ids = cluster.slurm_ids();
+    let states = slurm_states(&ids);
+    assert!(
+        states
+            .iter()
+            .all(|(_, s, _)| s != "PENDING" && s != "RUNNING" && s != "COMPLETING"),
+        "the run's Slurm jobs after Ctrl-C: {states:?}"
+    );
+    // The running job was told to stop, not killed: its `always()` step ran on the node.
+    assert!(
+        stopped.exists(),
+        "the cancelled job's always() step did not run"
+    );
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_shown_as_timeout() {
+    let cluster = Cluster::new("time-limit = \"1\"\n");
+    cluster.ws.write(
+        "wf.yml",
+        "on: workflow_dispatch\njobs:\n  slow:\n    runs-on: cluster\n    steps:\n      - run: sleep 600\n",
+    );
+    let (code, events) = cluster.run();
+    assert_eq!(code, Some(1));
+    let finished = events.iter().find(|e| e["type"] == "job_finished").unwrap();
+    assert_eq!(finished["result"], "failure");
+    let failure = finished["failure"].as_str().unwrap();
+    assert!(failure.contains("ended TIMEOUT"), "{failure}");
+    assert!(failure.contains("time limit"), "{failure}");
+    let states = slurm_states(&cluster.slurm_ids());
+    assert_eq!(states[0].1, "TIMEOUT", "{states:?}");
+}
+
+#[test]
+fn two_users_runs_share_the_cluster_without_a_gpu_handed_twice() {
+    let (one, two) = (Cluster::new(""), Cluster::new(""));
+    for (cluster, who) in [(&one, "one"), (&two, "two")] {
+        cluster.ws.write(
+            "wf.yml",
+            &format!(
+                "on: workflow_dispatch\njobs:\n  j:\n    runs-on: cluster\n    gpus: 4\n    strategy:\n      matrix:\n        n: [1, 2, 3, 4]\n    steps:\n      - run: |\n          {}\n",
+                cluster.recording(&format!("{who}-${{{{ matrix.n }}}}"), 3.0)
+            ),
+        );
+    }
+    // 2 runs × 4 jobs × 4 GPUs = 32 GPUs asked of 24: Slurm queues some.
+    let (a, b) = (one.spawn(), two.spawn());
+    let ((sa, _), (sb, _)) = (a.wait(), b.wait());
+    assert!(sa.success() && sb.success());
+    let mut seen = one.seen_all();
+    seen.extend(two.seen_all());
+    assert_eq!(seen.len(), 8);
+    for (i, a) in seen.iter().enumerate() {
+        for b in &seen[i + 1..] {
+            if a.node == b.node && a.start < b.end && b.start < a.end {
+                assert!(
+                    a.gpus.iter().all(|g| !b.gpus.contains(g)),
+                    "{a:?} and {b:?} held a GPU at once"
+                );
+            }
+        }
+    }
+}
