@@ -10,7 +10,7 @@ use super::server_pool::{Parked, ParkedContainer, ServerPool};
 use crate::backend::DockerBackend;
 use crate::events::JobRef;
 use crate::gpu::warm_claim::{WarmClaim, now_secs};
-use crate::gpu::{HostGpus, LeaseDir};
+use crate::gpu::{HostGpus, Holder, LeaseDir};
 use crate::warm::{Registry, WarmEntry, engine_key};
 
 /// Takes a warm server of `job`'s group over into `pool`, when one waits on `docker`'s engine
@@ -23,7 +23,7 @@ pub async fn pull_warm(
     docker: &DockerBackend,
     gpus: Option<&HostGpus>,
     run_id: &str,
-    holder: &str,
+    holder: &Holder,
 ) -> bool {
     let (Some(registry), Some(group)) = (pool.registry(), pool.group_of(job)) else {
         return false;
@@ -51,7 +51,10 @@ pub async fn pull_warm(
             continue;
         }
         let lease = match gpus {
-            Some(host) => match host.take_over(&entry.gpus, holder, &entry.container).await {
+            Some(host) => match host
+                .take_over(&entry.gpus, holder, &entry.container, Some(docker))
+                .await
+            {
                 Ok(Some(lease)) => Some(lease),
                 _ => continue,
             },

@@ -10,12 +10,14 @@ use crate::backend::{BackendError, Endpoint};
 use crate::diag::{Diagnostic, Span};
 use crate::hosts::host::{Host, HostEndpoint, LOCAL};
 
-const HOST_KEYS: [&str; 5] = [
+const HOST_KEYS: [&str; 7] = [
     "endpoint",
     "labels",
     "gpus",
     "gpu-inventory",
     "gpu-probe-image",
+    "engine-leases",
+    "lease-image",
 ];
 
 impl Reader {
@@ -79,6 +81,8 @@ impl Reader {
         let mut gpus = None;
         let mut gpu_inventory = None;
         let mut gpu_probe_image = None;
+        let mut engine_leases = None;
+        let mut lease_image = None;
         for (key, value) in table {
             match key.get_ref().as_ref() {
                 "endpoint" => endpoint = self.endpoint(value),
@@ -92,6 +96,8 @@ impl Reader {
                         "nvidia/cuda:12.8.0-base-ubuntu24.04",
                     );
                 }
+                "engine-leases" => engine_leases = self.boolean(value, "engine-leases"),
+                "lease-image" => lease_image = self.string(value, "lease-image", "busybox:1.36"),
                 _ => self.unknown_key(key, &HOST_KEYS, "a key of a host"),
             }
         }
@@ -125,6 +131,8 @@ impl Reader {
             gpus,
             gpu_inventory,
             gpu_probe_image,
+            engine_leases,
+            lease_image,
             span: Some(name_span),
         })
     }
@@ -251,6 +259,21 @@ impl Reader {
                 None
             }
         }
+    }
+
+    fn boolean(&mut self, value: &Spanned<DeValue<'_>>, key: &str) -> Option<bool> {
+        if let DeValue::Boolean(b) = value.get_ref() {
+            return Some(*b);
+        }
+        self.push(
+            Diagnostic::error(
+                &self.file,
+                Span::from(value.span()),
+                format!("`{key}` must be `true` or `false`"),
+            )
+            .hint(format!("write e.g. `{key} = true` (no quotes)")),
+        );
+        None
     }
 
     /// A stand-in inventory file, relative to the host file's folder; read and checked here,
