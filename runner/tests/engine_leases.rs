@@ -11,10 +11,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gpuflow::backend::{DockerBackend, LeaseState, Owner};
+use gpuflow::backend::{
+    DockerBackend, LABEL_LEASE_GPU, LABEL_MANAGED, LABEL_OWNER_HOST, LeaseState, Owner,
+};
 use gpuflow::gpu::engine_lease::{EngineLeases, Holder, STALE_ENV, container_name};
 
-use crate::support::docker::dead_owner;
+use crate::support::docker::{dead_owner, raw_docker};
 use crate::support::images::{BASE, docker_with};
 use crate::support::{self, Running, Signal, Workspace, wait_until};
 
@@ -61,7 +63,13 @@ impl Node {
         std::fs::write(d.join(format!("{name}.yml")), workflow).unwrap();
         support::gpuflow()
             .without_docker_host()
-            .args(["run", &format!("{name}.yml"), "--plain", "--config", "gpuflow.toml"])
+            .args([
+                "run",
+                &format!("{name}.yml"),
+                "--plain",
+                "--config",
+                "gpuflow.toml",
+            ])
             .current_dir(d)
             .env("GPUFLOW_LEASE_DIR", d.join(format!("leases-{name}")))
             .env("GPUFLOW_HOME", d.join(format!("home-{name}")))
@@ -154,7 +162,11 @@ fn spans(dir: &Path, name: &str) -> Vec<(String, u128, u128)> {
         .lines()
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f[0].to_string(), f[1].parse().unwrap(), f[2].parse().unwrap())
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
         })
         .collect()
 }
@@ -194,7 +206,11 @@ fn runners_with_separate_lease_folders_never_hold_one_gpu_at_once() {
     // Some job waited for a GPU the other runner held, and said so as for a busy lock file.
     let logs = node.log("a") + &node.log("b");
     assert!(logs.contains("waiting for 1 GPU ("), "{logs}");
-    assert_eq!(node.lease_containers(), Vec::new(), "lease containers left behind");
+    assert_eq!(
+        node.lease_containers(),
+        Vec::new(),
+        "lease containers left behind"
+    );
 }
 
 #[test]
@@ -228,7 +244,11 @@ fn a_killed_holders_lease_is_reclaimed_once_stale_and_shown_meanwhile() {
         .unwrap_or_default()
         .to_string();
     assert!(row.contains('@'), "{}", hosts.stdout);
-    assert!(row.contains(&format!("pid {}, run ", a.id())), "{}", hosts.stdout);
+    assert!(
+        row.contains(&format!("pid {}, run ", a.id())),
+        "{}",
+        hosts.stdout
+    );
     // Still held a while later: its heartbeat keeps it.
     std::thread::sleep(Duration::from_secs(5));
     assert!(!d.join("out-b").exists(), "{}", node.log("b"));
@@ -239,7 +259,11 @@ fn a_killed_holders_lease_is_reclaimed_once_stale_and_shown_meanwhile() {
     });
     b.signal(Signal::INT);
     let _ = b.wait();
-    assert_eq!(node.lease_containers(), Vec::new(), "lease containers left behind");
+    assert_eq!(
+        node.lease_containers(),
+        Vec::new(),
+        "lease containers left behind"
+    );
 }
 
 #[test]
@@ -260,7 +284,11 @@ fn a_run_cancelled_with_ctrl_c_leaves_no_lease_behind() {
     let (status, _) = a.wait();
     assert_eq!(status.code(), Some(130), "{}", node.log("a"));
     // At once, not once stale (30 s): the run removed it.
-    assert_eq!(node.lease_containers(), Vec::new(), "lease container left behind");
+    assert_eq!(
+        node.lease_containers(),
+        Vec::new(),
+        "lease container left behind"
+    );
 }
 
 #[test]
@@ -274,10 +302,15 @@ fn a_lease_image_the_engine_lacks_fails_the_job_saying_how_to_get_it() {
     assert!(!status.success());
     let log = node.log("a");
     assert!(
-        log.contains("the GPU lease image `gpuflow-no-such-image:test` is not on the engine at `unix://"),
+        log.contains(
+            "the GPU lease image `gpuflow-no-such-image:test` is not on the engine at `unix://"
+        ),
         "{log}"
     );
-    assert!(log.contains("docker pull gpuflow-no-such-image:test"), "{log}");
+    assert!(
+        log.contains("docker pull gpuflow-no-such-image:test"),
+        "{log}"
+    );
     assert!(log.contains("`lease-image`"), "{log}");
     assert!(!d.join("out-a").exists());
     assert_eq!(node.lease_containers(), Vec::new());
@@ -290,21 +323,34 @@ async fn a_live_lease_is_refused_and_a_dead_runners_is_taken_over() {
     let Some(docker) = docker_with(&[BASE]).await else {
         return;
     };
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     let gpu = vec![format!("GPU-lease-lib-test-{}-{nanos}", std::process::id())];
     let leases = EngineLeases::with_stale(BASE, Duration::from_secs(30));
     let holder = Holder::new("test-run", "job");
 
     let first = leases.try_take(&docker, &gpu, &holder).await.unwrap();
     let first = first.expect("a free GPU is taken");
-    assert!(leases.try_take(&docker, &gpu, &holder).await.unwrap().is_none());
+    assert!(
+        leases
+            .try_take(&docker, &gpu, &holder)
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(leases.held(&docker).await.unwrap().contains_key(&gpu[0]));
     first.release().await;
     assert!(node_containers(&docker, &gpu).await.is_empty());
 
     // Held by a runner of this machine that is gone (as after SIGKILL).
     let dead = docker.clone().with_owner(dead_owner());
-    let orphan = leases.try_take(&dead, &gpu, &holder).await.unwrap().unwrap();
+    let orphan = leases
+        .try_take(&dead, &gpu, &holder)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(!leases.held(&docker).await.unwrap().contains_key(&gpu[0]));
     let taken = leases.try_take(&docker, &gpu, &holder).await.unwrap();
     let taken = taken.expect("a dead runner's lease is taken over");
@@ -314,7 +360,13 @@ async fn a_live_lease_is_refused_and_a_dead_runners_is_taken_over() {
         token: None,
         ..Owner::current()
     });
-    assert!(leases.try_take(&elsewhere, &gpu, &holder).await.unwrap().is_none());
+    assert!(
+        leases
+            .try_take(&elsewhere, &gpu, &holder)
+            .await
+            .unwrap()
+            .is_none()
+    );
     taken.release().await;
     orphan.release().await;
     assert!(node_containers(&docker, &gpu).await.is_empty());
@@ -328,4 +380,80 @@ async fn node_containers(docker: &DockerBackend, gpus: &[String]) -> Vec<LeaseSt
         .into_iter()
         .filter(|c| gpus.iter().any(|g| g == c.gpu()))
         .collect()
+}
+
+/// `gpuflow gc` removes a lease container that holds nothing (one that exited and was not
+/// removed, as after an engine restart), whoever made it, and leaves a live one.
+#[tokio::test]
+async fn gc_removes_lease_containers_that_hold_nothing_and_keeps_live_ones() {
+    let Some(docker) = docker_with(&[BASE]).await else {
+        return;
+    };
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let (dead, live) = (
+        format!("GPU-lease-gc-{}-{nanos}-0", std::process::id()),
+        format!("GPU-lease-gc-{}-{nanos}-1", std::process::id()),
+    );
+    // Made by another machine, exited, not removed.
+    let raw = raw_docker().await;
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(BASE.into()),
+        cmd: Some(vec!["true".into()]),
+        labels: Some(std::collections::HashMap::from([
+            (LABEL_LEASE_GPU.to_string(), dead.clone()),
+            (LABEL_MANAGED.to_string(), "true".to_string()),
+            (LABEL_OWNER_HOST.to_string(), "another-machine".to_string()),
+        ])),
+        ..Default::default()
+    };
+    let options = bollard::query_parameters::CreateContainerOptionsBuilder::new()
+        .name(&container_name(&dead))
+        .build();
+    let exited = raw.create_container(Some(options), body).await.unwrap().id;
+    docker
+        .start(&gpuflow::backend::Container {
+            id: exited.clone(),
+            name: None,
+        })
+        .await
+        .unwrap();
+    docker.wait_exit(&exited).await.unwrap();
+    let held = EngineLeases::with_stale(BASE, Duration::from_secs(30))
+        .try_take(&docker, &[live.clone()], &Holder::new("test-run", "job"))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let dry = support::gpuflow()
+        .without_docker_host()
+        .in_scratch_folder()
+        .args(["gc", "--dry-run"])
+        .success();
+    let listed = dry.stdout.clone();
+    let removed = support::gpuflow()
+        .without_docker_host()
+        .in_scratch_folder()
+        .arg("gc")
+        .success();
+    let left = node_containers(&docker, &[dead.clone(), live.clone()]).await;
+    held.release().await;
+    let _ = docker.remove_container(&exited).await;
+    assert!(
+        listed.contains(&format!(
+            "would remove container `{}`",
+            container_name(&dead)
+        )),
+        "{listed}"
+    );
+    assert!(!listed.contains(&live), "{listed}");
+    assert!(
+        removed.stdout.contains(&container_name(&dead)),
+        "{}",
+        removed.stdout
+    );
+    let left: Vec<&str> = left.iter().map(LeaseState::gpu).collect();
+    assert_eq!(left, [live.as_str()]);
 }

@@ -17,6 +17,7 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, ListContainersOpt
 
 use super::error::{describe, status_code};
 use super::exec::ExecSpec;
+use super::labels::LABEL_RUN_ID;
 use super::{BackendError, DockerBackend, Owner, RunLabels};
 
 /// The GPU (its UUID) a lease container holds; present on every lease container.
@@ -89,7 +90,10 @@ impl DockerBackend {
     /// Creates and starts the lease container `lease`; its id, or `None` when a container of
     /// that name exists already (taken, or stale: see [`Self::lease_containers`]). A container
     /// that was created but could not start is removed before the error is returned.
-    pub async fn create_lease(&self, lease: &LeaseContainer) -> Result<Option<String>, BackendError> {
+    pub async fn create_lease(
+        &self,
+        lease: &LeaseContainer,
+    ) -> Result<Option<String>, BackendError> {
         let mut labels = lease.run.to_labels(self.owner());
         labels.extend([
             (LABEL_LEASE_GPU.to_string(), lease.gpu.clone()),
@@ -112,7 +116,9 @@ impl DockerBackend {
             }),
             ..Default::default()
         };
-        let options = CreateContainerOptionsBuilder::new().name(&lease.name).build();
+        let options = CreateContainerOptionsBuilder::new()
+            .name(&lease.name)
+            .build();
         let created = match self
             .api("create_container", &lease.name)
             .create_container(Some(options), body)
@@ -185,6 +191,21 @@ impl DockerBackend {
                 })
             })
             .collect())
+    }
+
+    /// Removes the lease containers of the run `run_id` (its jobs let theirs go already; this
+    /// catches what a failure left): how many there were.
+    pub async fn remove_run_leases(&self, run_id: &str) -> Result<usize, BackendError> {
+        let leases: Vec<LeaseState> = self
+            .lease_containers(None)
+            .await?
+            .into_iter()
+            .filter(|c| c.labels.get(LABEL_RUN_ID).is_some_and(|r| r == run_id))
+            .collect();
+        for lease in &leases {
+            self.remove_container(&lease.id).await?;
+        }
+        Ok(leases.len())
     }
 
     /// Runs `sh -c script` in the lease container `id`; its exit code. A container that is

@@ -193,6 +193,18 @@ async fn clean(
             .collect();
         things.extend(backend.unregistered_warm(&known).await?);
     }
+    // GPU lease containers that hold nothing any more, whoever made them (those of this
+    // machine's dead runners are among the orphans already).
+    for lease in crate::gpu::engine_lease::stale_containers(&backend).await? {
+        if !things.iter().any(|t| t.id == lease.id) {
+            things.push(Managed {
+                kind: ManagedKind::Container,
+                id: lease.id,
+                name: lease.name,
+                labels: lease.labels,
+            });
+        }
+    }
     things.retain(|t| !warm.iter().any(|(e, _)| e.container == t.id));
     if args.dry_run {
         return Ok((warm, things));

@@ -10,7 +10,7 @@ use super::server_pool::{Parked, ParkedContainer, ServerPool};
 use crate::backend::DockerBackend;
 use crate::events::JobRef;
 use crate::gpu::warm_claim::{WarmClaim, now_secs};
-use crate::gpu::{HostGpus, Holder, LeaseDir};
+use crate::gpu::{Holder, HostGpus, LeaseDir};
 use crate::warm::{Registry, WarmEntry, engine_key};
 
 /// Takes a warm server of `job`'s group over into `pool`, when one waits on `docker`'s engine
@@ -157,7 +157,14 @@ pub async fn retire(parked: Vec<Parked>, registry: Option<&Registry>) -> Vec<Str
             continue;
         }
         match keep_warm(&p, keep, registry) {
-            Ok(()) => drop(p),
+            // Its claims hold its GPUs here from now on; on a shared engine they are let go
+            // (no process is left to keep a lease container beating).
+            Ok(()) => {
+                let mut p = p;
+                if let Some(lease) = p.lease.take() {
+                    lease.release().await;
+                }
+            }
             Err(e) => {
                 problems.push(e);
                 removed.push(p);

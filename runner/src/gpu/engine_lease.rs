@@ -18,7 +18,8 @@
 //! one means taken, and the job waits as for a GPU whose lock file is held.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use tokio::sync::OnceCell;
@@ -39,6 +40,11 @@ const HEARTBEAT_FILE: &str = "/gpuflow-heartbeat";
 /// A created container that never started is a claimant's that died in between, once it is
 /// this many staleness limits old (by this machine's clock, which may differ the engine's).
 const CREATED_GRACE: u64 = 10;
+/// How long one listing of the engine's lease containers answers [`EngineLeases::held`]: jobs
+/// waiting for GPUs look every 250 ms each, and over ssh one listing a second serves them all.
+/// An answer that is late only delays (taking a GPU is what is atomic); this process's own
+/// takes and releases make the next answer fresh.
+const SEEN_FOR: Duration = Duration::from_secs(1);
 /// Every lease container's name starts so.
 pub const NAME_PREFIX: &str = "gpuflow-lease-";
 
@@ -71,6 +77,16 @@ pub struct EngineLeases {
     stale: Duration,
     /// Filled once the image was found on the engine.
     image_found: OnceCell<()>,
+    seen: Seen,
+}
+
+/// The last answer of [`EngineLeases::held`] and when it was had; `None` once out of date.
+type Seen = Arc<Mutex<Option<(Instant, HashMap<String, String>)>>>;
+
+fn forget(seen: &Seen) {
+    *seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
 }
 
 impl EngineLeases {
@@ -84,6 +100,7 @@ impl EngineLeases {
             image: image.into(),
             stale,
             image_found: OnceCell::new(),
+            seen: Seen::default(),
         }
     }
 
@@ -94,16 +111,32 @@ impl EngineLeases {
     /// The GPUs held on the engine now, by UUID, each with who holds it (stale lease containers
     /// hold nothing).
     pub async fn held(&self, docker: &DockerBackend) -> Result<HashMap<String, String>, String> {
+        let lock = |seen: &Seen| {
+            seen.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        };
+        if let Some((at, held)) = lock(&self.seen)
+            && at.elapsed() < SEEN_FOR
+        {
+            return Ok(held);
+        }
         let now = now_secs();
         let listed = docker
             .lease_containers(None)
             .await
             .map_err(|e| unusable(&e))?;
-        Ok(listed
+        let held: HashMap<String, String> = listed
             .into_iter()
             .filter(|c| !self.is_stale(c, now))
             .map(|c| (c.gpu().to_string(), describe(&c, now)))
-            .collect())
+            .collect();
+        *self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((Instant::now(), held.clone()));
+        Ok(held)
     }
 
     /// Takes every GPU of `uuids` on the engine, or none: `Ok(None)` when one of them is held
@@ -116,10 +149,12 @@ impl EngineLeases {
     ) -> Result<Option<EngineHold>, String> {
         self.find_image(docker).await?;
         let taken = join_all(uuids.iter().map(|u| self.take_one(docker, u, holder))).await;
+        forget(&self.seen);
         let mut hold = EngineHold {
             docker: docker.clone(),
             containers: Vec::new(),
             heartbeat: None,
+            seen: self.seen.clone(),
         };
         let mut outcome = Ok(true);
         for one in taken {
@@ -164,7 +199,11 @@ impl EngineLeases {
             run: RunLabels::new(&holder.run_id, &holder.job),
         };
         for retry in [false, true] {
-            if let Some(id) = docker.create_lease(&lease).await.map_err(|e| unusable(&e))? {
+            if let Some(id) = docker
+                .create_lease(&lease)
+                .await
+                .map_err(|e| unusable(&e))?
+            {
                 self.check_beats(docker, &id).await?;
                 return Ok(Some(id));
             }
@@ -230,21 +269,8 @@ impl EngineLeases {
             .map(|_| ())
     }
 
-    /// Whether `c` holds nothing any more at `now` (seconds since the epoch).
     fn is_stale(&self, c: &LeaseState, now: u64) -> bool {
-        // Its holder ran on this machine and is gone: its runner lock is free.
-        if c.owner().is_some_and(|o| o.is_gone()) {
-            return true;
-        }
-        match c.status.as_str() {
-            "exited" | "dead" | "removing" => true,
-            // Between a claimant's create and start, or left by one that died in between.
-            "created" => {
-                let age = now.saturating_sub(u64::try_from(c.created).unwrap_or(0));
-                age > CREATED_GRACE * self.stale.as_secs()
-            }
-            _ => false,
-        }
+        is_stale(c, now, self.stale)
     }
 
     fn heartbeat_every(&self) -> Duration {
@@ -272,6 +298,37 @@ impl EngineLeases {
     }
 }
 
+/// Whether the lease container `c` holds nothing any more at `now` (seconds since the epoch),
+/// with `stale` its heartbeat's limit.
+fn is_stale(c: &LeaseState, now: u64, stale: Duration) -> bool {
+    // Its holder ran on this machine and is gone: its runner lock is free.
+    if c.owner().is_some_and(|o| o.is_gone()) {
+        return true;
+    }
+    match c.status.as_str() {
+        "exited" | "dead" | "removing" => true,
+        // Between a claimant's create and start, or left by one that died in between.
+        "created" => {
+            let age = now.saturating_sub(u64::try_from(c.created).unwrap_or(0));
+            age > CREATED_GRACE * stale.as_secs()
+        }
+        _ => false,
+    }
+}
+
+/// The lease containers on `docker`'s engine that hold nothing any more (what `gpuflow gc`
+/// removes; a claimant removes one in its way by itself).
+pub async fn stale_containers(docker: &DockerBackend) -> Result<Vec<LeaseState>, BackendError> {
+    let now = now_secs();
+    let stale = stale_from_env();
+    Ok(docker
+        .lease_containers(None)
+        .await?
+        .into_iter()
+        .filter(|c| is_stale(c, now, stale))
+        .collect())
+}
+
 /// GPUs held on an engine until released or dropped: the lease containers, kept alive by a
 /// heartbeat task.
 #[derive(Debug)]
@@ -280,6 +337,8 @@ pub struct EngineHold {
     /// The lease containers' ids.
     containers: Vec<String>,
     heartbeat: Option<JoinHandle<()>>,
+    /// Its leases' last listing, out of date once it lets go.
+    seen: Seen,
 }
 
 impl EngineHold {
@@ -300,7 +359,10 @@ impl EngineHold {
                 for (id, beat) in join_all(beats).await {
                     match beat {
                         Ok(Ok(0)) => {}
-                        Ok(Err(e @ (BackendError::NoSuchContainer { .. } | BackendError::NotRunning { .. }))) => {
+                        Ok(Err(
+                            e @ (BackendError::NoSuchContainer { .. }
+                            | BackendError::NotRunning { .. }),
+                        )) => {
                             // Removed by someone (`gpuflow gc --all-runs`, `docker rm`) or the
                             // engine restarted: the GPU is no longer held on the engine.
                             tracing::warn!(container = %id, "a GPU lease container is gone ({e}): other clients of the engine may take its GPU");
@@ -308,7 +370,9 @@ impl EngineHold {
                                 lost[i] = true;
                             }
                         }
-                        other => tracing::debug!(container = %id, outcome = ?other.map(|r| r.map_err(|e| e.to_string())), "GPU lease heartbeat failed; trying again"),
+                        other => {
+                            tracing::debug!(container = %id, outcome = ?other.map(|r| r.map_err(|e| e.to_string())), "GPU lease heartbeat failed; trying again")
+                        }
                     }
                 }
             }
@@ -326,6 +390,7 @@ impl EngineHold {
         self.stop_heartbeat();
         let ids = std::mem::take(&mut self.containers);
         remove_all(&self.docker, &ids).await;
+        forget(&self.seen);
     }
 }
 
@@ -340,8 +405,11 @@ impl Drop for EngineHold {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let docker = self.docker.clone();
-            runtime.spawn(async move { remove_all(&docker, &ids).await });
+            let (docker, seen) = (self.docker.clone(), self.seen.clone());
+            runtime.spawn(async move {
+                remove_all(&docker, &ids).await;
+                forget(&seen);
+            });
         }
     }
 }
@@ -449,12 +517,27 @@ mod tests {
     fn a_holder_is_described_with_its_user_machine_and_time() {
         let mut c = state("running", 0);
         c.labels = HashMap::from([
-            (crate::backend::LABEL_LEASE_USER.to_string(), "bob".to_string()),
-            (crate::backend::LABEL_LEASE_HOLDER.to_string(), "pid 7, run r, bench".to_string()),
-            (crate::backend::LABEL_LEASE_SINCE.to_string(), "100".to_string()),
+            (
+                crate::backend::LABEL_LEASE_USER.to_string(),
+                "bob".to_string(),
+            ),
+            (
+                crate::backend::LABEL_LEASE_HOLDER.to_string(),
+                "pid 7, run r, bench".to_string(),
+            ),
+            (
+                crate::backend::LABEL_LEASE_SINCE.to_string(),
+                "100".to_string(),
+            ),
             (crate::backend::LABEL_OWNER_PID.to_string(), "7".to_string()),
-            (crate::backend::LABEL_OWNER_HOST.to_string(), "laptop-b".to_string()),
+            (
+                crate::backend::LABEL_OWNER_HOST.to_string(),
+                "laptop-b".to_string(),
+            ),
         ]);
-        assert_eq!(describe(&c, 292), "bob@laptop-b: pid 7, run r, bench, for 3m 12s");
+        assert_eq!(
+            describe(&c, 292),
+            "bob@laptop-b: pid 7, run r, bench, for 3m 12s"
+        );
     }
 }

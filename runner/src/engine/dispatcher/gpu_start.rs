@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
+use crate::backend::DockerBackend;
 use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
 use crate::events::JobRef;
 use crate::events::{EventKind, Stream};
 use crate::expr::MapContext;
-use crate::backend::DockerBackend;
-use crate::gpu::{HostGpus, Holder, Leased, Request, Want};
+use crate::gpu::{Holder, HostGpus, Leased, Request, Want};
 use crate::plan::PlannedJob;
 
 /// How often a run with jobs waiting for GPUs looks whether another process freed some.
