@@ -422,7 +422,11 @@ async fn gc_removes_lease_containers_that_hold_nothing_and_keeps_live_ones() {
         .unwrap();
     docker.wait_exit(&exited).await.unwrap();
     let held = EngineLeases::with_stale(BASE, Duration::from_secs(30))
-        .try_take(&docker, &[live.clone()], &Holder::new("test-run", "job"))
+        .try_take(
+            &docker,
+            std::slice::from_ref(&live),
+            &Holder::new("test-run", "job"),
+        )
         .await
         .unwrap()
         .unwrap();

@@ -67,8 +67,8 @@ pub struct JobGpus {
     pub stand_in: bool,
     pub lease: Lease,
     /// The same GPUs held on the host's engine, where its leases are shared by every client
-    /// of it: let go with `lease`.
-    pub engine: Option<EngineHold>,
+    /// of it: let go with `lease`. (Boxed: it holds the engine's client.)
+    pub engine: Option<Box<EngineHold>>,
 }
 
 impl JobGpus {
@@ -268,7 +268,7 @@ impl HostGpus {
         uuids: &[String],
         holder: &Holder,
         docker: Option<&DockerBackend>,
-    ) -> Result<Option<(Lease, Option<EngineHold>)>, String> {
+    ) -> Result<Option<(Lease, Option<Box<EngineHold>>)>, String> {
         let Some(engine) = &self.engine else {
             return Ok(Some((lease, None)));
         };
@@ -276,7 +276,7 @@ impl HostGpus {
         Ok(engine
             .try_take(docker, uuids, holder)
             .await?
-            .map(|hold| (lease, Some(hold))))
+            .map(|hold| (lease, Some(Box::new(hold)))))
     }
 
     /// Takes over the GPUs `uuids` of the warm server `container` (its claims stay until it is
