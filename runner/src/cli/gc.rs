@@ -1,7 +1,8 @@
 //! `gpuflow gc`: removes what gpuflow left on a host's engine. By default only containers and
 //! networks whose runner process is gone (killed, crashed, or ended having kept them with
 //! `--keep-containers`): the sweep `gpuflow run` also does at start, which leaves kept ones. `--all-runs` removes every gpuflow-labelled thing there, runs in progress
-//! included, so it asks for `--yes`; `--dry-run` lists without removing.
+//! included, so it asks for `--yes`; `--dry-run` lists without removing. GPU lease containers
+//! that hold nothing any more (`crate::gpu::engine_lease`) go too, whoever made them.
 //!
 //! With `--logs-older-than` or `--logs-max-total` it prunes stored run logs instead
 //! (`.gpuflow/runs/<id>/`, [`logs`]), on this machine, without an engine.

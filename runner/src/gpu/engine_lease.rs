@@ -80,13 +80,36 @@ pub struct EngineLeases {
     seen: Seen,
 }
 
-/// The last answer of [`EngineLeases::held`] and when it was had; `None` once out of date.
-type Seen = Arc<Mutex<Option<(Instant, HashMap<String, String>)>>>;
+/// The last answer of [`EngineLeases::held`] and when it was had, shared with the holds it
+/// makes (their releases make it out of date).
+#[derive(Clone, Debug, Default)]
+struct Seen(Arc<Mutex<Option<Answer>>>);
 
-fn forget(seen: &Seen) {
-    *seen
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+/// Who holds which GPU (by UUID), and when that was seen.
+type Answer = (Instant, HashMap<String, String>);
+
+impl Seen {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Answer>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The last answer, when it is younger than [`SEEN_FOR`].
+    fn fresh(&self) -> Option<HashMap<String, String>> {
+        self.slot()
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < SEEN_FOR)
+            .map(|(_, held)| held.clone())
+    }
+
+    fn put(&self, held: HashMap<String, String>) {
+        *self.slot() = Some((Instant::now(), held));
+    }
+
+    fn forget(&self) {
+        *self.slot() = None;
+    }
 }
 
 impl EngineLeases {
@@ -111,14 +134,7 @@ impl EngineLeases {
     /// The GPUs held on the engine now, by UUID, each with who holds it (stale lease containers
     /// hold nothing).
     pub async fn held(&self, docker: &DockerBackend) -> Result<HashMap<String, String>, String> {
-        let lock = |seen: &Seen| {
-            seen.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
-        };
-        if let Some((at, held)) = lock(&self.seen)
-            && at.elapsed() < SEEN_FOR
-        {
+        if let Some(held) = self.seen.fresh() {
             return Ok(held);
         }
         let now = now_secs();
@@ -131,11 +147,7 @@ impl EngineLeases {
             .filter(|c| !self.is_stale(c, now))
             .map(|c| (c.gpu().to_string(), describe(&c, now)))
             .collect();
-        *self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            Some((Instant::now(), held.clone()));
+        self.seen.put(held.clone());
         Ok(held)
     }
 
@@ -149,7 +161,7 @@ impl EngineLeases {
     ) -> Result<Option<EngineHold>, String> {
         self.find_image(docker).await?;
         let taken = join_all(uuids.iter().map(|u| self.take_one(docker, u, holder))).await;
-        forget(&self.seen);
+        self.seen.forget();
         let mut hold = EngineHold {
             docker: docker.clone(),
             containers: Vec::new(),
@@ -390,7 +402,7 @@ impl EngineHold {
         self.stop_heartbeat();
         let ids = std::mem::take(&mut self.containers);
         remove_all(&self.docker, &ids).await;
-        forget(&self.seen);
+        self.seen.forget();
     }
 }
 
@@ -408,7 +420,7 @@ impl Drop for EngineHold {
             let (docker, seen) = (self.docker.clone(), self.seen.clone());
             runtime.spawn(async move {
                 remove_all(&docker, &ids).await;
-                forget(&seen);
+                seen.forget();
             });
         }
     }
