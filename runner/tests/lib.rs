@@ -16,6 +16,7 @@ mod docker;
 mod docker_engine;
 mod energy;
 mod engine;
+mod engine_leases;
 mod expr;
 mod fuzz_validate;
 mod gc;

@@ -2,8 +2,8 @@
 //!
 //! Owns the connection (endpoint parsing, API version negotiation), the container lifecycle
 //! (create, start, exec, logs, wait, inspect, stop, remove), GPU requests as Docker
-//! `DeviceRequests`, output as bounded lines, and clean-up by label (a run's things; things of
-//! runners that died).
+//! `DeviceRequests`, output as bounded lines, clean-up by label (a run's things; things of
+//! runners that died), and the containers that stand for GPU leases on an engine.
 //!
 //! Knows nothing of workflows, YAML, expressions, matrices or reports: its inputs are plain
 //! Rust values ([`ContainerSpec`], [`ExecSpec`], [`RunLabels`]). The GPU allocator decides
@@ -20,6 +20,7 @@ mod exec;
 mod gpu_request;
 mod image;
 mod labels;
+mod lease_container;
 mod log_line;
 mod logs;
 mod network;
@@ -37,6 +38,10 @@ pub use gpu_request::GpuRequest;
 pub use labels::{
     LABEL_JOB, LABEL_KEPT, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED,
     LABEL_OWNER_TOKEN, LABEL_PREFIX, LABEL_RUN_ID, Owner, RunLabels, process_start_time,
+};
+pub use lease_container::{
+    LABEL_LEASE_GPU, LABEL_LEASE_HOLDER, LABEL_LEASE_SINCE, LABEL_LEASE_USER, LeaseContainer,
+    LeaseState,
 };
 pub use log_line::{LineSink, LineSplitter, LogLine, MAX_LINE_BYTES, OutputStream};
 pub use logs::LogStart;

@@ -1,7 +1,8 @@
 //! `gpuflow gc`: removes what gpuflow left on a host's engine. By default only containers and
 //! networks whose runner process is gone (killed, crashed, or ended having kept them with
 //! `--keep-containers`): the sweep `gpuflow run` also does at start, which leaves kept ones. `--all-runs` removes every gpuflow-labelled thing there, runs in progress
-//! included, so it asks for `--yes`; `--dry-run` lists without removing.
+//! included, so it asks for `--yes`; `--dry-run` lists without removing. GPU lease containers
+//! that hold nothing any more (`crate::gpu::engine_lease`) go too, whoever made them.
 //!
 //! With `--logs-older-than` or `--logs-max-total` it prunes stored run logs instead
 //! (`.gpuflow/runs/<id>/`, [`logs`]), on this machine, without an engine.
@@ -192,6 +193,18 @@ async fn clean(
             .map(|e| e.container)
             .collect();
         things.extend(backend.unregistered_warm(&known).await?);
+    }
+    // GPU lease containers that hold nothing any more, whoever made them (those of this
+    // machine's dead runners are among the orphans already).
+    for lease in crate::gpu::engine_lease::stale_containers(&backend).await? {
+        if !things.iter().any(|t| t.id == lease.id) {
+            things.push(Managed {
+                kind: ManagedKind::Container,
+                id: lease.id,
+                name: lease.name,
+                labels: lease.labels,
+            });
+        }
     }
     things.retain(|t| !warm.iter().any(|(e, _)| e.container == t.id));
     if args.dry_run {

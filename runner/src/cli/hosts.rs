@@ -127,8 +127,9 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Each host's GPUs and where the lease files say who holds them, by host name; remote hosts
-/// only when `probe` (asking them starts a container there).
+/// Each host's GPUs and who holds them (the lease files, and a shared engine's lease
+/// containers), by host name; remote hosts only when `probe` (asking them starts a container
+/// there).
 type Inventories = HashMap<String, (Arc<Inventory>, Vec<Option<String>>)>;
 
 async fn inventories(config: &HostConfig, probe: bool) -> Inventories {
@@ -139,11 +140,14 @@ async fn inventories(config: &HostConfig, probe: bool) -> Inventories {
         }
         let gpus = host.gpus();
         let inv = gpus.inventory().await;
-        let holders = inv
-            .gpus
-            .iter()
-            .map(|g| gpus.leases().holder(&g.uuid))
-            .collect();
+        // Where leases are shared on the engine, its lease containers name the holders of
+        // other machines; asked of a remote engine only with `--probe`, like its GPUs.
+        let remote = !matches!(host.endpoint(), Ok(crate::backend::Endpoint::Unix(_)));
+        let engine = match gpus.engine_leases() {
+            Some(_) if probe || !remote => host.connect().await.ok(),
+            _ => None,
+        };
+        let holders = gpus.holders(engine.as_ref()).await;
         out.insert(host.name.clone(), (inv, holders));
     }
     out

@@ -224,13 +224,14 @@ impl<C> ServerPool<C> {
 /// what could not be removed, in words.
 pub async fn remove(parked: Vec<Parked>) -> Vec<String> {
     let mut problems = Vec::new();
-    for p in parked {
+    for mut p in parked {
         let c = &p.container;
         if let Err(e) = c.docker.remove_container(&c.id).await {
             problems.push(format!("server `{}` ({}): {e}", p.name, c.docker_name));
         }
-        if let Some(lease) = &p.lease {
+        if let Some(lease) = p.lease.take() {
             lease.lease.dir.unclaim(&lease.uuids(), &c.id);
+            lease.release().await;
         }
         // A warm one's claims name its GPUs also when a cell holds their lease now.
         if let Some(held) = &p.warm {

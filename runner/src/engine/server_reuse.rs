@@ -74,8 +74,8 @@ impl JobContainers {
         // A cell without GPUs of its own looks for a warm server now (one with GPUs came
         // with them, when they were leased).
         if !pool.has_parked(job) {
-            let holder = format!("pid {}, {}", std::process::id(), job.display);
             let run_id = self.labels.run_id.clone();
+            let holder = crate::gpu::Holder::new(&run_id, &job.display);
             super::warm_servers::pull_warm(&pool, job, &self.docker, None, &run_id, &holder).await;
         }
         match pool.adopt(job, name, &key) {

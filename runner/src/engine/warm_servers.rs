@@ -10,7 +10,7 @@ use super::server_pool::{Parked, ParkedContainer, ServerPool};
 use crate::backend::DockerBackend;
 use crate::events::JobRef;
 use crate::gpu::warm_claim::{WarmClaim, now_secs};
-use crate::gpu::{HostGpus, LeaseDir};
+use crate::gpu::{Holder, HostGpus, LeaseDir};
 use crate::warm::{Registry, WarmEntry, engine_key};
 
 /// Takes a warm server of `job`'s group over into `pool`, when one waits on `docker`'s engine
@@ -23,7 +23,7 @@ pub async fn pull_warm(
     docker: &DockerBackend,
     gpus: Option<&HostGpus>,
     run_id: &str,
-    holder: &str,
+    holder: &Holder,
 ) -> bool {
     let (Some(registry), Some(group)) = (pool.registry(), pool.group_of(job)) else {
         return false;
@@ -51,7 +51,10 @@ pub async fn pull_warm(
             continue;
         }
         let lease = match gpus {
-            Some(host) => match host.take_over(&entry.gpus, holder, &entry.container).await {
+            Some(host) => match host
+                .take_over(&entry.gpus, holder, &entry.container, Some(docker))
+                .await
+            {
                 Ok(Some(lease)) => Some(lease),
                 _ => continue,
             },
@@ -154,7 +157,14 @@ pub async fn retire(parked: Vec<Parked>, registry: Option<&Registry>) -> Vec<Str
             continue;
         }
         match keep_warm(&p, keep, registry) {
-            Ok(()) => drop(p),
+            // Its claims hold its GPUs here from now on; on a shared engine they are let go
+            // (no process is left to keep a lease container beating).
+            Ok(()) => {
+                let mut p = p;
+                if let Some(lease) = p.lease.take() {
+                    lease.release().await;
+                }
+            }
             Err(e) => {
                 problems.push(e);
                 removed.push(p);

@@ -54,7 +54,7 @@ pub struct Lease {
 
 /// A host endpoint or GPU UUID as part of a file name: nothing but `[A-Za-z0-9._-]` (a UUID a
 /// remote `nvidia-smi` reported must not name a path elsewhere), so `@` parts them.
-fn name_part(s: &str) -> String {
+pub(super) fn name_part(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.".contains(c) {

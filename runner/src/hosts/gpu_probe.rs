@@ -1,12 +1,15 @@
 //! How a host's GPUs are found: a stand-in inventory file when one is configured
 //! (`gpu-inventory`, or `GPUFLOW_GPU_INVENTORY` for `local`), NVML when the host's engine is
 //! on this machine, else `nvidia-smi` (query and `topo -m`) in a short-lived container on the
-//! host, with all its GPUs, removed again whatever happens.
+//! host, with all its GPUs, removed again whatever happens. And how they are leased: in the
+//! lease folder, and on the host's engine too where that engine is shared by several machines
+//! (`engine-leases`).
 
 use std::sync::Arc;
 
 use crate::backend::{ContainerSpec, Endpoint, GpuRequest, OutputStream, RunLabels};
-use crate::gpu::{Discovery, HostGpus, Inventory, LeaseDir, STAND_IN_ENV};
+use crate::gpu::engine_lease::ENGINE_LEASES_ENV;
+use crate::gpu::{Discovery, EngineLeases, HostGpus, Inventory, LeaseDir, STAND_IN_ENV};
 
 use super::host::{Host, LOCAL};
 
@@ -40,13 +43,47 @@ impl Host {
     }
 
     /// This host's GPUs for a run: found as [`Self::gpu_discovery`] says, leased in the lease
-    /// folder of this host (by endpoint, so two names for one engine share leases).
+    /// folder of this host (by endpoint, so two names for one engine share leases) and, when
+    /// [`Self::engine_leases_on`], on its engine too.
     pub fn gpus(&self) -> HostGpus {
         let key = match self.endpoint() {
             Ok(Endpoint::Unix(_)) | Err(_) => LOCAL.to_string(),
             Ok(endpoint) => endpoint.to_string(),
         };
-        HostGpus::new(self.gpu_discovery(), LeaseDir::for_host(&key))
+        let gpus = HostGpus::new(self.gpu_discovery(), LeaseDir::for_host(&key));
+        if self.engine_leases_on() {
+            gpus.with_engine_leases(EngineLeases::new(self.lease_image()))
+        } else {
+            gpus
+        }
+    }
+
+    /// Whether this host's GPUs are also leased on its engine: its `engine-leases`, else
+    /// `GPUFLOW_ENGINE_LEASES` (`1`/`0`), else on for a remote engine (`ssh://`, `tcp://`: other
+    /// machines may drive it too) and off for one on this machine, whose other users share
+    /// the lease folder already. A node whose engine is also driven from elsewhere (a laptop
+    /// over ssh) turns it on for its own runs (its worker) with either.
+    pub fn engine_leases_on(&self) -> bool {
+        if let Some(on) = self.engine_leases {
+            return on;
+        }
+        let from_env = std::env::var(ENGINE_LEASES_ENV).ok().and_then(|v| {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Some(true),
+                "0" | "false" | "no" | "off" => Some(false),
+                _ => None,
+            }
+        });
+        from_env.unwrap_or_else(|| !matches!(self.endpoint(), Ok(Endpoint::Unix(_)) | Err(_)))
+    }
+
+    /// The image of this host's lease containers: `lease-image`, else the GPU probe's (which
+    /// the probe pulls on a remote host before any lease is taken there).
+    pub fn lease_image(&self) -> String {
+        self.lease_image
+            .clone()
+            .or_else(|| self.gpu_probe_image.clone())
+            .unwrap_or_else(|| DEFAULT_PROBE_IMAGE.to_string())
     }
 
     /// Runs `nvidia-smi` in a throw-away container on the host; what goes wrong becomes an

@@ -31,6 +31,12 @@ pub struct Host {
     /// The image the GPU probe (`nvidia-smi` in a short-lived container) runs on a remote
     /// host (`gpu-probe-image`).
     pub gpu_probe_image: Option<String>,
+    /// `engine-leases`: whether its GPUs are also leased on its engine, for every machine
+    /// using that engine to see (docs/gpus.md); `None`: as `GPUFLOW_ENGINE_LEASES` says, else
+    /// on for remote engines only ([`Host::engine_leases_on`]).
+    pub engine_leases: Option<bool>,
+    /// `lease-image`: the image of the lease containers; default the GPU probe's.
+    pub lease_image: Option<String>,
     /// Where `[hosts.NAME]` is written; `None` for the implicit `local` host.
     pub span: Option<Span>,
     /// A Slurm cluster rather than one Docker engine (`[hosts.NAME.slurm]`): its jobs are
@@ -48,6 +54,8 @@ impl Host {
             gpus: None,
             gpu_inventory: None,
             gpu_probe_image: None,
+            engine_leases: None,
+            lease_image: None,
             span: None,
             slurm: None,
         }
@@ -99,6 +107,8 @@ mod tests {
             gpus: Some(8),
             gpu_inventory: None,
             gpu_probe_image: None,
+            engine_leases: None,
+            lease_image: None,
             span: None,
             slurm: None,
         }

@@ -78,7 +78,7 @@ impl NodeJob {
         let host = self.host();
         let gpus = HostGpus::new(host.gpu_discovery(), LeaseDir::for_host(&node));
         let allocated = allocated_gpus();
-        let holder = crate::gpu::lease::holder_text(&self.manifest.run_id, &planned.display_name);
+        let holder = crate::gpu::Holder::new(&self.manifest.run_id, &planned.display_name);
         let granted = lease_allocated(&gpus, &allocated, &holder).await?;
         let mut engines = Engines::none();
         let connect: Connect = Arc::new(move || {
@@ -210,7 +210,7 @@ fn allocated_gpus() -> Vec<u32> {
 async fn lease_allocated(
     gpus: &HostGpus,
     allocated: &[u32],
-    holder: &str,
+    holder: &crate::gpu::Holder,
 ) -> Result<GrantedGpus, String> {
     if allocated.is_empty() {
         return Ok(GrantedGpus::default());
@@ -219,7 +219,7 @@ async fn lease_allocated(
         want: Want::Ids(allocated.iter().map(u32::to_string).collect()),
         placement: None,
     };
-    match gpus.try_lease(&request, holder).await? {
+    match gpus.try_lease(&request, holder, None).await? {
         Leased::Now(leased) => Ok(GrantedGpus {
             leased: Some(leased),
             asked: crate::backend::GpuRequest::Count(allocated.len() as u32),

@@ -82,8 +82,8 @@ pub(crate) struct Gpuflow {
 }
 
 /// `gpuflow` with the developer's own settings kept out: no colours, none of gpuflow's
-/// variables that choose a store, a host file, a log cap, a stand-in GPU inventory or its own
-/// diagnostics (a test sets what it needs), and no `GIT_DIR` (set when the suite runs from a git hook) pointing its git
+/// variables that choose a store, a host file, a log cap, a stand-in GPU inventory, engine
+/// leases or its own diagnostics (a test sets what it needs), and no `GIT_DIR` (set when the suite runs from a git hook) pointing its git
 /// at another repository.
 pub(crate) fn gpuflow() -> Gpuflow {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpuflow"));
@@ -95,6 +95,8 @@ pub(crate) fn gpuflow() -> Gpuflow {
         .env_remove("GPUFLOW_LOG")
         .env_remove("GPUFLOW_LOG_JSON")
         .env_remove(gpuflow::gpu::STAND_IN_ENV)
+        .env_remove(gpuflow::gpu::engine_lease::ENGINE_LEASES_ENV)
+        .env_remove(gpuflow::gpu::engine_lease::STALE_ENV)
         .env_remove("GIT_DIR");
     Gpuflow {
         command,

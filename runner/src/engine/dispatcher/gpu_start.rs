@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use crate::backend::DockerBackend;
 use crate::engine::job_gpus::GrantedGpus;
 use crate::engine::shared::Shared;
 use crate::events::JobRef;
 use crate::events::{EventKind, Stream};
 use crate::expr::MapContext;
-use crate::gpu::{HostGpus, Leased, Request, Want};
+use crate::gpu::{Holder, HostGpus, Leased, Request, Want};
 use crate::plan::PlannedJob;
 
 /// How often a run with jobs waiting for GPUs looks whether another process freed some.
@@ -40,7 +41,7 @@ pub(super) async fn lease_gpus(
         Ok(asked) => asked,
         Err(message) => return GpuStart::Fail(format!("its `gpus` failed: {message}")),
     };
-    let holder = crate::gpu::lease::holder_text(&shared.opts.run_id, &jref.display);
+    let holder = Holder::new(&shared.opts.run_id, &jref.display);
     // A server an earlier run kept warm for this cell's group comes with its GPUs.
     // Only then is the engine reached: a job that starts no server may run without one.
     if let Some(host) = shared.engines.gpus_for(jref)
@@ -73,14 +74,18 @@ pub(super) async fn lease_gpus(
             asked: asked.devices,
         });
     };
-    match host.try_lease(&request, &holder).await {
+    let docker = match engine_of_leases(shared, jref, &host).await {
+        Ok(docker) => docker,
+        Err(why) => return GpuStart::Fail(why),
+    };
+    match host.try_lease(&request, &holder, docker.as_ref()).await {
         Ok(Leased::Now(gpus)) => GpuStart::Go(GrantedGpus {
             leased: Some(gpus),
             asked: asked.devices,
         }),
         Ok(Leased::Wait) => {
             evict_warm_server(shared, jref, &host, &request).await;
-            let (free, total) = host.free_count().await;
+            let (free, total) = host.free_count(docker.as_ref()).await;
             GpuStart::Wait(format!(
                 "waiting for {} ({free} of {total} free)",
                 request.describe()
@@ -93,6 +98,21 @@ pub(super) async fn lease_gpus(
         }),
         Err(why) => GpuStart::Fail(why),
     }
+}
+
+/// The engine the host's GPUs are also leased on, where they are ([`crate::gpu::engine_lease`]):
+/// reached now, as the lease needs it.
+async fn engine_of_leases(
+    shared: &Shared,
+    jref: &JobRef,
+    host: &HostGpus,
+) -> Result<Option<DockerBackend>, String> {
+    if host.engine_leases().is_none() {
+        return Ok(None);
+    }
+    shared.engines.for_job(jref).await.map(Some).map_err(|e| {
+        format!("its GPUs are leased on its host's engine, shared with other machines, which cannot be reached: {e}")
+    })
 }
 
 /// A warm server of this user is a cache: when the GPUs it holds would let a waiting job start,
@@ -108,7 +128,7 @@ async fn evict_warm_server(shared: &Shared, jref: &JobRef, host: &HostGpus, requ
     let Ok(docker) = shared.engines.for_job(jref).await else {
         return;
     };
-    let (free, total) = host.free_count().await;
+    let (free, total) = host.free_count(Some(&docker)).await;
     let needed = match &request.want {
         Want::All => total,
         Want::Count(n) => *n as usize,

@@ -216,8 +216,21 @@ fn run_result(jobs: &[JobSummary], cancel: &CancellationToken) -> JobResult {
     }
 }
 
-/// The run's containers left on any host, removed (unless they are to be kept).
+/// The run's containers left on any host, removed (unless they are to be kept; its GPU lease
+/// containers always).
 pub(super) async fn remove_leftovers(shared: &Shared) {
+    // GPU lease containers, whatever `--keep-containers` says: they hold GPUs from other
+    // machines, and the run is over.
+    for (host, docker) in shared.engines.connected() {
+        if let Err(e) = docker.remove_run_leases(&shared.opts.run_id).await {
+            shared.emit(EventKind::Warning {
+                job: None,
+                message: format!(
+                    "could not remove the run's GPU lease containers on `{host}`: {e}"
+                ),
+            });
+        }
+    }
     if shared.opts.keep_containers {
         return;
     }

@@ -89,8 +89,11 @@ pub async fn run_job(
         failure: outcome.failure.clone(),
     });
     // Only now, with its containers gone and its end told, may another job have its GPUs:
-    // no `job_started` of a job on these GPUs comes before this one's `job_finished`.
-    drop(gpus);
+    // no `job_started` of a job on these GPUs comes before this one's `job_finished`. Awaited:
+    // on a shared engine they are free for other machines too once this returns.
+    if let Some(gpus) = gpus {
+        gpus.release().await;
+    }
     outcome
 }
 

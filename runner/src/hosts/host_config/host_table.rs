@@ -10,13 +10,15 @@ use crate::backend::{BackendError, Endpoint};
 use crate::diag::{Diagnostic, Span};
 use crate::hosts::host::{Host, HostEndpoint, LOCAL};
 
-const HOST_KEYS: [&str; 6] = [
+const HOST_KEYS: [&str; 8] = [
     "endpoint",
     "labels",
     "gpus",
     "gpu-inventory",
     "gpu-probe-image",
     "slurm",
+    "engine-leases",
+    "lease-image",
 ];
 
 impl Reader {
@@ -81,6 +83,8 @@ impl Reader {
         let mut gpu_inventory = None;
         let mut gpu_probe_image = None;
         let mut slurm = None;
+        let mut engine_leases = None;
+        let mut lease_image = None;
         for (key, value) in table {
             match key.get_ref().as_ref() {
                 "endpoint" => endpoint = self.endpoint(value),
@@ -95,6 +99,8 @@ impl Reader {
                     );
                 }
                 "slurm" => slurm = Some(self.slurm(&host_name, value)),
+                "engine-leases" => engine_leases = self.boolean(value, "engine-leases"),
+                "lease-image" => lease_image = self.string(value, "lease-image", "busybox:1.36"),
                 _ => self.unknown_key(key, &HOST_KEYS, "a key of a host"),
             }
         }
@@ -131,6 +137,8 @@ impl Reader {
             gpus,
             gpu_inventory,
             gpu_probe_image,
+            engine_leases,
+            lease_image,
             span: Some(name_span),
             slurm: None,
         })
@@ -173,6 +181,8 @@ impl Reader {
             gpus: None,
             gpu_inventory,
             gpu_probe_image: None,
+            engine_leases: None,
+            lease_image: None,
             span: Some(span),
             slurm: Some(std::sync::Arc::new(slurm?)),
         })
@@ -305,6 +315,21 @@ impl Reader {
                 None
             }
         }
+    }
+
+    fn boolean(&mut self, value: &Spanned<DeValue<'_>>, key: &str) -> Option<bool> {
+        if let DeValue::Boolean(b) = value.get_ref() {
+            return Some(*b);
+        }
+        self.push(
+            Diagnostic::error(
+                &self.file,
+                Span::from(value.span()),
+                format!("`{key}` must be `true` or `false`"),
+            )
+            .hint(format!("write e.g. `{key} = true` (no quotes)")),
+        );
+        None
     }
 
     /// A stand-in inventory file, relative to the host file's folder; read and checked here,

@@ -67,6 +67,49 @@ endpoint = 5
 }
 
 #[test]
+fn engine_leases_are_on_for_remote_engines_unless_a_host_says() {
+    let config = parse(
+        r#"
+[hosts.node]
+endpoint = "ssh://me@node"
+
+[hosts.lab]
+endpoint = "tcp://10.0.0.7:2375"
+engine-leases = false
+
+[hosts.local]
+engine-leases = true
+lease-image = "busybox:1.36"
+"#,
+    )
+    .unwrap();
+    let (node, lab, local) = (
+        config.get("node").unwrap(),
+        config.get("lab").unwrap(),
+        config.get("local").unwrap(),
+    );
+    assert!(local.engine_leases_on());
+    assert!(!lab.engine_leases_on());
+    assert_eq!(local.lease_image(), "busybox:1.36");
+    // The default image is the GPU probe's, which the probe pulls on a remote host.
+    assert_eq!(node.lease_image(), "ubuntu:24.04");
+    if std::env::var_os(crate::gpu::engine_lease::ENGINE_LEASES_ENV).is_none() {
+        assert!(
+            node.engine_leases_on(),
+            "a remote engine may have other clients"
+        );
+        let implicit = HostConfig::implicit();
+        assert!(!implicit.get("local").unwrap().engine_leases_on());
+    }
+    let out = rendered("[hosts.local]\nengine-leases = \"yes\"\n");
+    assert!(
+        out.contains("`engine-leases` must be `true` or `false`"),
+        "{out}"
+    );
+    assert!(out.contains("gpuflow.toml:2:17"), "{out}");
+}
+
+#[test]
 fn a_label_naming_another_host_is_refused() {
     let text =
         "[hosts.a]\nendpoint = \"ssh://a\"\nlabels = [\"b\"]\n[hosts.b]\nendpoint = \"ssh://b\"\n";
