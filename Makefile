@@ -2,7 +2,7 @@
 CARGO ?= cargo
 GPUFLOW := target/debug/gpuflow
 
-.PHONY: build demo test test-deps test-images lint fmt schema docs bench conformance check gpu-check
+.PHONY: build demo test test-deps test-images test-cluster lint fmt schema docs bench conformance check gpu-check
 
 build:
 	$(CARGO) build --workspace --all-targets
@@ -21,7 +21,7 @@ demo: build
 ## The test command (README.md). nextest prints one summary line with the counts. What the
 ## tests need is checked first, and installed when run as root (test-deps); test-images then
 ## builds the images and llama-server (images/llamacpp/build.sh calls llama-server.sh).
-test: test-deps test-images
+test: test-deps test-images test-cluster
 	$(CARGO) test --workspace --doc -q
 	$(CARGO) nextest run --workspace --no-fail-fast
 
@@ -29,6 +29,12 @@ test: test-deps test-images
 ## installed with apt-get as root, otherwise named with the command that installs them.
 test-deps:
 	bash scripts/test-deps.sh
+
+## The Slurm cluster runner/tests/slurm.rs and `make bench` submit to: Debian's slurmctld,
+## slurmd and munge on this machine, three emulated nodes of eight stand-in GPUs (started as
+## root; idempotent; `bash scripts/slurm-cluster.sh down` stops it).
+test-cluster:
+	bash scripts/slurm-cluster.sh up
 
 ## The Docker images the tests use (images/README.md), built from what is on this machine;
 ## idempotent. The base goes first: the other images are built on top of it.

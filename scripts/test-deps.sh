@@ -46,6 +46,14 @@ need g++ "images/llamacpp/llama-server.sh compiles llama-server (the real test s
   'command -v c++'
 need python3-venv "images/llamacpp/llama-server.sh installs cmake and gguf into a venv" \
   'python3 -c "import ensurepip"'
+need slurmctld "runner/tests/slurm.rs: the test Slurm cluster's controller (scripts/slurm-cluster.sh)" \
+  'command -v slurmctld' 'test -x /usr/sbin/slurmctld'
+need slurmd "runner/tests/slurm.rs: the test Slurm cluster's node daemons" \
+  'command -v slurmd' 'test -x /usr/sbin/slurmd'
+need slurm-client "runner/tests/slurm.rs and gpuflow's Slurm hosts: sbatch, squeue, scancel, sinfo" \
+  'command -v sbatch'
+need munge "runner/tests/slurm.rs: Slurm's authentication between its daemons and commands" \
+  'command -v munged' 'test -x /usr/sbin/munged'
 need curl "docs/simulator.md's example asks the simulator with curl (runner/tests/doc_examples.rs runs it)" \
   'command -v curl'
 
