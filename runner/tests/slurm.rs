@@ -440,3 +440,59 @@ fn two_users_runs_share_the_cluster_without_a_gpu_handed_twice() {
         }
     }
 }
+
+#[test]
+fn a_killed_coordinators_jobs_finish_and_logs_completes_its_record() {
+    let cluster = Cluster::new("");
+    cluster.ws.write(
+        "wf.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  first:\n    runs-on: cluster\n    gpus: 1\n    steps:\n      - run: |\n          {}\n          echo first-said-this\n  second:\n    needs: first\n    runs-on: cluster\n    steps:\n      - run: |\n          {}\n          echo second-said-this\n",
+            cluster.recording("first", 3.0),
+            cluster.recording("second", 0.0)
+        ),
+    );
+    let mut run = cluster.spawn();
+    let run_id = run.json_line()["run_id"].as_str().unwrap().to_string();
+    while run.json_line()["type"] != "step_started" {}
+    run.kill();
+    // The jobs go on without it: the dependant runs after its parent, on the cluster's own.
+    let ids = cluster.slurm_ids();
+    crate::support::poll_until(
+        "the run's Slurm jobs to end",
+        Duration::from_secs(60),
+        || slurm_states(&ids),
+        |states| states.len() == 2 && states.iter().all(|(_, s, _)| s == "COMPLETED"),
+    );
+    assert!(
+        cluster.seen("second").is_some(),
+        "the dependant did not run"
+    );
+    let out = cluster.command().args(["logs", &run_id]).success();
+    assert!(
+        out.stderr.contains("completed from the cluster: success"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("first-said-this"), "{}", out.stdout);
+    assert!(out.stdout.contains("second-said-this"), "{}", out.stdout);
+    assert!(out.stdout.contains("run success"), "{}", out.stdout);
+    // The record is whole now: asked again, nothing is redone.
+    let again = cluster.command().args(["logs", &run_id]).success();
+    assert!(
+        !again.stderr.contains("completed from the cluster"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(again.stdout, out.stdout);
+    let kept = cluster
+        .ws
+        .path()
+        .join(".gpuflow/runs")
+        .join(&run_id)
+        .join("coordinator/events.jsonl");
+    assert!(
+        kept.is_file(),
+        "the coordinator's partial record was not kept"
+    );
+}

@@ -132,6 +132,7 @@ fn stored_run(cwd: &Path, id: &str) -> Lookup<PathBuf> {
 /// A run started by hand, shown as `gpuflow run --plain` showed it (the jobs' summary table
 /// left out: their results are on their own lines, and the headline ends it).
 fn stored_output(dir: &Path, follow: bool) -> anyhow::Result<ExitCode> {
+    complete_cluster_run(dir)?;
     eprintln!(
         "gpuflow: run started by `gpuflow run`, not queued: replaying `{}`",
         dir.display()
@@ -161,4 +162,30 @@ fn stored_output(dir: &Path, follow: bool) -> anyhow::Result<ExitCode> {
     }
     std::io::stdout().flush()?;
     Ok(ExitCode::Success)
+}
+
+/// A run on a Slurm cluster whose `gpuflow run` died: its record is completed from the run's
+/// folder on the cluster once its jobs have ended (docs/slurm.md).
+fn complete_cluster_run(dir: &Path) -> anyhow::Result<()> {
+    use crate::slurm::catch_up::{Completion, bundle_of, complete};
+    if bundle_of(dir).is_none() {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    match runtime.block_on(complete(dir)) {
+        Ok(Completion::Nothing) => {}
+        Ok(Completion::StillRunning) => eprintln!(
+            "gpuflow: this run's `gpuflow run` is gone, and its Slurm jobs still run: its record is completed once they end (`squeue` shows them)"
+        ),
+        Ok(Completion::Completed(result)) => eprintln!(
+            "gpuflow: this run's `gpuflow run` was gone before it ended; its record was completed from the cluster: {}",
+            result.as_str()
+        ),
+        Err(why) => {
+            eprintln!("gpuflow: could not complete this run's record from the cluster: {why}")
+        }
+    }
+    Ok(())
 }

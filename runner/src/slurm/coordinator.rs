@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::bundle::{Bundle, Manifest, ManifestJob};
-use super::follow::{Follower, Tracked};
+use super::follow::{Follower, Sibling, Tracked};
 use super::submit::{Ask, Submission, ask, base_context, environment};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::RunOptions;
@@ -33,6 +33,10 @@ pub struct Voice {
 }
 
 impl Voice {
+    pub fn new(sink: Arc<dyn EventSink>, started: Instant) -> Self {
+        Self { sink, started }
+    }
+
     pub fn emit(&self, kind: EventKind) {
         self.sink.emit(Event {
             elapsed: self.started.elapsed(),
@@ -105,9 +109,16 @@ pub async fn run(
             ));
         }
     };
-    let follower = Follower::new(tracked, &plan, voice.clone(), cancel.clone());
+    let follower = Follower::new(tracked, Sibling::of(&plan), voice.clone(), cancel.clone());
     let jobs = follower.follow().await;
-    let result = if cancel.is_cancelled() {
+    let result = run_result(&jobs, cancel.is_cancelled());
+    Ok(finish(&voice, &headline, &masker, &opts, result, jobs))
+}
+
+/// The run's result from its jobs': a failure not allowed, or a cell cancelled by fail-fast,
+/// fails it.
+pub fn run_result(jobs: &[JobSummary], cancelled: bool) -> JobResult {
+    if cancelled {
         JobResult::Cancelled
     } else if jobs.iter().any(|j| {
         j.result == JobResult::Failure && !j.failure_allowed || j.result == JobResult::Cancelled
@@ -115,8 +126,7 @@ pub async fn run(
         JobResult::Failure
     } else {
         JobResult::Success
-    };
-    Ok(finish(&voice, &headline, &masker, &opts, result, jobs))
+    }
 }
 
 /// What a run on a cluster does not do yet, refused before anything is submitted.

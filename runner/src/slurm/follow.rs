@@ -15,7 +15,7 @@ use super::client::{self, JobInfo};
 use super::coordinator::{Voice, summary};
 use super::state::{Ending, Phase};
 use crate::events::{EventKind, JobRef, JobResult, JobSummary};
-use crate::plan::{Plan, PlannedJob};
+use crate::plan::Plan;
 use crate::run_logs::replay::Replay;
 
 /// How often Slurm is asked. Its own scheduler runs every few seconds; asking more often
@@ -64,9 +64,31 @@ impl Tracked {
     }
 }
 
+/// What fail-fast needs of a job's plan: its job, whether its matrix fails fast, how many
+/// cells it has.
+#[derive(Clone, Debug, Default)]
+pub struct Sibling {
+    pub job_id: String,
+    pub fail_fast: bool,
+    pub cells: usize,
+}
+
+impl Sibling {
+    pub fn of(plan: &Plan) -> Vec<Self> {
+        plan.jobs
+            .iter()
+            .map(|p| Self {
+                job_id: p.job_id.clone(),
+                fail_fast: p.fail_fast,
+                cells: p.cells,
+            })
+            .collect()
+    }
+}
+
 pub struct Follower {
     jobs: Vec<Tracked>,
-    planned: Vec<PlannedJob>,
+    planned: Vec<Sibling>,
     voice: Voice,
     cancel: CancellationToken,
     /// When the run was cancelled: the grace period runs from then.
@@ -74,10 +96,15 @@ pub struct Follower {
 }
 
 impl Follower {
-    pub fn new(jobs: Vec<Tracked>, plan: &Plan, voice: Voice, cancel: CancellationToken) -> Self {
+    pub fn new(
+        jobs: Vec<Tracked>,
+        planned: Vec<Sibling>,
+        voice: Voice,
+        cancel: CancellationToken,
+    ) -> Self {
         Self {
             jobs,
-            planned: plan.jobs.clone(),
+            planned,
             voice,
             cancel,
             cancelling_since: None,
