@@ -105,6 +105,7 @@ fn judge(
         step: "bench",
         git_ref: Some("main"),
         identity,
+        node: None,
     };
     let spec = BaselineSpec::parse(spec, 10).unwrap();
     let baseline = resolve(
@@ -611,6 +612,7 @@ fn pinned_baselines_per_metric_and_for_all() {
         step: "bench",
         git_ref: None,
         identity: &id,
+        node: None,
     };
     store.set_baseline("nccl", "r1", None).unwrap();
     let err = resolve(
@@ -1126,4 +1128,42 @@ fn baseline_commands_set_list_and_remove() {
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 1);
     assert_eq!(json[0]["name"], "slow");
+}
+
+#[test]
+fn a_baseline_from_another_slurm_node_is_compared_and_says_so() {
+    let tmp = tmp_store();
+    let mut store = ResultStore::open(&tmp.path).unwrap();
+    let id = identity();
+    let mut on_gpu1 = result("r1", 1_000_000, &id, &NCCL);
+    on_gpu1.fingerprint.info.slurm = Some(gpuflow::store::SlurmPlace {
+        node: "gpu1".into(),
+        job_id: "41".into(),
+    });
+    store.record(&on_gpu1).unwrap();
+    let ask = |node: Option<&str>| {
+        let current = CurrentRun {
+            run_id: "r2",
+            workflow: "eagle3",
+            job: "bench",
+            step: "bench",
+            git_ref: Some("main"),
+            identity: &id,
+            node,
+        };
+        let spec = BaselineSpec::parse("previous", 10).unwrap();
+        resolve(&store, &spec, &current, "output_tok_s", "tok/s", false)
+            .unwrap()
+            .unwrap()
+    };
+    // Same GPU type, same series: compared, and the other node named.
+    let other = ask(Some("gpu3"));
+    assert!(other.differences.is_empty());
+    assert!(
+        other.description.ends_with("; it ran on node gpu1, this on gpu3)"),
+        "{}",
+        other.description
+    );
+    assert!(!ask(Some("gpu1")).description.contains("node"));
+    assert!(!ask(None).description.contains("node"));
 }

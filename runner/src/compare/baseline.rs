@@ -36,6 +36,8 @@ pub struct CurrentRun<'a> {
     /// The branch; a window stays on it.
     pub git_ref: Option<&'a str>,
     pub identity: &'a Identity,
+    /// The Slurm node it ran on, if any: a baseline from another node is said to be.
+    pub node: Option<&'a str>,
 }
 
 /// Finds what `spec` means for `metric` (in `unit`). `Ok(None)`: nothing comparable yet (the
@@ -128,6 +130,18 @@ impl Asking<'_> {
         self.current.identity.differences(&r.fingerprint.identity)
     }
 
+    /// `; it ran on node gpu1, this on gpu3` when the two ran on different Slurm nodes: the
+    /// comparison stands (nodes of one type are alike), and says so.
+    fn node_note(&self, r: &StoredResult) -> String {
+        let theirs = r.fingerprint.info.slurm.as_ref().map(|p| p.node.as_str());
+        match (theirs, self.current.node) {
+            (Some(theirs), Some(ours)) if theirs != ours => {
+                format!("; it ran on node {theirs}, this on {ours}")
+            }
+            _ => String::new(),
+        }
+    }
+
     fn previous(&self) -> Result<Option<Baseline>, CompareError> {
         let found = self.store.find(&self.filter(1))?;
         Ok(found.first().map(|r| {
@@ -137,9 +151,10 @@ impl Asking<'_> {
                 // would then claim what the differences below deny.
                 description: if r.series_key == self.key {
                     format!(
-                        "the previous comparable run `{}` ({} samples)",
+                        "the previous comparable run `{}` ({} samples{})",
                         r.run_id,
-                        samples.len()
+                        samples.len(),
+                        self.node_note(r)
                     )
                 } else {
                     format!(
@@ -233,9 +248,10 @@ impl Asking<'_> {
         let samples = self.samples_of(chosen);
         Ok(Baseline {
             description: format!(
-                "pinned baseline `{name}` (run `{}`, {} samples)",
+                "pinned baseline `{name}` (run `{}`, {} samples{})",
                 pin.run_id,
-                samples.len()
+                samples.len(),
+                self.node_note(chosen)
             ),
             data: BaselineData::Samples(samples),
             differences: self.differences(chosen),

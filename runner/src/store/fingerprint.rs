@@ -47,6 +47,29 @@ pub struct Info {
     /// `server: 2 cells and 8 requests before, up 41s`; absent for a server this cell started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_reuse: Option<String>,
+    /// Where Slurm ran it (docs/slurm.md): informational, as nodes of one type are meant to be
+    /// alike; a baseline from another node says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmPlace>,
+}
+
+/// The Slurm node and job a result was measured in.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlurmPlace {
+    pub node: String,
+    pub job_id: String,
+}
+
+impl SlurmPlace {
+    /// The node and job of the Slurm job this process runs in (`SLURMD_NODENAME`,
+    /// `SLURM_JOB_ID`, set by Slurm for the batch script and what it starts), if any.
+    pub fn of_this_process() -> Option<Self> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Some(Self {
+            node: var("SLURMD_NODENAME")?,
+            job_id: var("SLURM_JOB_ID")?,
+        })
+    }
 }
 
 /// Everything known about where a result came from.

@@ -24,7 +24,7 @@ mod result_store;
 pub use baseline::PinnedBaseline;
 pub use direction::Direction;
 pub use error::StoreError;
-pub use fingerprint::{FieldDiff, Fingerprint, Identity, Info, SeriesKey};
+pub use fingerprint::{FieldDiff, Fingerprint, Identity, Info, SeriesKey, SlurmPlace};
 pub use history::{HistoryPoint, HistoryQuery};
 pub use judgement::Judgement;
 pub use migrations::SCHEMA_VERSION;

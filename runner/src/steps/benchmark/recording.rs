@@ -75,6 +75,7 @@ pub fn record(
             topology: gpus.topology,
             telemetry: Some(super::gpu_timing::telemetry_value(telemetry)),
             server_reuse: server.reuse.clone(),
+            slurm: crate::store::SlurmPlace::of_this_process(),
         },
     };
     let result = NewResult {
