@@ -496,3 +496,52 @@ fn a_killed_coordinators_jobs_finish_and_logs_completes_its_record() {
         "the coordinator's partial record was not kept"
     );
 }
+
+#[test]
+fn triggered_runs_go_to_the_cluster_many_at_once() {
+    let cluster = Cluster::new("");
+    let repo = Workspace::repository();
+    let config = std::fs::read_to_string(cluster.ws.path().join("gpuflow.toml")).unwrap();
+    repo.write("gpuflow.toml", &config);
+    for name in ["a", "b", "c"] {
+        repo.write(
+            &format!("workflows/{name}.yml"),
+            &format!(
+                "on: push\njobs:\n  j:\n    runs-on: cluster\n    gpus: 1\n    steps:\n      - run: |\n          {}\n",
+                cluster.recording(name, 4.0)
+            ),
+        );
+    }
+    let sha = repo.commit("workflows");
+    let command = || {
+        gpuflow()
+            .current_dir(repo.path())
+            .home(cluster.home.path())
+            .env("GPUFLOW_LEASE_DIR", cluster.home.path().join("leases"))
+    };
+    command()
+        .trigger_main_push(Some("0000000000000000000000000000000000000000"), &sha)
+        .arg("--no-worker")
+        .success();
+    // One run at a time for this machine's own GPUs; runs on the cluster are Slurm's to limit.
+    let out = command()
+        .args(["worker", "--max-runs", "1", "--idle-exit", "1s"])
+        .timeout(Duration::from_secs(180))
+        .success();
+    let runs: Vec<Value> =
+        serde_json::from_str(&command().args(["runs", "--json"]).success().stdout).unwrap();
+    assert_eq!(runs.len(), 3);
+    assert!(
+        runs.iter().all(|r| r["state"] == "success"),
+        "{runs:?}\n{}",
+        out.stderr
+    );
+    let seen = cluster.seen_all();
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    let latest_start = seen.iter().map(|s| s.start).fold(f64::MIN, f64::max);
+    let earliest_end = seen.iter().map(|s| s.end).fold(f64::MAX, f64::min);
+    assert!(
+        latest_start < earliest_end,
+        "the three runs did not run at once: {seen:?}"
+    );
+}

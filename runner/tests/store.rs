@@ -1160,7 +1160,9 @@ fn a_baseline_from_another_slurm_node_is_compared_and_says_so() {
     let other = ask(Some("gpu3"));
     assert!(other.differences.is_empty());
     assert!(
-        other.description.ends_with("; it ran on node gpu1, this on gpu3)"),
+        other
+            .description
+            .ends_with("; it ran on node gpu1, this on gpu3)"),
         "{}",
         other.description
     );

@@ -86,7 +86,12 @@ pub fn compare_result(
         step: &current.step,
         git_ref: current.git.ref_name.as_deref(),
         identity: &current.fingerprint.identity,
-        node: current.fingerprint.info.slurm.as_ref().map(|p| p.node.as_str()),
+        node: current
+            .fingerprint
+            .info
+            .slurm
+            .as_ref()
+            .map(|p| p.node.as_str()),
     };
     let mut comparisons = Vec::with_capacity(inputs.metrics.len());
     for name in &inputs.metrics {

@@ -9,6 +9,9 @@
 //!   behind it starts (strict queue order): a large request is never starved by a stream of
 //!   small ones, at the price of GPUs idling until enough are free for it.
 //!
+//! - a run whose jobs go to a Slurm cluster (docs/slurm.md) needs none of this machine's GPUs
+//!   and does not count against `max_runs`: it only submits and follows, and Slurm limits it.
+//!
 //! The promise is only the worker's bookkeeping: each job's GPUs are still leased when the job
 //! starts (docs/gpus.md), so a run whose need was under-counted waits for its leases inside
 //! `gpuflow run`, as it would if started by hand.
@@ -28,10 +31,29 @@ pub struct Held {
     pub groups: HashSet<(PathBuf, String)>,
 }
 
+/// What a queued run needs of this machine ([`super::gpu_need`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Need {
+    pub gpus: u32,
+    /// Its jobs go to a Slurm cluster: this machine only submits and follows them.
+    pub on_cluster: bool,
+}
+
+impl Need {
+    pub fn gpus(gpus: u32) -> Self {
+        Self {
+            gpus,
+            on_cluster: false,
+        }
+    }
+}
+
 impl Held {
-    pub fn add(&mut self, run: &QueuedRun, gpus: u32) {
-        self.runs += 1;
-        self.gpus += gpus;
+    pub fn add(&mut self, run: &QueuedRun, need: Need) {
+        if !need.on_cluster {
+            self.runs += 1;
+        }
+        self.gpus += need.gpus;
         if let Some(key) = group_key(run) {
             self.groups.insert(key);
         }
@@ -49,7 +71,7 @@ pub struct Limits {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next {
     /// Start `queued[index]`, promising it `need` GPUs.
-    Start { index: usize, need: u32 },
+    Start { index: usize, need: Need },
     /// `queued[index]` is next but needs `need` GPUs and only `free` are not promised: it and
     /// every run behind it wait.
     WaitsForGpus { index: usize, need: u32, free: u32 },
@@ -65,21 +87,26 @@ pub fn next(
     queued: &[QueuedRun],
     held: &Held,
     limits: Limits,
-    mut need: impl FnMut(&QueuedRun) -> u32,
+    mut need: impl FnMut(&QueuedRun) -> Need,
 ) -> Next {
-    if held.runs >= limits.max_runs {
-        return Next::Full;
-    }
     let free = limits.gpus.saturating_sub(held.gpus);
     for (index, run) in queued.iter().enumerate() {
         if group_key(run).is_some_and(|key| held.groups.contains(&key)) {
             continue;
         }
         let need = need(run);
-        return if need <= free {
+        return if need.on_cluster {
+            Next::Start { index, need }
+        } else if held.runs >= limits.max_runs {
+            Next::Full
+        } else if need.gpus <= free {
             Next::Start { index, need }
         } else {
-            Next::WaitsForGpus { index, need, free }
+            Next::WaitsForGpus {
+                index,
+                need: need.gpus,
+                free,
+            }
         };
     }
     Next::Nothing
@@ -134,7 +161,18 @@ mod tests {
         let mut out = Vec::new();
         loop {
             let runs: Vec<QueuedRun> = queued.iter().map(|(r, _)| r.clone()).collect();
-            let needs = |r: &QueuedRun| queued.iter().find(|(q, _)| q.id == r.id).unwrap().1;
+            let needs = |r: &QueuedRun| {
+                let gpus = queued.iter().find(|(q, _)| q.id == r.id).unwrap().1;
+                // A need of `u32::MAX` in these tests stands for a run on a cluster.
+                if gpus == u32::MAX {
+                    Need {
+                        gpus: 0,
+                        on_cluster: true,
+                    }
+                } else {
+                    Need::gpus(gpus)
+                }
+            };
             match next(&runs, held, limits, needs) {
                 Next::Start { index, need } => {
                     let (r, _) = queued.remove(index);
@@ -176,7 +214,11 @@ mod tests {
         assert_eq!(started(&queued, &mut held, EIGHT), Vec::<String>::new());
         let runs = [run("big", None), run("small", None)];
         assert_eq!(
-            next(&runs, &held, EIGHT, |r| if r.id == "big" { 8 } else { 1 }),
+            next(&runs, &held, EIGHT, |r| Need::gpus(if r.id == "big" {
+                8
+            } else {
+                1
+            })),
             Next::WaitsForGpus {
                 index: 0,
                 need: 8,
@@ -188,7 +230,7 @@ mod tests {
     #[test]
     fn a_run_waiting_for_its_group_lets_the_others_pass() {
         let mut held = Held::default();
-        held.add(&run("older", Some("g")), 0);
+        held.add(&run("older", Some("g")), Need::gpus(0));
         let queued = [
             ("newer", 0, Some("g")),
             ("other", 0, Some("h")),
@@ -210,6 +252,31 @@ mod tests {
         };
         let queued = [("a", 0, None), ("b", 0, None), ("c", 0, None)];
         assert_eq!(started(&queued, &mut held, limits), ["a", "b"]);
-        assert_eq!(next(&[run("c", None)], &held, limits, |_| 0), Next::Full);
+        assert_eq!(
+            next(&[run("c", None)], &held, limits, |_| Need::gpus(0)),
+            Next::Full
+        );
+    }
+
+    #[test]
+    fn runs_on_a_cluster_are_limited_by_the_cluster_not_by_max_runs() {
+        let mut held = Held::default();
+        let limits = Limits {
+            max_runs: 1,
+            gpus: 0,
+        };
+        let queued = [
+            ("local", 0, None),
+            ("cluster-1", u32::MAX, None),
+            ("cluster-2", u32::MAX, None),
+            ("local-2", 0, None),
+        ];
+        // The local run fills `max_runs`; the cluster runs behind it start anyway, and count
+        // nothing; the next local run waits.
+        assert_eq!(
+            started(&queued, &mut held, limits),
+            ["local", "cluster-1", "cluster-2"]
+        );
+        assert_eq!(held.runs, 1);
     }
 }

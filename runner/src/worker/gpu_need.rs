@@ -11,6 +11,7 @@ use std::path::Path;
 
 use git2::Repository;
 
+use super::admission::Need;
 use crate::backend::GpuRequest as Devices;
 use crate::diag::SourceFile;
 use crate::engine::job_gpus;
@@ -50,8 +51,38 @@ pub fn machine_gpus() -> (u32, Option<String>) {
 /// The GPUs `run` needs at once, at most `machine` (a run asking for more than the machine
 /// has is refused by the engine; waiting for more than all GPUs would stall the queue). 0
 /// when its workflow cannot be read at its commit (starting it reports why).
-pub fn of_run(run: &QueuedRun, machine: u32) -> u32 {
-    read_workflow(&run.repo, &run.sha, &run.workflow).map_or(0, |wf| of_workflow(&wf, machine))
+pub fn of_run(run: &QueuedRun, machine: u32) -> Need {
+    let Some(wf) = read_workflow(&run.repo, &run.sha, &run.workflow) else {
+        return Need::default();
+    };
+    if runs_on_a_cluster(run, &wf) {
+        return Need {
+            gpus: 0,
+            on_cluster: true,
+        };
+    }
+    Need::gpus(of_workflow(&wf, machine))
+}
+
+/// Whether every job of `wf` goes to a Slurm host of the `gpuflow.toml` committed with it
+/// (what `gpuflow run` reads in the run's checkout; a run on a cluster goes there whole).
+fn runs_on_a_cluster(run: &QueuedRun, wf: &Workflow) -> bool {
+    let Some(text) = read_blob(&run.repo, &run.sha, crate::hosts::CONFIG_FILE) else {
+        return false;
+    };
+    let path = run.repo.join(crate::hosts::CONFIG_FILE);
+    let Ok(hosts) =
+        crate::hosts::HostConfig::parse(&SourceFile::new(path.display().to_string(), text))
+    else {
+        return false;
+    };
+    !wf.jobs.is_empty()
+        && wf.jobs.values().all(|job| {
+            let runs_on: Vec<String> = job.runs_on.iter().map(|r| r.value.clone()).collect();
+            hosts
+                .select(&runs_on, None)
+                .is_ok_and(|h| h.slurm.is_some())
+        })
 }
 
 /// The largest `gpus:` of `wf`'s job runs (matrix cells included), at most `machine`.
@@ -101,6 +132,14 @@ fn count(devices: &Devices, machine: u32) -> u32 {
 
 /// The workflow file `path` as committed in `sha`, loaded as `gpuflow run` would load it.
 fn read_workflow(repo: &Path, sha: &str, path: &str) -> Option<Workflow> {
+    let text = read_blob(repo, sha, path)?;
+    // No work tree on disk: `./` actions are reported missing, which does not change `gpus:`.
+    let file = SourceFile::new(path, text);
+    crate::workflow::load_workflow_in(&file, Path::new("/nonexistent")).0
+}
+
+/// The file `path` as committed in `sha`.
+fn read_blob(repo: &Path, sha: &str, path: &str) -> Option<String> {
     let repo = Repository::open(repo).ok()?;
     let blob = git2::Oid::from_str(sha)
         .and_then(|oid| repo.find_object(oid, None))
@@ -110,10 +149,7 @@ fn read_workflow(repo: &Path, sha: &str, path: &str) -> Option<Workflow> {
         .and_then(|entry| entry.to_object(&repo))
         .and_then(|object| object.peel_to_blob())
         .ok()?;
-    let text = String::from_utf8_lossy(blob.content()).into_owned();
-    // No work tree on disk: `./` actions are reported missing, which does not change `gpus:`.
-    let file = SourceFile::new(path, text);
-    crate::workflow::load_workflow_in(&file, Path::new("/nonexistent")).0
+    Some(String::from_utf8_lossy(blob.content()).into_owned())
 }
 
 #[cfg(test)]

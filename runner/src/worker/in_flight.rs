@@ -23,8 +23,8 @@ pub type RunEnd = (RunState, Option<i32>, Option<String>);
 
 pub struct InFlight {
     pub run: QueuedRun,
-    /// The GPUs the worker promised it ([`super::admission`]).
-    pub gpus: u32,
+    /// The GPUs the worker promised it, or that it runs on a cluster ([`super::admission`]).
+    pub need: super::admission::Need,
     child: Child,
     /// When the first SIGTERM went, and how many went.
     signalled: Option<(Instant, u8)>,
@@ -39,7 +39,7 @@ impl InFlight {
         (home, gpuflow): (&GpuflowHome, &Path),
         queue: &Queue,
         run: QueuedRun,
-        gpus: u32,
+        need: super::admission::Need,
         say: &dyn Fn(&str),
     ) -> Result<Self, String> {
         let child = start_child(home, gpuflow, &run)?;
@@ -47,13 +47,13 @@ impl InFlight {
             pid: child.id(),
             started: process_start_time(child.id()),
         };
-        tracing::info!(run = %run.id, pid = child.id(), gpus, "started `gpuflow run`");
+        tracing::info!(run = %run.id, pid = child.id(), gpus = need.gpus, "started `gpuflow run`");
         if let Err(e) = queue.set_process(&run.id, process) {
             say(&format!("run {}: {e}", run.id));
         }
         Ok(Self {
             run,
-            gpus,
+            need,
             child,
             signalled: None,
             stopped_by_worker: None,

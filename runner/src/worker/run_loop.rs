@@ -74,7 +74,7 @@ pub struct Worker {
     limits: Limits,
     in_flight: Vec<InFlight>,
     /// The GPU need of queued runs already read from their workflow, by run id.
-    needs: HashMap<String, u32>,
+    needs: HashMap<String, super::admission::Need>,
     /// The run last said to wait for GPUs (said once, not at every poll).
     waiting: Option<String>,
     /// A persistent queue error: the worker stops its runs and leaves with it.
@@ -232,7 +232,7 @@ impl Worker {
                 .retain(|id, _| queued.iter().any(|r| &r.id == id));
             let mut held = Held::default();
             for f in &self.in_flight {
-                held.add(&f.run, f.gpus);
+                held.add(&f.run, f.need);
             }
             let (needs, gpus) = (&mut self.needs, self.limits.gpus);
             let need = |run: &QueuedRun| {
@@ -269,7 +269,8 @@ impl Worker {
 
     /// Starts `run` (claimed), promising it `gpus` GPUs; a run that cannot start is recorded
     /// failed at once.
-    fn start_run(&mut self, run: QueuedRun, gpus: u32) {
+    fn start_run(&mut self, run: QueuedRun, need: super::admission::Need) {
+        let gpus = need.gpus;
         // The run's id and workflow path, never its event (a commit message, a branch name:
         // anyone who can push chooses those).
         let span = tracing::info_span!("queued_run", run = %run.id, workflow = %run.workflow);
@@ -281,7 +282,9 @@ impl Worker {
             run.workflow,
             &run.sha[..run.sha.len().min(12)],
             run.git_ref,
-            if gpus > 0 {
+            if need.on_cluster {
+                ", on a Slurm cluster".to_string()
+            } else if gpus > 0 {
                 format!(", {gpus} GPU(s)")
             } else {
                 String::new()
@@ -291,7 +294,7 @@ impl Worker {
             (&self.opts.home, &self.opts.gpuflow),
             &self.queue,
             run.clone(),
-            gpus,
+            need,
             &*self.say,
         );
         match started {
