@@ -31,6 +31,11 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("memory", "engine"),
     ("memory", "steps"),
     ("sim", "engine"),
+    // A cluster is reached from the CLI and the worker; the engine runs one job of it
+    // (`run_alone`) without knowing Slurm.
+    ("engine", "slurm"),
+    ("steps", "slurm"),
+    ("gpu", "slurm"),
 ];
 
 /// Arrows that still break [`FORBIDDEN`], `(from, to)`. The restructuring of issue 15 removes

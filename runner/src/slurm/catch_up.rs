@@ -13,8 +13,8 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::bundle::Bundle;
-use super::coordinator::Voice;
 use super::follow::{Follower, Sibling, Tracked};
+use super::voice::Voice;
 use crate::events::{EventKind, HeadlineSink, JobRef, JobResult};
 use crate::run_logs::LogStore;
 use crate::run_logs::files::run_in_progress;
@@ -112,7 +112,7 @@ pub async fn complete(log_dir: &Path) -> Result<Completion, String> {
     let summaries = Follower::new(tracked, siblings, voice.clone(), CancellationToken::new())
         .follow()
         .await;
-    let result = super::coordinator::run_result(&summaries, false);
+    let result = super::voice::run_result(&summaries, false);
     voice.emit(EventKind::RunFinished {
         run_id: manifest.run_id.clone(),
         result,

@@ -12,48 +12,17 @@ use tokio_util::sync::CancellationToken;
 use super::bundle::{Bundle, Manifest, ManifestJob};
 use super::follow::{Follower, Sibling, Tracked};
 use super::submit::{Ask, Submission, ask, base_context, environment};
+use super::voice::{Voice, run_result, summary};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::engine::RunOptions;
 use crate::engine::dispatcher::{RunError, RunReport};
 use crate::engine::preflight::PreflightReport;
 use crate::events::{
-    Event, EventKind, EventSink, HeadlineSink, JobRef, JobResult, JobSummary, Masker, MaskingSink,
-    Stream,
+    EventKind, EventSink, HeadlineSink, JobRef, JobResult, JobSummary, Masker, MaskingSink,
 };
 use crate::hosts::Host;
 use crate::plan::Plan;
 use crate::workflow::model::Workflow;
-
-/// Where a run on a cluster sends what it says: masked, headline kept, stamped with the time
-/// since the run started here.
-#[derive(Clone)]
-pub struct Voice {
-    sink: Arc<dyn EventSink>,
-    started: Instant,
-}
-
-impl Voice {
-    pub fn new(sink: Arc<dyn EventSink>, started: Instant) -> Self {
-        Self { sink, started }
-    }
-
-    pub fn emit(&self, kind: EventKind) {
-        self.sink.emit(Event {
-            elapsed: self.started.elapsed(),
-            kind,
-        });
-    }
-
-    pub fn say(&self, job: &JobRef, text: String) {
-        self.emit(EventKind::LogLine {
-            job: job.clone(),
-            step: None,
-            container: None,
-            stream: Stream::Runner,
-            text,
-        });
-    }
-}
 
 /// Runs `plan` on the Slurm cluster `host`; `cancel` (Ctrl-C) cancels every job of the run
 /// with `scancel` and waits until Slurm has ended them.
@@ -70,10 +39,10 @@ pub async fn run(
     let inputs = crate::engine::inputs::resolve(&wf, &opts.inputs).map_err(RunError::Input)?;
     let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
     let headline = Arc::new(HeadlineSink::new(sink));
-    let voice = Voice {
-        sink: Arc::new(MaskingSink::new(headline.clone(), masker.clone())),
-        started: Instant::now(),
-    };
+    let voice = Voice::new(
+        Arc::new(MaskingSink::new(headline.clone(), masker.clone())),
+        Instant::now(),
+    );
     voice.emit(EventKind::RunStarted {
         run_id: opts.run_id.clone(),
         workflow: plan.workflow.clone(),
@@ -115,20 +84,6 @@ pub async fn run(
     Ok(finish(&voice, &headline, &masker, &opts, result, jobs))
 }
 
-/// The run's result from its jobs': a failure not allowed, or a cell cancelled by fail-fast,
-/// fails it.
-pub fn run_result(jobs: &[JobSummary], cancelled: bool) -> JobResult {
-    if cancelled {
-        JobResult::Cancelled
-    } else if jobs.iter().any(|j| {
-        j.result == JobResult::Failure && !j.failure_allowed || j.result == JobResult::Cancelled
-    }) {
-        JobResult::Failure
-    } else {
-        JobResult::Success
-    }
-}
-
 /// What a run on a cluster does not do yet, refused before anything is submitted.
 fn refuse_what_a_cluster_cannot_run(wf: &Workflow) -> Result<(), RunError> {
     let mut problems = Diagnostics::new();
@@ -166,46 +121,10 @@ async fn submit_all(
     refs: &[JobRef],
     voice: &Voice,
 ) -> Result<Vec<Tracked>, Vec<JobSummary>> {
-    let unsubmitted = |why: &str, failed_at: Option<usize>| -> Vec<JobSummary> {
-        refs.iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let result = if Some(i) == failed_at {
-                    JobResult::Failure
-                } else {
-                    JobResult::Skipped
-                };
-                let kind = if result == JobResult::Failure {
-                    EventKind::JobCannotRun {
-                        job: r.clone(),
-                        reason: why.to_string(),
-                    }
-                } else {
-                    EventKind::JobSkipped {
-                        job: r.clone(),
-                        reason: "the run could not be submitted to Slurm".into(),
-                    }
-                };
-                voice.emit(kind);
-                voice.emit(EventKind::JobFinished {
-                    job: r.clone(),
-                    result,
-                    duration: Default::default(),
-                    failure: None,
-                });
-                summary(r, result)
-            })
-            .collect()
-    };
-    let base = base_context(inputs, &opts.vars);
-    let mut asks: Vec<Ask> = Vec::new();
-    for (i, planned) in plan.jobs.iter().enumerate() {
-        let job = &wf.jobs[&planned.job_id];
-        match ask(planned, job, &base, &wf.file, settings) {
-            Ok(a) => asks.push(a),
-            Err(why) => return Err(unsubmitted(&why, Some(i))),
-        }
-    }
+    let unsubmitted =
+        |why: &str, failed_at: Option<usize>| unsubmitted(refs, voice, why, failed_at);
+    let asks = asks(wf, plan, settings, &base_context(inputs, &opts.vars))
+        .map_err(|(i, why)| unsubmitted(&why, Some(i)))?;
     let bundle = Bundle::create(&settings.shared_dir, &opts.run_id)
         .map_err(|why| unsubmitted(&why, None))?;
     let mut manifest =
@@ -271,6 +190,61 @@ async fn submit_all(
         .collect())
 }
 
+/// The run could not be submitted: the job at `failed_at` cannot run (`why`), the others are
+/// skipped; each ends.
+fn unsubmitted(
+    refs: &[JobRef],
+    voice: &Voice,
+    why: &str,
+    failed_at: Option<usize>,
+) -> Vec<JobSummary> {
+    refs.iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let result = if Some(i) == failed_at {
+                JobResult::Failure
+            } else {
+                JobResult::Skipped
+            };
+            voice.emit(if result == JobResult::Failure {
+                EventKind::JobCannotRun {
+                    job: r.clone(),
+                    reason: why.to_string(),
+                }
+            } else {
+                EventKind::JobSkipped {
+                    job: r.clone(),
+                    reason: "the run could not be submitted to Slurm".into(),
+                }
+            });
+            voice.emit(EventKind::JobFinished {
+                job: r.clone(),
+                result,
+                duration: Default::default(),
+                failure: None,
+            });
+            summary(r, result)
+        })
+        .collect()
+}
+
+/// What each planned job asks Slurm for; the first that cannot be asked for, and why.
+fn asks(
+    wf: &Workflow,
+    plan: &Plan,
+    settings: &crate::hosts::SlurmSettings,
+    base: &crate::expr::MapContext,
+) -> Result<Vec<Ask>, (usize, String)> {
+    plan.jobs
+        .iter()
+        .enumerate()
+        .map(|(i, planned)| {
+            ask(planned, &wf.jobs[&planned.job_id], base, &wf.file, settings)
+                .map_err(|why| (i, why))
+        })
+        .collect()
+}
+
 fn submitted_text(id: u64, ask: &Ask, after: &[u64]) -> String {
     let mut parts = Vec::new();
     if ask.gpus > 0 {
@@ -329,15 +303,6 @@ fn manifest(
             })
             .collect(),
     })
-}
-
-pub(super) fn summary(job: &JobRef, result: JobResult) -> JobSummary {
-    JobSummary {
-        job: job.clone(),
-        result,
-        duration: Default::default(),
-        failure_allowed: false,
-    }
 }
 
 /// `run_finished`, the headline, and the report `gpuflow run` prints from.

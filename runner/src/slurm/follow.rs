@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::bundle::Bundle;
 use super::client::{self, JobInfo};
-use super::coordinator::{Voice, summary};
 use super::state::{Ending, Phase};
+use super::voice::{Voice, summary};
 use crate::events::{EventKind, JobRef, JobResult, JobSummary};
 use crate::plan::Plan;
 use crate::run_logs::replay::Replay;

@@ -16,6 +16,7 @@ pub mod follow;
 pub mod node;
 pub mod state;
 pub mod submit;
+pub mod voice;
 
 use sha2::{Digest, Sha256};
 
