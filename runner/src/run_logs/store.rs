@@ -60,6 +60,26 @@ impl LogStore {
         &self.dir
     }
 
+    /// Makes everything stored so far readable by another process following the run (a
+    /// Slurm run's coordinator reads its jobs' stores on the shared folder): the log files'
+    /// lines first, then the records that point at them, then `events.jsonl`. Writes are
+    /// buffered otherwise, and a long step would show nothing until it ended.
+    pub fn flush(&self) -> std::io::Result<()> {
+        let Ok(mut guard) = self.state.lock() else {
+            return Ok(());
+        };
+        let state = &mut *guard;
+        for w in state.open.values_mut() {
+            w.flush()?;
+        }
+        let records = state.ranges.flush(state.events.as_mut())?;
+        state.cap.used(records);
+        if let Some(w) = state.events.as_mut() {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
     /// Caps the run's stored log text at `bytes` (`gpuflow run --log-cap`; log_files.rs).
     pub fn with_log_cap(self, bytes: u64) -> Self {
         if let Ok(mut state) = self.state.lock() {

@@ -35,7 +35,7 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<RunReport, RunError> {
     let settings = host.slurm.clone().expect("a Slurm host");
-    refuse_what_a_cluster_cannot_run(&wf)?;
+    refuse_what_a_cluster_cannot_run(&wf, opts.preflight_only)?;
     let inputs = crate::engine::inputs::resolve(&wf, &opts.inputs).map_err(RunError::Input)?;
     let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
     let headline = Arc::new(HeadlineSink::new(sink));
@@ -85,8 +85,14 @@ pub async fn run(
 }
 
 /// What a run on a cluster does not do yet, refused before anything is submitted.
-fn refuse_what_a_cluster_cannot_run(wf: &Workflow) -> Result<(), RunError> {
+fn refuse_what_a_cluster_cannot_run(wf: &Workflow, preflight_only: bool) -> Result<(), RunError> {
     let mut problems = Diagnostics::new();
+    if preflight_only {
+        problems.push(
+            Diagnostic::unlocated("`--preflight-only` cannot run on a Slurm host: its checks run where each job runs, on the node Slurm places it on")
+                .hint("run the preflight checks on a Docker host (`--host NAME --preflight-only`), or submit the run"),
+        );
+    }
     for (id, job) in &wf.jobs {
         if job.strategy.as_ref().is_some_and(|s| s.search.is_some()) {
             problems.push(
@@ -198,6 +204,13 @@ fn unsubmitted(
     why: &str,
     failed_at: Option<usize>,
 ) -> Vec<JobSummary> {
+    if failed_at.is_none() {
+        // No one job is at fault: the reason is the run's.
+        voice.emit(EventKind::Warning {
+            job: None,
+            message: format!("the run could not be submitted to Slurm: {why}"),
+        });
+    }
     refs.iter()
         .enumerate()
         .map(|(i, r)| {
