@@ -31,6 +31,8 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("memory", "engine"),
     ("memory", "steps"),
     ("sim", "engine"),
+    // A cluster runs each job with the engine (`run_alone`); the engine knows no cluster.
+    ("engine", "slurm"),
 ];
 
 /// Arrows that still break [`FORBIDDEN`], `(from, to)`. The restructuring of issue 15 removes
