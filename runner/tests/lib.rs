@@ -44,6 +44,7 @@ mod shipped_actions;
 mod signals;
 mod sim;
 mod slurm;
+mod slurm_hosts;
 mod source_tree;
 mod store;
 mod stored_logs;

@@ -12,6 +12,10 @@ use crate::diag::{Diagnostic, Diagnostics, ExitCode, RenderOptions, render, rend
 use crate::gpu::{Discovery, Inventory};
 use crate::hosts::{Host, HostConfig};
 
+mod cluster;
+
+use cluster::Clusters;
+
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -84,15 +88,17 @@ pub fn run(args: &Args, render: RenderOptions) -> anyhow::Result<ExitCode> {
                 Ok(config) => config,
                 Err(diags) => return Ok(config_errors(&diags, render)),
             };
-            let inventories = runtime()?.block_on(inventories(&config, args.probe));
+            let (inventories, clusters) = runtime()?.block_on(async {
+                tokio::join!(inventories(&config, args.probe), cluster::look(&config))
+            });
             if args.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&to_json(&config, &inventories))?
+                    serde_json::to_string_pretty(&to_json(&config, &inventories, &clusters))?
                 );
             } else {
-                print!("{}", render_list(&config, &inventories));
-                print!("{}", render_gpus(&config, &inventories));
+                print!("{}", render_list(&config, &inventories, &clusters));
+                print!("{}", render_gpus(&config, &inventories, &clusters));
             }
             Ok(ExitCode::Success)
         }
@@ -135,7 +141,9 @@ type Inventories = HashMap<String, (Arc<Inventory>, Vec<Option<String>>)>;
 async fn inventories(config: &HostConfig, probe: bool) -> Inventories {
     let mut out = HashMap::new();
     for host in config.hosts() {
-        if matches!(host.gpu_discovery(), Discovery::Remote(_)) && !probe {
+        // A cluster's GPUs are Slurm's: shown from `sinfo` ([`cluster`]).
+        let remote = matches!(host.gpu_discovery(), Discovery::Remote(_));
+        if remote && !probe || host.slurm.is_some() {
             continue;
         }
         let gpus = host.gpus();
@@ -167,10 +175,15 @@ fn gpus_cell(host: &Host, inventories: &Inventories) -> String {
     }
 }
 
-/// Under the table: each host's GPUs, their topology and leases, or why it has none.
-fn render_gpus(config: &HostConfig, inventories: &Inventories) -> String {
+/// Under the table: each host's GPUs, their topology and leases, or why it has none; a
+/// cluster's partitions, nodes and queue.
+fn render_gpus(config: &HostConfig, inventories: &Inventories, clusters: &Clusters) -> String {
     let mut out = String::new();
     for host in config.hosts() {
+        if let Some(settings) = &host.slurm {
+            out.push_str(&cluster::render(host, settings, clusters.get(&host.name)));
+            continue;
+        }
         let Some((inv, holders)) = inventories.get(&host.name) else {
             out.push_str(&format!(
                 "\n{}: GPUs not asked (a remote host: `gpuflow hosts --probe` runs `nvidia-smi` there)\n",
@@ -261,7 +274,7 @@ fn columns<const N: usize>(rows: &[[String; N]]) -> String {
 }
 
 /// One line per host: name, endpoint, labels, GPUs; columns aligned.
-fn render_list(config: &HostConfig, inventories: &Inventories) -> String {
+fn render_list(config: &HostConfig, inventories: &Inventories, clusters: &Clusters) -> String {
     let mut out = match config.file() {
         Some(file) => format!("hosts from {}\n", file.name),
         None => "no gpuflow.toml found: only the local engine (docs/hosts.md)\n".to_string(),
@@ -272,13 +285,19 @@ fn render_list(config: &HostConfig, inventories: &Inventories) -> String {
         .map(|h| {
             [
                 h.name.clone(),
-                endpoint_shown(h),
+                match &h.slurm {
+                    Some(settings) => cluster::endpoint_cell(settings),
+                    None => endpoint_shown(h),
+                },
                 if h.labels.is_empty() {
                     "-".into()
                 } else {
                     h.labels.join(", ")
                 },
-                gpus_cell(h, inventories),
+                match &h.slurm {
+                    Some(settings) => cluster::gpus_cell(h, settings, clusters),
+                    None => gpus_cell(h, inventories),
+                },
             ]
         })
         .collect();
@@ -315,7 +334,11 @@ fn endpoint_shown(host: &Host) -> String {
     }
 }
 
-fn to_json(config: &HostConfig, inventories: &Inventories) -> serde_json::Value {
+fn to_json(
+    config: &HostConfig,
+    inventories: &Inventories,
+    clusters: &Clusters,
+) -> serde_json::Value {
     let hosts: Vec<serde_json::Value> = config
         .hosts()
         .iter()
@@ -338,13 +361,19 @@ fn to_json(config: &HostConfig, inventories: &Inventories) -> serde_json::Value 
                     }).collect::<Vec<_>>(),
                 })
             });
+            // A cluster has no endpoint of its own: each job uses its node's engine.
+            let endpoint = match h.slurm {
+                Some(_) => None,
+                None => h.endpoint().ok().map(|e| e.to_string()),
+            };
             serde_json::json!({
                 "name": h.name,
-                "endpoint": h.endpoint().ok().map(|e| e.to_string()),
-                "endpoint_source": h.endpoint_source(),
+                "endpoint": endpoint,
+                "endpoint_source": h.slurm.is_none().then(|| h.endpoint_source()),
                 "labels": h.labels,
                 "gpus": h.gpus,
                 "inventory": inventory,
+                "slurm": h.slurm.as_ref().map(|s| cluster::to_json(s, clusters.get(&h.name))),
             })
         })
         .collect();
@@ -456,7 +485,7 @@ mod tests {
             "[hosts.node-a]\nendpoint = \"ssh://me@node-a\"\nlabels = [\"blackwell\", \"8gpu\"]\ngpus = 8\n",
         );
         let config = HostConfig::parse(&file).unwrap();
-        let text = render_list(&config, &Inventories::new());
+        let text = render_list(&config, &Inventories::new(), &Clusters::new());
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "hosts from gpuflow.toml");
         assert!(lines[1].starts_with("NAME    ENDPOINT"), "{text}");
@@ -476,7 +505,7 @@ mod tests {
     #[test]
     fn json_lists_every_host() {
         let config = HostConfig::implicit();
-        let json = to_json(&config, &Inventories::new());
+        let json = to_json(&config, &Inventories::new(), &Clusters::new());
         assert_eq!(json["config"], serde_json::Value::Null);
         assert_eq!(json["hosts"][0]["name"], "local");
         assert_eq!(json["hosts"][0]["labels"], serde_json::json!([]));

@@ -10,9 +10,16 @@ use serde_json::Value as Json;
 use tokio::process::Command;
 
 /// One Slurm job as `squeue --json` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct JobInfo {
     pub id: u64,
+    /// `--job-name` (gpuflow's: `gpuflow/<run>/<job>/<cell>`).
+    pub name: String,
+    /// Who submitted it: the user name, else the numeric id.
+    pub user: String,
+    pub partition: String,
+    /// The GRES it asked for per node (`gpu:4`, `gpu:h100:8`); empty for none.
+    pub gres: String,
     /// `PENDING`, `RUNNING`, `COMPLETED`, `FAILED`, `TIMEOUT`, `CANCELLED`, …
     pub state: String,
     /// Why it pends or ended as it did (`Resources`, `Dependency`, `DependencyNeverSatisfied`,
@@ -95,7 +102,8 @@ pub async fn squeue(ids: &[u64]) -> Result<Vec<JobInfo>, String> {
     }
 }
 
-/// Every job of the cluster's queue (pending and running), for listings.
+/// Every job the controller knows, for listings: Slurm 22.05's `--json` ignores state filters,
+/// so jobs that ended (within `MinJobAge`) come too; [`super::overview`] keeps the queued ones.
 pub async fn queue() -> Result<Vec<JobInfo>, String> {
     parse_jobs(&slurm("squeue", &["--json".into()], &[]).await?)
 }
@@ -118,13 +126,17 @@ pub async fn scancel(ids: &[u64], signal: Option<&str>) -> Result<(), String> {
 /// `sinfo --json`'s nodes: name, state, partitions and GRES of each.
 pub async fn nodes() -> Result<Vec<NodeInfo>, String> {
     let out = slurm("sinfo", &["--json".into()], &[]).await?;
-    let json: Json = serde_json::from_str(&out)
-        .map_err(|e| format!("`sinfo --json` answered what is not JSON: {e}"))?;
+    parse_nodes(&out)
+}
+
+fn parse_nodes(out: &str) -> Result<Vec<NodeInfo>, String> {
+    let json = answer("sinfo --json", out)?;
     let mut nodes: Vec<NodeInfo> = Vec::new();
     for node in json["nodes"].as_array().into_iter().flatten() {
         let info = NodeInfo {
             name: text(&node["name"]),
-            state: state_text(&node["state"]),
+            state: node_state(node),
+            reason: text(&node["reason"]),
             partitions: node["partitions"]
                 .as_array()
                 .map(|p| p.iter().map(text).collect())
@@ -140,10 +152,13 @@ pub async fn nodes() -> Result<Vec<NodeInfo>, String> {
 }
 
 /// One node as `sinfo` shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct NodeInfo {
     pub name: String,
+    /// Lower case, with its flags: `idle`, `mixed`, `down+drain`.
     pub state: String,
+    /// Why it is down or drained, as the administrator wrote it; empty otherwise.
+    pub reason: String,
     pub partitions: Vec<String>,
     /// `gpu:8`, `gpu:h100:8(S:0-1)`.
     pub gres: String,
@@ -152,8 +167,7 @@ pub struct NodeInfo {
 }
 
 fn parse_jobs(out: &str) -> Result<Vec<JobInfo>, String> {
-    let json: Json = serde_json::from_str(out)
-        .map_err(|e| format!("`squeue --json` answered what is not JSON: {e}"))?;
+    let json = answer("squeue --json", out)?;
     Ok(json["jobs"]
         .as_array()
         .into_iter()
@@ -161,6 +175,15 @@ fn parse_jobs(out: &str) -> Result<Vec<JobInfo>, String> {
         .filter_map(|job| {
             Some(JobInfo {
                 id: number(&job["job_id"])?,
+                name: text(&job["name"]),
+                user: match text(&job["user_name"]) {
+                    name if name.is_empty() => number(&job["user_id"])
+                        .map(|id| id.to_string())
+                        .unwrap_or_default(),
+                    name => name,
+                },
+                partition: text(&job["partition"]),
+                gres: gres_asked(job),
                 state: state_text(&job["job_state"]),
                 reason: text(&job["state_reason"]),
                 nodes: text(&job["nodes"]),
@@ -171,6 +194,83 @@ fn parse_jobs(out: &str) -> Result<Vec<JobInfo>, String> {
             })
         })
         .collect())
+}
+
+/// A command's JSON answer, its `errors` as an error: a controller that cannot be reached
+/// gets exit status 0, an empty list of jobs or nodes and an `errors` entry, which must not
+/// read as an empty cluster (or as every job forgotten).
+fn answer(command: &str, out: &str) -> Result<Json, String> {
+    let json: Json = serde_json::from_str(out)
+        .map_err(|e| format!("`{command}` answered what is not JSON: {e}"))?;
+    let errors: Vec<String> = json["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let words: Vec<String> = [&e["description"], &e["error"], &e["source"]]
+                .into_iter()
+                .map(text)
+                .filter(|t| !t.is_empty())
+                .collect();
+            if words.is_empty() {
+                e.to_string()
+            } else {
+                words.join(", ")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        return Ok(json);
+    }
+    Err(format!(
+        "`{command}` got no answer from the Slurm controller ({}): is it running and reachable from here? `scontrol ping` says",
+        errors.join("; ")
+    ))
+}
+
+/// A node's state with its flags, lower case: 22.05 writes `"state": "idle"` and
+/// `"state_flags": ["DRAIN"]`, 23 `"state": ["IDLE", "DRAIN"]`.
+fn node_state(node: &Json) -> String {
+    let mut words: Vec<String> = match &node["state"] {
+        Json::Array(items) => items.iter().map(text).collect(),
+        other => vec![text(other)],
+    };
+    words.extend(
+        node["state_flags"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text),
+    );
+    let mut state: Vec<String> = Vec::new();
+    for word in words.into_iter().filter(|w| !w.is_empty()) {
+        let word = word.to_lowercase();
+        if !state.contains(&word) {
+            state.push(word);
+        }
+    }
+    state.join("+")
+}
+
+/// The GRES a job asked for per node (`--gres`), else in all (`--gpus`), without the `gres:`
+/// or `gres/` prefix that versions add: `gpu:4`, `gpu:h100:8`.
+fn gres_asked(job: &Json) -> String {
+    let asked = [&job["tres_per_node"], &job["tres_per_job"]]
+        .into_iter()
+        .map(text)
+        .find(|t| !t.is_empty())
+        .unwrap_or_default();
+    asked
+        .split(',')
+        .map(|one| {
+            let one = one
+                .strip_prefix("gres:")
+                .or_else(|| one.strip_prefix("gres/"))
+                .unwrap_or(one);
+            one.replace('=', ":")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A number, or Slurm 23's `{"set": true, "number": N}`.
@@ -209,13 +309,19 @@ mod tests {
     #[test]
     fn jobs_of_slurm_22_and_23_are_read_alike() {
         let v22 = r#"{"jobs":[{"job_id":7,"job_state":"TIMEOUT","state_reason":"None","nodes":"gpu2",
+            "name":"gpuflow/r/bench/0","user_name":"ana","partition":"gpu","tres_per_node":"gres:gpu:4",
             "exit_code":768,"submit_time":10,"start_time":11,"end_time":71}]}"#;
         let v23 = r#"{"jobs":[{"job_id":7,"job_state":["TIMEOUT"],"state_reason":"None","nodes":"gpu2",
+            "name":"gpuflow/r/bench/0","user_name":"ana","partition":"gpu","tres_per_node":"gres/gpu:4",
             "exit_code":{"status":["FAILED"],"return_code":{"set":true,"number":3}},
             "submit_time":{"set":true,"number":10},"start_time":{"set":true,"number":11},
             "end_time":{"set":true,"number":71}}]}"#;
         let expected = JobInfo {
             id: 7,
+            name: "gpuflow/r/bench/0".into(),
+            user: "ana".into(),
+            partition: "gpu".into(),
+            gres: "gpu:4".into(),
             state: "TIMEOUT".into(),
             reason: "None".into(),
             nodes: "gpu2".into(),
@@ -226,6 +332,42 @@ mod tests {
         };
         assert_eq!(parse_jobs(v22).unwrap(), vec![expected.clone()]);
         assert_eq!(parse_jobs(v23).unwrap(), vec![expected]);
+    }
+
+    #[test]
+    fn a_job_without_a_user_name_shows_its_uid() {
+        let jobs =
+            parse_jobs(r#"{"jobs":[{"job_id":8,"user_id":1000,"tres_per_job":"gres:gpu:2"}]}"#)
+                .unwrap();
+        assert_eq!(
+            (jobs[0].user.as_str(), jobs[0].gres.as_str()),
+            ("1000", "gpu:2")
+        );
+    }
+
+    #[test]
+    fn node_states_of_slurm_22_and_23_are_read_alike() {
+        let v22 = serde_json::json!({"state": "idle", "state_flags": ["DRAIN"]});
+        let v23 = serde_json::json!({"state": ["IDLE", "DRAIN"]});
+        assert_eq!(node_state(&v22), "idle+drain");
+        assert_eq!(node_state(&v23), "idle+drain");
+    }
+
+    #[test]
+    fn a_controller_that_does_not_answer_is_an_error_not_an_empty_cluster() {
+        // What Slurm 22.05 prints, with exit status 0, when slurmctld cannot be reached.
+        let jobs = r#"{"errors":[{"description":"Failed while looking for jobs","error_number":-1,
+            "error":"Unspecified error","source":"slurm_load_jobs"}],"jobs":[]}"#;
+        let e = parse_jobs(jobs).unwrap_err();
+        assert!(e.contains("Failed while looking for jobs"), "{e}");
+        assert!(e.contains("scontrol ping"), "{e}");
+        let nodes = r#"{"errors":[{"error":"Unspecified error","errno":-1}],"nodes":[]}"#;
+        let e = parse_nodes(nodes).unwrap_err();
+        assert!(e.contains("`sinfo --json` got no answer"), "{e}");
+        assert_eq!(
+            parse_nodes(r#"{"errors":[],"nodes":[]}"#).unwrap(),
+            Vec::new()
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! ([`submit`]) with what it needs as Slurm dependencies, then follows them ([`follow`]) into
 //! the run's events; on the node, `gpuflow slurm-job` ([`node`]) runs it with the engine's
 //! `run_alone`. They meet in the run's folder on the shared folder ([`bundle`]). The Slurm
-//! commands are [`client`]; what their states mean is [`state`].
+//! commands are [`client`]; what their states mean is [`state`]; what the cluster has and
+//! runs, for `gpuflow hosts`, is [`overview`].
 
 pub mod bundle;
 pub mod catch_up;
@@ -14,6 +15,7 @@ pub mod client;
 pub mod coordinator;
 pub mod follow;
 pub mod node;
+pub mod overview;
 pub mod state;
 pub mod submit;
 pub mod voice;

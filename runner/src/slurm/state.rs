@@ -126,6 +126,7 @@ mod tests {
             submit_time: 0,
             start_time: 0,
             end_time: 0,
+            ..JobInfo::default()
         }
     }
 
