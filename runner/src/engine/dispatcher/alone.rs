@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::readiness::{condition_holds, job_context, job_continue_on_error, needs_succeeded};
-use super::run::{RunError, RunReport, finish_run, remove_leftovers, start_run};
+use super::run::{RunError, RunReport, clean_up, finish_run, start_run};
 use crate::engine::engines::Engines;
 use crate::engine::executor::{JobOutcome, run_job};
 use crate::engine::job_gpus::GrantedGpus;
@@ -98,14 +98,7 @@ pub async fn run_alone(
             JobOutcome::failed(Some(message))
         }
     };
-    let registry = shared.servers.registry();
-    for problem in crate::engine::warm_servers::retire(shared.servers.drain(), registry).await {
-        shared.emit(EventKind::Warning {
-            job: None,
-            message: format!("could not remove {problem}"),
-        });
-    }
-    remove_leftovers(&shared).await;
+    clean_up(&shared).await;
     let result = if cancel.is_cancelled() {
         JobResult::Cancelled
     } else {

@@ -100,14 +100,7 @@ pub async fn run(
         .dispatch()
         .await;
     let result = run_result(&jobs, &cancel);
-    let registry = shared.servers.registry();
-    for problem in crate::engine::warm_servers::retire(shared.servers.drain(), registry).await {
-        shared.emit(EventKind::Warning {
-            job: None,
-            message: format!("could not remove {problem}"),
-        });
-    }
-    remove_leftovers(&shared).await;
+    clean_up(&shared).await;
     Ok(finish_run(&shared, &headline, result, jobs, preflight))
 }
 
@@ -216,9 +209,21 @@ fn run_result(jobs: &[JobSummary], cancel: &CancellationToken) -> JobResult {
     }
 }
 
+/// The run's servers kept warm or removed, then whatever of the run is left on any host.
+pub(super) async fn clean_up(shared: &Shared) {
+    let registry = shared.servers.registry();
+    for problem in crate::engine::warm_servers::retire(shared.servers.drain(), registry).await {
+        shared.emit(EventKind::Warning {
+            job: None,
+            message: format!("could not remove {problem}"),
+        });
+    }
+    remove_leftovers(shared).await;
+}
+
 /// The run's containers left on any host, removed (unless they are to be kept; its GPU lease
 /// containers always).
-pub(super) async fn remove_leftovers(shared: &Shared) {
+async fn remove_leftovers(shared: &Shared) {
     // GPU lease containers, whatever `--keep-containers` says: they hold GPUs from other
     // machines, and the run is over.
     for (host, docker) in shared.engines.connected() {
