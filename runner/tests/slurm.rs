@@ -545,3 +545,54 @@ fn triggered_runs_go_to_the_cluster_many_at_once() {
         "the three runs did not run at once: {seen:?}"
     );
 }
+
+#[test]
+fn what_a_cluster_cannot_run_is_refused_before_anything_is_submitted() {
+    let cluster = Cluster::new("");
+    cluster.ws.write(
+        "wf.yml",
+        "on: workflow_dispatch\njobs:\n  serve:\n    runs-on: cluster\n    steps:\n      - uses: start-container\n        with:\n          name: server\n          image: gpuflow-sim:test\n          keep-warm: 10m\n",
+    );
+    let out = cluster
+        .command()
+        .args(["run", "--plain", "wf.yml"])
+        .output();
+    assert_eq!(out.code(), Some(3), "{}", out.all());
+    assert!(out.stderr.contains("wf.yml:10:22"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`keep-warm` cannot be used on a Slurm host"),
+        "{}",
+        out.stderr
+    );
+    let preflight = cluster
+        .command()
+        .args(["run", "--plain", "--preflight-only", "wf.yml"])
+        .output();
+    assert!(
+        preflight
+            .stderr
+            .contains("`--preflight-only` cannot run on a Slurm host"),
+        "{}",
+        preflight.stderr
+    );
+    // A run goes to a cluster whole.
+    cluster.ws.write(
+        "wf.yml",
+        "on: workflow_dispatch\njobs:\n  a:\n    runs-on: cluster\n    steps:\n      - run: 'true'\n  b:\n    runs-on: local\n    steps:\n      - run: 'true'\n",
+    );
+    let mixed = cluster
+        .command()
+        .args(["run", "--plain", "wf.yml"])
+        .output();
+    assert_eq!(mixed.code(), Some(3), "{}", mixed.all());
+    assert!(
+        mixed
+            .stderr
+            .contains("job `b` runs on `local`, but job `a` runs on the Slurm cluster `cluster`"),
+        "{}",
+        mixed.stderr
+    );
+    // Nothing reached the shared folder: nothing was submitted.
+    assert_eq!(std::fs::read_dir(cluster.shared.path()).unwrap().count(), 0);
+}

@@ -94,6 +94,15 @@ fn refuse_what_a_cluster_cannot_run(wf: &Workflow, preflight_only: bool) -> Resu
         );
     }
     for (id, job) in &wf.jobs {
+        for step in &job.steps {
+            if let Some(keep) = step.with.get("keep-warm") {
+                problems.push(
+                    Diagnostic::error(&wf.file, keep.span, format!("job `{id}`: `keep-warm` cannot be used on a Slurm host"))
+                        .label("the server would outlive its job's Slurm allocation, on GPUs Slurm gives to the next job")
+                        .hint("remove `keep-warm` for the cluster (a matrix's cells of one server group still share their server within a run on a Docker host), or run on a Docker host"),
+                );
+            }
+        }
         if job.strategy.as_ref().is_some_and(|s| s.search.is_some()) {
             problems.push(
                 Diagnostic::error(&wf.file, job.id.span, format!("job `{id}`: `strategy.search` cannot run on a Slurm host yet"))
