@@ -596,3 +596,31 @@ fn what_a_cluster_cannot_run_is_refused_before_anything_is_submitted() {
     // Nothing reached the shared folder: nothing was submitted.
     assert_eq!(std::fs::read_dir(cluster.shared.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn max_parallel_holds_on_the_cluster() {
+    let cluster = Cluster::new("");
+    cluster.ws.write(
+        "wf.yml",
+        &format!(
+            "on: workflow_dispatch\njobs:\n  j:\n    runs-on: cluster\n    strategy:\n      max-parallel: 2\n      matrix:\n        n: [1, 2, 3, 4, 5]\n    steps:\n      - run: |\n          {}\n",
+            cluster.recording("cell-${{ matrix.n }}", 2.0)
+        ),
+    );
+    let (code, events) = cluster.run();
+    assert_eq!(code, Some(0), "{}", log_lines(&events));
+    let seen = cluster.seen_all();
+    assert_eq!(seen.len(), 5);
+    // At each cell's start, how many cells run (itself included).
+    for s in &seen {
+        let running = seen
+            .iter()
+            .filter(|o| o.start <= s.start && s.start < o.end)
+            .count();
+        assert!(
+            running <= 2,
+            "{running} cells ran at once at {}: {seen:?}",
+            s.start
+        );
+    }
+}
