@@ -35,15 +35,7 @@ struct Seen {
 
 impl Cluster {
     fn new(extra: &str) -> Self {
-        let status = Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-cluster.sh"))
-            .arg("check")
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "the test Slurm cluster is not running: start it with `sudo bash scripts/slurm-cluster.sh up` (`make test` does)"
-        );
+        crate::support::slurm::require_cluster();
         let cluster = Self {
             ws: Workspace::new(),
             shared: Workspace::empty(),

@@ -12,15 +12,7 @@ use crate::support::{Workspace, gpuflow};
 
 /// A workspace whose `gpuflow.toml` names the test cluster as host `cluster`.
 fn cluster_workspace() -> (Workspace, Workspace) {
-    let status = Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm-cluster.sh"))
-        .arg("check")
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "the test Slurm cluster is not running: start it with `sudo bash scripts/slurm-cluster.sh up` (`make test` does)"
-    );
+    crate::support::slurm::require_cluster();
     let (ws, shared) = (Workspace::new(), Workspace::empty());
     ws.write(
         "gpuflow.toml",

@@ -22,6 +22,7 @@ pub(crate) mod images;
 pub(crate) mod ports;
 pub(crate) mod process;
 pub(crate) mod sim;
+pub(crate) mod slurm;
 pub(crate) mod workspace;
 
 use std::path::{Path, PathBuf};
