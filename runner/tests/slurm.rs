@@ -587,6 +587,14 @@ fn what_a_cluster_cannot_run_is_refused_before_anything_is_submitted() {
     );
     // Nothing reached the shared folder: nothing was submitted.
     assert_eq!(std::fs::read_dir(cluster.shared.path()).unwrap().count(), 0);
+    // `gc` cleans engines; a cluster is not one it reaches.
+    let gc = cluster.command().args(["gc", "--host", "cluster"]).output();
+    assert_eq!(gc.code(), Some(2), "{}", gc.all());
+    assert!(
+        gc.stderr.contains("`cluster` is a Slurm cluster"),
+        "{}",
+        gc.stderr
+    );
 }
 
 #[test]

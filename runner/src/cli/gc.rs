@@ -89,6 +89,20 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Ok(host) => host,
         Err(code) => return Ok(code),
     };
+    if let Some(slurm) = &host.slurm {
+        // Nothing of a cluster's runs is on an engine gpuflow reaches from here: each job
+        // removes its containers on its node, and Slurm ends what a run left.
+        let d = Diagnostic::unlocated(format!(
+            "`{}` is a Slurm cluster: `gpuflow gc` cleans a Docker host's engine",
+            host.name
+        ))
+        .hint(format!(
+            "each job removes its containers on its node; the run folders under `{}` stay (remove those of runs that ended; docs/slurm.md)",
+            slurm.shared_dir.display()
+        ));
+        eprint!("{}\n\n", render(&d, render_opts));
+        return Ok(ExitCode::Usage);
+    }
     if args.all_runs && !args.yes && !args.dry_run {
         let d = Diagnostic::unlocated(format!(
             "`--all-runs` removes every gpuflow container and network on `{}`, including those of \
