@@ -624,3 +624,67 @@ fn max_parallel_holds_on_the_cluster() {
         );
     }
 }
+
+#[test]
+fn runs_shows_a_triggered_run_whose_coordinator_was_killed_as_its_jobs_ended() {
+    let cluster = Cluster::new("");
+    let repo = Workspace::repository();
+    let config = std::fs::read_to_string(cluster.ws.path().join("gpuflow.toml")).unwrap();
+    repo.write("gpuflow.toml", &config);
+    repo.write(
+        "workflows/a.yml",
+        &format!(
+            "on: push\njobs:\n  j:\n    runs-on: cluster\n    steps:\n      - run: |\n          {}\n",
+            cluster.recording("a", 4.0)
+        ),
+    );
+    let sha = repo.commit("workflow");
+    let command = || {
+        gpuflow()
+            .current_dir(repo.path())
+            .home(cluster.home.path())
+            .env("GPUFLOW_LEASE_DIR", cluster.home.path().join("leases"))
+    };
+    command()
+        .trigger_main_push(Some("0000000000000000000000000000000000000000"), &sha)
+        .arg("--no-worker")
+        .success();
+    let runs = || -> Vec<Value> {
+        serde_json::from_str(&command().args(["runs", "--json"]).success().stdout).unwrap()
+    };
+    let worker = command()
+        .args(["worker", "--idle-exit", "2s"])
+        .into_std()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut worker = Running::new(worker);
+    // The job runs on its node; its coordinator is the worker's `gpuflow run`.
+    crate::support::wait_until(
+        "the job to start on the cluster",
+        Duration::from_secs(60),
+        || cluster.seen("a").is_some(),
+    );
+    let pid = runs()[0]["process"]["pid"].as_u64().unwrap();
+    crate::support::process::signal(pid as i32, Signal::KILL).unwrap();
+    crate::support::wait_until("the worker to end", Duration::from_secs(60), || {
+        worker.try_wait().is_some()
+    });
+    // The job ends on the cluster; `gpuflow runs` then says how the run really ended.
+    let ended = crate::support::poll_until(
+        "the run to be completed from the cluster",
+        Duration::from_secs(60),
+        || runs()[0].clone(),
+        |run| run["state"] == "success",
+    );
+    assert!(
+        ended["message"]
+            .as_str()
+            .unwrap()
+            .contains("completed from there"),
+        "{ended}"
+    );
+    assert!(cluster.seen("a").unwrap().end.is_finite());
+}

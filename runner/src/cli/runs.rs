@@ -20,6 +20,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         Ok(q) => q,
         Err(code) => return Ok(code),
     };
+    complete_cluster_runs(&queue, &queue.list(args.limit)?);
     let runs = queue.list(args.limit)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&runs)?);
@@ -153,4 +154,40 @@ pub(super) fn ambiguous(id: &str, ids: &[String]) -> Diagnostic {
     }
     Diagnostic::unlocated(format!("`{id}` names {} runs", ids.len()))
         .hint(format!("give more of the id: {}", shown.join(", ")))
+}
+
+/// Triggered runs on a Slurm cluster whose `gpuflow run` was killed (the worker recorded them
+/// failed or cancelled) while their jobs went on: once those ended, the run's record is
+/// completed from the cluster and its state is what its jobs came to (docs/slurm.md).
+fn complete_cluster_runs(queue: &Queue, runs: &[QueuedRun]) {
+    use crate::slurm::catch_up::{Completion, bundle_of, complete};
+    let candidates: Vec<&QueuedRun> = runs
+        .iter()
+        .filter(|r| matches!(r.state, RunState::Failure | RunState::Cancelled))
+        .filter(|r| bundle_of(&r.log_dir).is_some())
+        .collect();
+    if candidates.is_empty() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    for run in candidates {
+        if let Ok(Completion::Completed(result)) = runtime.block_on(complete(&run.log_dir)) {
+            let (state, code) = match result {
+                crate::events::JobResult::Success | crate::events::JobResult::Skipped => {
+                    (RunState::Success, 0)
+                }
+                crate::events::JobResult::Cancelled => (RunState::Cancelled, 130),
+                crate::events::JobResult::Failure => (RunState::Failure, 1),
+            };
+            let message = "its `gpuflow run` was killed; its jobs went on on the cluster, and its record was completed from there";
+            if let Err(e) = queue.finish(&run.id, state, Some(code), Some(message)) {
+                tracing::warn!("could not record run {}: {e}", run.id);
+            }
+        }
+    }
 }
