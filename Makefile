@@ -67,7 +67,8 @@ conformance: build
 	python3 ../shared/conformance/run-expressions.py $(GPUFLOW)
 
 ## Benchmarks print ratios against a baseline measured in the same run. benches/clients.rs
-## installs AIPerf and inference-perf from PyPI into target/tmp/client-venvs on first use.
+## installs AIPerf and inference-perf from PyPI into target/tmp/client-venvs on first use;
+## benches/slurm.rs needs the test Slurm cluster (make test-cluster) and fails without it.
 bench:
 	$(CARGO) bench --workspace
 
