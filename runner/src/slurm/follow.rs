@@ -21,6 +21,9 @@ use crate::run_logs::replay::Replay;
 /// How often Slurm is asked. Its own scheduler runs every few seconds; asking more often
 /// only costs the controller.
 const POLL: Duration = Duration::from_millis(500);
+/// How often Slurm is asked while a job's node has written its end and Slurm has yet to say
+/// the job ended.
+const POLL_ENDING: Duration = Duration::from_millis(100);
 
 /// How long cancelled jobs get to stop their steps and remove their containers before they
 /// are cancelled outright.
@@ -151,8 +154,14 @@ impl Follower {
             if self.jobs.iter().all(|j| j.done.is_some()) {
                 break;
             }
+            // A job whose node wrote its end is about to end in Slurm too: asked sooner, so
+            // the run ends when its last job does, not up to a poll later.
+            let ending = self.jobs.iter().any(|j| {
+                j.done.is_none() && j.bundle.job_dir(j.index).join("result.json").exists()
+            });
+            let wait = if ending { POLL_ENDING } else { POLL };
             tokio::select! {
-                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep(wait) => {}
                 () = self.cancel.cancelled(), if self.cancelling_since.is_none() => {}
             }
         }

@@ -160,7 +160,14 @@ impl NodeJob {
     fn needs(&self, plan: &Plan) -> crate::expr::Value {
         let mut results = Vec::new();
         let mut outputs: HashMap<String, IndexMap<String, String>> = HashMap::new();
+        let needed = &plan.jobs[self.index].needs;
         for (i, job) in self.manifest.jobs.iter().enumerate() {
+            // Only the jobs it needs are read: a large matrix's cells need nothing of each
+            // other.
+            if !needed.contains(&job.job_id) {
+                results.push(None);
+                continue;
+            }
             let end = self.bundle.end(i);
             let jref = JobRef {
                 job: job.job_id.clone(),
