@@ -213,3 +213,107 @@ pub fn base_context(inputs: &Value, vars: &indexmap::IndexMap<String, String>) -
     );
     ctx
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::SourceFile;
+
+    fn planned(yaml: &str, cell: usize) -> (crate::workflow::model::Workflow, PlannedJob) {
+        let file = SourceFile::new("w.yml", yaml);
+        let (wf, diags) =
+            crate::workflow::load_workflow_in(&file, std::path::Path::new("/nonexistent"));
+        let wf = wf.unwrap_or_else(|| panic!("{diags:?}"));
+        let model = crate::plan::from_workflow(&wf, "w");
+        let plan = crate::plan::build(&model.input).unwrap();
+        let p = plan.jobs[cell].clone();
+        (wf, p)
+    }
+
+    fn settings() -> SlurmSettings {
+        SlurmSettings {
+            partition: Some("gpu".into()),
+            account: Some("ml".into()),
+            time_limit: Some("30".into()),
+            sbatch_options: vec!["--exclusive".into()],
+            shared_dir: "/shared".into(),
+            gpu_types: vec!["h100".into()],
+            ..SlurmSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_cell_asks_for_its_gres_type_time_lane_and_dependencies() {
+        let yaml = "on: push\njobs:\n  bench:\n    runs-on: [cluster, h100]\n    timeout-minutes: 10\n    strategy:\n      max-parallel: 2\n      matrix:\n        tp: [2, 4, 8]\n    gpus: ${{ matrix.tp }}\n    steps:\n      - run: 'true'\n";
+        let (wf, p) = planned(yaml, 2);
+        let s = settings();
+        let a = ask(&p, &wf.jobs["bench"], &MapContext::new(), &wf.file, &s).unwrap();
+        assert_eq!(
+            a,
+            Ask {
+                gpus: 8,
+                gpu_type: Some("h100".into()),
+                minutes: Some(11),
+                lane: Some(0),
+                runs_after_failure: false,
+            }
+        );
+        let bundle = super::super::bundle::Bundle::open(std::path::Path::new("/shared/uid-1/r1"));
+        let submission = Submission {
+            settings: &s,
+            run_id: "r1",
+            planned: &p,
+            ask: &a,
+            after: vec![7, 9],
+            bundle: &bundle,
+            index: 4,
+            workspace: std::path::Path::new("/shared/ws"),
+        };
+        let args: Vec<String> = submission
+            .args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "--job-name=gpuflow/r1/bench/lane0",
+                "--chdir=/shared/ws",
+                "--output=/shared/uid-1/r1/jobs/4/slurm.out",
+                "--comment=gpuflow run r1 job 4",
+                "--partition=gpu",
+                "--account=ml",
+                "--time=11",
+                "--gres=gpu:h100:8",
+                "--dependency=afterok:7:9,singleton",
+                "--kill-on-invalid-dep=yes",
+                "--exclusive",
+                "/shared/uid-1/r1/job.sh",
+                "gpuflow",
+                "/shared/uid-1/r1",
+                "4",
+            ]
+        );
+    }
+
+    #[test]
+    fn what_slurm_chooses_itself_is_refused_with_a_hint() {
+        let all = "on: push\njobs:\n  j:\n    gpus: all\n    steps:\n      - run: 'true'\n";
+        let (wf, p) = planned(all, 0);
+        let e = ask(&p, &wf.jobs["j"], &MapContext::new(), &wf.file, &settings()).unwrap_err();
+        assert!(e.contains("ask for a number"), "{e}");
+        let ids = "on: push\njobs:\n  j:\n    gpus: [0, 1]\n    steps:\n      - run: 'true'\n";
+        let (wf, p) = planned(ids, 0);
+        let e = ask(&p, &wf.jobs["j"], &MapContext::new(), &wf.file, &settings()).unwrap_err();
+        assert!(e.contains("ask for a count, e.g. `gpus: 2`"), "{e}");
+    }
+
+    #[test]
+    fn a_job_with_an_if_runs_after_any_end_of_its_needs() {
+        let yaml = "on: push\njobs:\n  a:\n    steps:\n      - run: 'true'\n  b:\n    needs: a\n    if: always()\n    steps:\n      - run: 'true'\n";
+        let (wf, p) = planned(yaml, 1);
+        let a = ask(&p, &wf.jobs["b"], &MapContext::new(), &wf.file, &settings()).unwrap();
+        assert!(a.runs_after_failure);
+        assert_eq!(a.minutes, None);
+    }
+}
