@@ -34,6 +34,7 @@ pub mod plan;
 pub mod report;
 pub mod run_logs;
 pub mod schema;
+pub mod serve;
 pub mod signal;
 pub mod sim;
 pub mod slurm;

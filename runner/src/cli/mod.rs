@@ -20,6 +20,7 @@ mod report;
 mod run;
 mod runs;
 mod schema;
+mod serve;
 mod servers;
 mod slurm_job;
 mod store_path;
@@ -112,6 +113,8 @@ pub enum Command {
     Cancel(cancel::Args),
     /// Install or remove the git hooks that trigger workflows.
     Hooks(hooks::Args),
+    /// Serve the node's web page: runs (live), GPUs, history, comparisons, and their JSON.
+    Serve(serve::Args),
     /// Run one job of a run on a Slurm cluster, on the node Slurm placed it on (what the
     /// run's batch script calls; docs/slurm.md).
     #[command(hide = true)]
@@ -165,6 +168,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Runs(args) => runs::run(&args, render),
         Command::Logs(args) => logs::run(&args, render),
         Command::Cancel(args) => cancel::run(&args, render),
+        Command::Serve(args) => serve::run(&args, render),
         Command::Hooks(args) => hooks::run(&args, render),
         Command::SlurmJob(args) => slurm_job::run(&args, render),
         Command::WaitForSignal(args) => wait_for_signal::run(&args),

@@ -624,7 +624,7 @@ fn parse_pairs(pairs: &[String], flag: &str) -> Result<IndexMap<String, String>,
         .collect()
 }
 
-fn read_secrets(
+pub(super) fn read_secrets(
     names: &[String],
     file: Option<&std::path::Path>,
 ) -> Result<IndexMap<String, String>, String> {

@@ -221,6 +221,10 @@ pub enum EventKind {
         /// without a matrix. What a campaign report shows of cells that never ran.
         #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
         matrix: IndexMap<String, String>,
+        /// The jobs (keys under `jobs:`) this one waits on, as written: what a job graph
+        /// draws (`gpuflow serve`). Absent in runs recorded before it was.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        needs: Vec<String>,
     },
     JobStarted {
         job: JobRef,
@@ -403,9 +407,10 @@ impl EventKind {
                 jobs: _,
             } => each(m, [run_id, workflow, log_dir]),
             K::RunFinished { run_id, result: _ } => m(run_id),
-            K::JobQueued { job, matrix } => {
+            K::JobQueued { job, matrix, needs } => {
                 job.strings_mut(m);
-                matrix.values_mut().for_each(m);
+                matrix.values_mut().for_each(&mut *m);
+                needs.iter_mut().for_each(m);
             }
             K::JobStarted { job } => job.strings_mut(m),
             K::JobFinished { job, failure, .. } => job.and(m, failure),
@@ -639,7 +644,8 @@ mod tests {
             read.kind,
             EventKind::JobQueued {
                 job: job.clone(),
-                matrix: IndexMap::new()
+                matrix: IndexMap::new(),
+                needs: Vec::new(),
             }
         );
         let old = r#"{"elapsed":1.0,"type":"job_finished","job":{"job":"tune","cell":1,"display":"tune (128)"},"result":"failure","duration":1.0}"#;

@@ -282,6 +282,15 @@ impl LeaseDir {
         }
     }
 
+    /// When the lease of `uuid` was taken: its holder writes the lock file then. `None` when
+    /// the file is not there. Read only where [`Self::holder`] names a holder.
+    pub fn held_since(&self, uuid: &str) -> Option<std::time::SystemTime> {
+        std::fs::symlink_metadata(self.lock_path(uuid))
+            .ok()?
+            .modified()
+            .ok()
+    }
+
     /// Who holds `uuid`, as its holder wrote; `None` when it is free.
     pub fn holder(&self, uuid: &str) -> Option<String> {
         let flocked = self.file(uuid).ok().is_some_and(|file| {

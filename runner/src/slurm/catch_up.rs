@@ -92,6 +92,7 @@ pub async fn complete(log_dir: &Path) -> Result<Completion, String> {
         voice.emit(EventKind::JobQueued {
             job: jref.clone(),
             matrix: Default::default(),
+            needs: Vec::new(),
         });
         tracked.push(Tracked::new(
             i,

@@ -62,6 +62,7 @@ pub async fn run(
         voice.emit(EventKind::JobQueued {
             job: r.clone(),
             matrix: crate::engine::evaluate::matrix_text(planned),
+            needs: planned.needs.clone(),
         });
     }
     let tracked = match submit_all(&wf, &plan, &opts, &settings, host, &inputs, &refs, &voice).await

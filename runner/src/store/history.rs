@@ -111,6 +111,19 @@ impl ResultStore {
         .transpose()
     }
 
+    /// The newest runs that recorded results: `(run id, workflow, finished at ms)`, newest
+    /// first (what a comparison is chosen from).
+    pub fn recent_runs(&self, limit: usize) -> Result<Vec<(String, String, i64)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT run_id, workflow, MAX(finished_at_ms) AS t FROM results
+             GROUP BY run_id ORDER BY t DESC LIMIT ?1",
+        )?;
+        let rows = stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every metric name in the store, for "did you mean" when a name is mistyped.
     pub fn metric_names(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self

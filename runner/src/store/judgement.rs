@@ -45,6 +45,34 @@ impl ResultStore {
         Ok(())
     }
 
+    /// The latest verdict on `metric` of each of `result_ids` that was judged (a history
+    /// chart's markers): one query for the lot.
+    pub fn verdicts(
+        &self,
+        metric: &str,
+        result_ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, String>, StoreError> {
+        let mut verdicts = std::collections::HashMap::new();
+        // SQLite takes at most 32766 parameters a statement.
+        for chunk in result_ids.chunks(30_000) {
+            let marks = vec!["?"; chunk.len()].join(",");
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT result_id, verdict FROM judgements
+                 WHERE metric = ? AND result_id IN ({marks}) ORDER BY id"
+            ))?;
+            let args = std::iter::once(rusqlite::types::Value::from(metric.to_string()))
+                .chain(chunk.iter().map(|&id| rusqlite::types::Value::from(id)));
+            let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+            })?;
+            for row in rows {
+                let (id, verdict) = row?;
+                verdicts.insert(id, verdict);
+            }
+        }
+        Ok(verdicts)
+    }
+
     /// Every judgement of result `result_id`, oldest first.
     pub fn judgements(&self, result_id: i64) -> Result<Vec<Judgement>, StoreError> {
         let mut stmt = self.conn.prepare(

@@ -464,6 +464,7 @@ impl Dispatcher {
         self.shared.emit(EventKind::JobQueued {
             job: jref.clone(),
             matrix: crate::engine::evaluate::matrix_text(&planned),
+            needs: planned.needs.clone(),
         });
         self.runs.push(planned);
         self.refs.push(jref);

@@ -158,6 +158,7 @@ fn queue(shared: &Shared, runs: &[PlannedJob]) -> Vec<JobRef> {
         shared.emit(EventKind::JobQueued {
             job: r.clone(),
             matrix: crate::engine::evaluate::matrix_text(planned),
+            needs: planned.needs.clone(),
         });
     }
     refs

@@ -89,7 +89,7 @@ pub fn from_events(events: &[Event], job: &str) -> CampaignLog {
     for e in events {
         match &e.kind {
             EventKind::RunStarted { workflow, .. } => log.workflow.clone_from(workflow),
-            EventKind::JobQueued { job: j, matrix } if j.job == job => {
+            EventKind::JobQueued { job: j, matrix, .. } if j.job == job => {
                 log.cells.push(LoggedCell {
                     cell: j.cell,
                     display: j.display.clone(),
@@ -234,6 +234,7 @@ mod tests {
             at(EventKind::JobQueued {
                 job: jref(cell, &format!("tune ({v})")),
                 matrix: IndexMap::from([("frac".to_string(), v.to_string())]),
+                needs: Vec::new(),
             })
         };
         let finished = |cell: usize, result: JobResult, failure: Option<&str>| {
@@ -261,6 +262,7 @@ mod tests {
                     display: "other".into(),
                 },
                 matrix: IndexMap::new(),
+                needs: Vec::new(),
             }),
             step(
                 0,

@@ -73,6 +73,7 @@ fn events() -> Vec<Event> {
             EventKind::JobQueued {
                 job: job("build"),
                 matrix: Default::default(),
+                needs: Vec::new(),
             },
         ),
         at(
@@ -80,6 +81,7 @@ fn events() -> Vec<Event> {
             EventKind::JobQueued {
                 job: job("bench"),
                 matrix: Default::default(),
+                needs: Vec::new(),
             },
         ),
         at(
@@ -87,6 +89,7 @@ fn events() -> Vec<Event> {
             EventKind::JobQueued {
                 job: job("report"),
                 matrix: Default::default(),
+                needs: Vec::new(),
             },
         ),
         at(
@@ -94,6 +97,7 @@ fn events() -> Vec<Event> {
             EventKind::JobQueued {
                 job: job("lint"),
                 matrix: Default::default(),
+                needs: Vec::new(),
             },
         ),
         at(0.0, EventKind::JobStarted { job: job("build") }),
@@ -249,6 +253,7 @@ fn a_cell_queued_again_for_a_later_round_shows_that_round() {
         EventKind::JobQueued {
             job: again.clone(),
             matrix: Default::default(),
+            needs: Vec::new(),
         },
     ));
     events.push(at(4.3, EventKind::JobStarted { job: again }));

@@ -1,0 +1,270 @@
+//! Two runs side by side (`/compare?a=RUN&b=RUN`): each metric of each step both recorded,
+//! with its mean's 95% confidence interval and the change, and what differs in their
+//! fingerprints (server flags included). Also a run's report (`/runs/ID/report`), rendered
+//! from the store as `gpuflow report RUN --format html` renders it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::respond::{Want, json};
+use super::routes::{App, store_path};
+use crate::stats::mean_confidence_interval;
+use crate::store::{FieldDiff, ResultStore, StoreError, StoredResult};
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Params {
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+/// One step's result in both runs.
+#[derive(Serialize)]
+struct PairView {
+    job: String,
+    matrix: BTreeMap<String, String>,
+    step: String,
+    metrics: Vec<MetricPair>,
+    /// What differs in the fingerprint, b against a (`driver 580 → 590`,
+    /// `server-command adds --enable-x`).
+    differences: Vec<FieldDiff>,
+    /// Said in words, as the comparison's messages say it.
+    differences_text: Vec<String>,
+    /// Where each ran, when it differs (informational, not part of the series).
+    hosts: Option<(String, String)>,
+}
+
+#[derive(Serialize)]
+struct MetricPair {
+    name: String,
+    unit: String,
+    direction: String,
+    a: Option<Side>,
+    b: Option<Side>,
+    /// (b − a) / a of the means, in percent.
+    change_pct: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct Side {
+    n: usize,
+    mean: f64,
+    /// The mean's 95% confidence interval; none from fewer than 2 samples.
+    ci_low: Option<f64>,
+    ci_high: Option<f64>,
+    median: f64,
+}
+
+pub async fn page(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(params): Query<Params>,
+    api: bool,
+) -> Response {
+    let want = Want::of(api, &headers);
+    let Some(path) = store_path(&app) else {
+        return app.problem(
+            StatusCode::NOT_FOUND,
+            &format!("no results store at `{}` yet", app.settings.store.display()),
+            Some("results are recorded by runs with a `benchmark` step"),
+            want,
+        );
+    };
+    let p = params.clone();
+    let data = tokio::task::spawn_blocking(move || gather(&path, &p)).await;
+    match data {
+        Ok(Ok(Ok(data))) => app
+            .page("compare.html", "history", "Compare runs".into(), data)
+            .respond(want),
+        Ok(Ok(Err(missing))) => app.problem(
+            StatusCode::NOT_FOUND,
+            &format!("no results recorded for run `{missing}`"),
+            Some("the compare page lists the runs that recorded results"),
+            want,
+        ),
+        Ok(Err(e)) => app.problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &e.to_string(),
+            e.hint().as_deref(),
+            want,
+        ),
+        Err(e) => app.problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &e.to_string(),
+            None,
+            want,
+        ),
+    }
+}
+
+/// The page's data; `Ok(Err(run))` when a named run recorded nothing.
+fn gather(
+    path: &std::path::Path,
+    params: &Params,
+) -> Result<Result<serde_json::Value, String>, StoreError> {
+    let store = ResultStore::open(path)?;
+    let runs: Vec<serde_json::Value> = store
+        .recent_runs(200)?
+        .into_iter()
+        .map(|(id, workflow, t)| serde_json::json!({ "id": id, "workflow": workflow, "finished_at": t as f64 / 1000.0 }))
+        .collect();
+    let (Some(a), Some(b)) = (
+        params.a.clone().filter(|s| !s.is_empty()),
+        params.b.clone().filter(|s| !s.is_empty()),
+    ) else {
+        return Ok(Ok(json(
+            &serde_json::json!({ "params": params, "runs": runs, "pairs": [] }),
+        )));
+    };
+    let ra = store.run_results(&a)?;
+    let rb = store.run_results(&b)?;
+    for (id, results) in [(&a, &ra), (&b, &rb)] {
+        if results.is_empty() {
+            return Ok(Err(id.clone()));
+        }
+    }
+    let pairs = pair_up(&ra, &rb);
+    Ok(Ok(json(&serde_json::json!({
+        "params": params,
+        "runs": runs,
+        "a": a,
+        "b": b,
+        "pairs": pairs,
+    }))))
+}
+
+/// The results of `a` and `b` matched by job, matrix cell and step.
+fn pair_up(a: &[StoredResult], b: &[StoredResult]) -> Vec<PairView> {
+    let key = |r: &StoredResult| (r.job.clone(), r.matrix.clone(), r.step.clone());
+    let mut keys: Vec<_> = a.iter().chain(b).map(key).collect();
+    keys.dedup();
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
+    keys.into_iter()
+        .map(|k| {
+            let ra = a.iter().find(|r| key(r) == k);
+            let rb = b.iter().find(|r| key(r) == k);
+            let mut names: Vec<&str> = ra
+                .iter()
+                .chain(rb.iter())
+                .flat_map(|r| r.metrics.iter().map(|m| m.name.as_str()))
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            names.retain(|n| seen.insert(*n));
+            let metrics = names
+                .into_iter()
+                .map(|name| {
+                    let side =
+                        |r: Option<&StoredResult>| r.and_then(|r| r.metric(name)).and_then(side);
+                    let (sa, sb) = (side(ra), side(rb));
+                    let m = ra.or(rb).and_then(|r| r.metric(name));
+                    MetricPair {
+                        name: name.to_string(),
+                        unit: m.map(|m| m.unit.clone()).unwrap_or_default(),
+                        direction: m
+                            .map(|m| m.direction.as_str().to_string())
+                            .unwrap_or_default(),
+                        change_pct: match (&sa, &sb) {
+                            (Some(x), Some(y)) if x.mean != 0.0 => {
+                                Some((y.mean - x.mean) / x.mean * 100.0)
+                            }
+                            _ => None,
+                        },
+                        a: sa,
+                        b: sb,
+                    }
+                })
+                .collect();
+            let differences = match (ra, rb) {
+                (Some(x), Some(y)) => y.fingerprint.identity.differences(&x.fingerprint.identity),
+                _ => Vec::new(),
+            };
+            let hosts = match (ra, rb) {
+                (Some(x), Some(y)) => {
+                    let place = |r: &StoredResult| {
+                        let info = &r.fingerprint.info;
+                        match &info.slurm {
+                            Some(s) => format!("node {} (Slurm job {})", s.node, s.job_id),
+                            None => info
+                                .host_name
+                                .clone()
+                                .unwrap_or_else(|| r.fingerprint.identity.host_label.clone()),
+                        }
+                    };
+                    let (pa, pb) = (place(x), place(y));
+                    (pa != pb).then_some((pa, pb))
+                }
+                _ => None,
+            };
+            PairView {
+                job: k.0,
+                matrix: k.1,
+                step: k.2,
+                metrics,
+                differences_text: differences.iter().map(FieldDiff::describe).collect(),
+                differences,
+                hosts,
+            }
+        })
+        .collect()
+}
+
+fn side(m: &crate::store::StoredMetric) -> Option<Side> {
+    let s = m.summary.as_ref()?;
+    let ci = mean_confidence_interval(&m.samples, 0.95);
+    Some(Side {
+        n: s.n,
+        mean: s.mean,
+        ci_low: ci.as_ref().map(|c| c.low),
+        ci_high: ci.as_ref().map(|c| c.high),
+        median: s.median,
+    })
+}
+
+/// The run's report, as `gpuflow report RUN --format html` makes it, masked.
+pub async fn report(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    use crate::report::{Format, ReportData, ReportSource, render};
+    let want = Want::of(false, &headers);
+    let Some(path) = store_path(&app) else {
+        return app.problem(
+            StatusCode::NOT_FOUND,
+            "no results store yet: no report",
+            None,
+            want,
+        );
+    };
+    let a = app.clone();
+    let made = tokio::task::spawn_blocking(move || {
+        let store = ResultStore::open(&path).map_err(|e| e.to_string())?;
+        let row = a.sources().find(&id);
+        let source = ReportSource {
+            store: &store,
+            run_id: &id,
+            run_dir: row.as_ref().map(|r| r.log_dir.as_path()),
+            compare: Default::default(),
+            title: None,
+            now_ms: crate::store::now_ms(),
+        };
+        let data = ReportData::gather(&source).map_err(|e| e.to_string())?;
+        render(&data, Format::Html, None).map_err(|e| e.to_string())
+    })
+    .await;
+    match made {
+        Ok(Ok(html)) => Html(app.settings.masker.mask(&html)).into_response(),
+        Ok(Err(e)) => app.problem(StatusCode::NOT_FOUND, &e, None, want),
+        Err(e) => app.problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &e.to_string(),
+            None,
+            want,
+        ),
+    }
+}
