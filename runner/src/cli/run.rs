@@ -389,6 +389,7 @@ async fn run_with_views(
     };
     let view = View::chosen(args);
     let sink: Arc<dyn EventSink> = Arc::new(Tee(vec![store.clone(), view.sink()]));
+    let flushing = store.keep_flushed(crate::run_logs::FOLLOWED_FLUSH);
     let cancel = CancellationToken::new();
     let shutdown = match cancel_on_signals(SignalHandlerKind::Standard, cancel.clone(), say) {
         Ok(shutdown) => shutdown,
@@ -407,6 +408,7 @@ async fn run_with_views(
         }
         None => crate::engine::run(wf, plan, opts, sink, placement.engines, cancel).await,
     };
+    drop(flushing);
     if let Some(problem) = store.write_error() {
         eprintln!("warning: the run's logs are incomplete: {problem}");
     }

@@ -7,4 +7,8 @@ pub mod files;
 pub mod replay;
 mod store;
 
-pub use store::{LogStore, slug};
+pub use store::{Flushing, LogStore, slug};
+
+/// How often a running run's logs are flushed for those following it (`gpuflow logs -f`,
+/// `gpuflow serve`, a Slurm coordinator): a line shows within this time.
+pub const FOLLOWED_FLUSH: std::time::Duration = std::time::Duration::from_millis(300);

@@ -16,6 +16,15 @@ use std::sync::Mutex;
 use super::files::{Compressor, LineRanges, LogCap};
 use crate::events::{Event, EventKind, EventSink, JobRef, Stream};
 
+/// Stops [`LogStore::keep_flushed`]'s flushing when dropped.
+pub struct Flushing(tokio::task::JoinHandle<()>);
+
+impl Drop for Flushing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Writes a run's logs as events arrive.
 #[derive(Debug)]
 pub struct LogStore {
@@ -78,6 +87,21 @@ impl LogStore {
             w.flush()?;
         }
         Ok(())
+    }
+
+    /// Flushes the store every `period` while the returned guard lives (inside a tokio
+    /// runtime): whoever follows the run — `gpuflow logs -f`, `gpuflow serve`, a Slurm run's
+    /// coordinator — sees its lines within that time rather than when a buffer fills.
+    pub fn keep_flushed(self: &std::sync::Arc<Self>, period: std::time::Duration) -> Flushing {
+        let store = self.clone();
+        Flushing(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                if let Err(e) = store.flush() {
+                    tracing::warn!("could not write the run's logs: {e}");
+                }
+            }
+        }))
     }
 
     /// Caps the run's stored log text at `bytes` (`gpuflow run --log-cap`; log_files.rs).

@@ -98,15 +98,7 @@ impl NodeJob {
         })?);
         let sink: Arc<dyn EventSink> = Arc::new(Tee(vec![store.clone(), view]));
         // The coordinator follows the job through these files as they grow.
-        let flushing = store.clone();
-        let flusher = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                if let Err(e) = flushing.flush() {
-                    tracing::warn!("could not write the job's logs: {e}");
-                }
-            }
-        });
+        let flushing = store.keep_flushed(crate::run_logs::FOLLOWED_FLUSH);
         let alone = Alone {
             index: self.index,
             needs: self.needs(&plan),
@@ -115,7 +107,7 @@ impl NodeJob {
         let (report, outcome) = run_alone(wf, plan, alone, self.options(), sink, engines, cancel)
             .await
             .map_err(|e| e.to_string())?;
-        flusher.abort();
+        drop(flushing);
         let allowed = report.jobs.first().is_some_and(|j| j.failure_allowed);
         let end = JobEnd {
             result: report.result,

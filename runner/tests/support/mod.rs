@@ -14,6 +14,7 @@
 //!   [`wait_until`] and [`poll_until`], the one polling loop with a deadline.
 
 pub(crate) mod bench;
+pub(crate) mod browser;
 pub(crate) mod command;
 pub(crate) mod docker;
 pub(crate) mod engine;
