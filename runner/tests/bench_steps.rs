@@ -282,7 +282,7 @@ jobs:
 /// and the port is `port` (a free one, so parallel tests cannot collide).
 /// [`the_demo_workflow_here_is_demo_yml_but_for_the_wait_the_report_and_the_port`] keeps it
 /// in step with the shipped file.
-fn demo_without_report(port: u16) -> String {
+pub(crate) fn demo_without_report(port: u16) -> String {
     format!(
         r#"name: demo
 on:

@@ -39,6 +39,7 @@ mod run_docker;
 mod run_headline;
 mod run_results;
 mod secret_leaks;
+mod serve;
 mod server_metrics;
 mod shipped_actions;
 mod signals;

@@ -16,7 +16,7 @@ use crate::support::{
 
 /// A bare node repository with gpuflow's hook, a developer clone of it, and a private
 /// `GPUFLOW_HOME` (queue, worker lock). Dropping it stops the worker it started.
-struct Node {
+pub(crate) struct Node {
     bare: Workspace,
     dev: Workspace,
     home: Workspace,
@@ -27,7 +27,7 @@ const IDLE_EXIT: &str = "3s";
 impl Node {
     /// `workflows` are committed in the clone (not pushed yet), beside `configs/a.toml` and
     /// `README.md`.
-    fn new(workflows: &[(&str, &str)]) -> Self {
+    pub(crate) fn new(workflows: &[(&str, &str)]) -> Self {
         let node = Self {
             bare: Workspace::empty(),
             dev: Workspace::repository(),
@@ -53,11 +53,11 @@ impl Node {
         self.bare.path().to_path_buf()
     }
 
-    fn dev(&self) -> PathBuf {
+    pub(crate) fn dev(&self) -> PathBuf {
         self.dev.path().to_path_buf()
     }
 
-    fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         self.home.path().to_path_buf()
     }
 
@@ -76,7 +76,7 @@ impl Node {
             .env("GPUFLOW_WORKER_IDLE_EXIT", IDLE_EXIT)
     }
 
-    fn install_node_hook(&self) {
+    pub(crate) fn install_node_hook(&self) {
         self.gpuflow()
             .args(["hooks", "install", "--repo"])
             .arg(self.bare())
@@ -85,7 +85,7 @@ impl Node {
 
     /// `git push node <refspec>` from the clone, with the test's `GPUFLOW_HOME` (the hook
     /// runs in the push's environment).
-    fn push(&self, refspec: &str) -> std::process::Output {
+    pub(crate) fn push(&self, refspec: &str) -> std::process::Output {
         let out = std::process::Command::new("git")
             .args(["push", "-q", "node", refspec])
             .current_dir(self.dev())
@@ -110,7 +110,7 @@ impl Node {
             .stdout
     }
 
-    fn runs(&self) -> Vec<Value> {
+    pub(crate) fn runs(&self) -> Vec<Value> {
         let out = self.gpuflow().args(["runs", "--json"]).success();
         serde_json::from_str::<Vec<Value>>(&out.stdout).unwrap()
     }
@@ -127,7 +127,7 @@ impl Node {
             .collect()
     }
 
-    fn wait_for(
+    pub(crate) fn wait_for(
         &self,
         what: &str,
         timeout: Duration,

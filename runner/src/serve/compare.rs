@@ -11,10 +11,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
+use super::app::{App, Problem, store_path, store_problem};
 use super::respond::{Want, json};
-use super::routes::{App, store_path};
 use crate::stats::mean_confidence_interval;
-use crate::store::{FieldDiff, ResultStore, StoreError, StoredResult};
+use crate::store::{FieldDiff, ResultStore, StoredResult};
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Params {
@@ -75,40 +75,20 @@ pub async fn page(
         );
     };
     let p = params.clone();
-    let data = tokio::task::spawn_blocking(move || gather(&path, &p)).await;
-    match data {
-        Ok(Ok(Ok(data))) => app
-            .page("compare.html", "history", "Compare runs".into(), data)
+    match app.blocking(move |_| gather(&path, &p)).await {
+        Ok(data) => app
+            .page("compare.html", "compare", "Compare runs".into(), data)
             .respond(want),
-        Ok(Ok(Err(missing))) => app.problem(
-            StatusCode::NOT_FOUND,
-            &format!("no results recorded for run `{missing}`"),
-            Some("the compare page lists the runs that recorded results"),
-            want,
-        ),
-        Ok(Err(e)) => app.problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &e.to_string(),
-            e.hint().as_deref(),
-            want,
-        ),
-        Err(e) => app.problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &e.to_string(),
-            None,
-            want,
-        ),
+        Err(problem) => app.answer(problem, want),
     }
 }
 
-/// The page's data; `Ok(Err(run))` when a named run recorded nothing.
-fn gather(
-    path: &std::path::Path,
-    params: &Params,
-) -> Result<Result<serde_json::Value, String>, StoreError> {
-    let store = ResultStore::open(path)?;
+/// The page's data; 404 when a named run recorded nothing.
+fn gather(path: &std::path::Path, params: &Params) -> Result<serde_json::Value, Problem> {
+    let store = ResultStore::open(path).map_err(store_problem)?;
     let runs: Vec<serde_json::Value> = store
-        .recent_runs(200)?
+        .recent_runs(200)
+        .map_err(store_problem)?
         .into_iter()
         .map(|(id, workflow, t)| serde_json::json!({ "id": id, "workflow": workflow, "finished_at": t as f64 / 1000.0 }))
         .collect();
@@ -116,25 +96,29 @@ fn gather(
         params.a.clone().filter(|s| !s.is_empty()),
         params.b.clone().filter(|s| !s.is_empty()),
     ) else {
-        return Ok(Ok(json(
+        return Ok(json(
             &serde_json::json!({ "params": params, "runs": runs, "pairs": [] }),
-        )));
+        ));
     };
-    let ra = store.run_results(&a)?;
-    let rb = store.run_results(&b)?;
+    let ra = store.run_results(&a).map_err(store_problem)?;
+    let rb = store.run_results(&b).map_err(store_problem)?;
     for (id, results) in [(&a, &ra), (&b, &rb)] {
         if results.is_empty() {
-            return Ok(Err(id.clone()));
+            return Err(Problem::new(
+                StatusCode::NOT_FOUND,
+                format!("no results recorded for run `{id}`"),
+                Some("the compare page lists the runs that recorded results"),
+            ));
         }
     }
     let pairs = pair_up(&ra, &rb);
-    Ok(Ok(json(&serde_json::json!({
+    Ok(json(&serde_json::json!({
         "params": params,
         "runs": runs,
         "a": a,
         "b": b,
         "pairs": pairs,
-    }))))
+    })))
 }
 
 /// The results of `a` and `b` matched by job, matrix cell and step.
@@ -241,30 +225,26 @@ pub async fn report(
             want,
         );
     };
-    let a = app.clone();
-    let made = tokio::task::spawn_blocking(move || {
-        let store = ResultStore::open(&path).map_err(|e| e.to_string())?;
-        let row = a.sources().find(&id);
-        let source = ReportSource {
-            store: &store,
-            run_id: &id,
-            run_dir: row.as_ref().map(|r| r.log_dir.as_path()),
-            compare: Default::default(),
-            title: None,
-            now_ms: crate::store::now_ms(),
-        };
-        let data = ReportData::gather(&source).map_err(|e| e.to_string())?;
-        render(&data, Format::Html, None).map_err(|e| e.to_string())
-    })
-    .await;
+    let made = app
+        .blocking(move |a| {
+            let store = ResultStore::open(&path).map_err(store_problem)?;
+            let row = a.sources().find(&id);
+            let source = ReportSource {
+                store: &store,
+                run_id: &id,
+                run_dir: row.as_ref().map(|r| r.log_dir.as_path()),
+                compare: Default::default(),
+                title: None,
+                now_ms: crate::store::now_ms(),
+            };
+            let data = ReportData::gather(&source).map_err(|e| {
+                Problem::new(StatusCode::NOT_FOUND, e.to_string(), e.hint().as_deref())
+            })?;
+            render(&data, Format::Html, None).map_err(Problem::internal)
+        })
+        .await;
     match made {
-        Ok(Ok(html)) => Html(app.settings.masker.mask(&html)).into_response(),
-        Ok(Err(e)) => app.problem(StatusCode::NOT_FOUND, &e, None, want),
-        Err(e) => app.problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &e.to_string(),
-            None,
-            want,
-        ),
+        Ok(html) => Html(app.settings.masker.mask(&html)).into_response(),
+        Err(problem) => app.answer(problem, want),
     }
 }

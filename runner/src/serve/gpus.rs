@@ -12,8 +12,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Serialize;
 
+use super::app::App;
 use super::respond::{Want, json};
-use super::routes::App;
 use crate::gpu::{Discovery, Inventory};
 use crate::hosts::{Host, HostConfig};
 

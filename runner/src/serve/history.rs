@@ -11,8 +11,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
+use super::app::{App, store_path, store_problem};
 use super::respond::{Want, json};
-use super::routes::{App, store_path};
 use crate::report::chart::{escape, verdict_colour};
 use crate::store::{HistoryPoint, HistoryQuery, Identity, ResultStore, SeriesKey, StoreError};
 
@@ -86,25 +86,12 @@ pub async fn page(
     };
     let p = params.clone();
     let html = want == Want::Html;
-    let data = tokio::task::spawn_blocking(move || gather(&path, &p, html)).await;
+    let data = app
+        .blocking(move |_| gather(&path, &p, html).map_err(store_problem))
+        .await;
     let data = match data {
-        Ok(Ok(d)) => d,
-        Ok(Err(e)) => {
-            return app.problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &e.to_string(),
-                e.hint().as_deref(),
-                want,
-            );
-        }
-        Err(e) => {
-            return app.problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &e.to_string(),
-                None,
-                want,
-            );
-        }
+        Ok(d) => d,
+        Err(problem) => return app.answer(problem, want),
     };
     let title = match &params.metric {
         Some(m) => format!("History · {m}"),
@@ -210,55 +197,9 @@ fn chart(metric: &str, s: &SeriesView) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="history" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{} history">"#,
         escape(metric)
     );
-    let (t0, t1) = s.points.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
-        (a.min(p.finished_at), b.max(p.finished_at))
-    });
-    let lows = s
-        .points
-        .iter()
-        .map(|p| p.q1)
-        .chain(s.baselines.iter().map(|b| b.median));
-    let highs = s
-        .points
-        .iter()
-        .map(|p| p.q3)
-        .chain(s.baselines.iter().map(|b| b.median));
-    let lo = lows.fold(f64::MAX, f64::min);
-    let hi = highs.fold(f64::MIN, f64::max);
-    let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.01).max(1e-9);
-    let (lo, hi) = (lo - pad, hi + pad);
-    let x = |t: f64| {
-        if t1 > t0 {
-            LEFT + (t - t0) / (t1 - t0) * (WIDTH - LEFT - RIGHT)
-        } else {
-            LEFT + (WIDTH - LEFT - RIGHT) / 2.0
-        }
-    };
-    let y = |v: f64| TOP + (hi - v) / (hi - lo) * (HEIGHT - TOP - BOTTOM);
-    let _ = write!(
-        svg,
-        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="#cbd2d9"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#cbd2d9"/>"##,
-        HEIGHT - BOTTOM,
-        HEIGHT - BOTTOM,
-        WIDTH - RIGHT,
-        HEIGHT - BOTTOM
-    );
-    for v in [lo + pad, (lo + hi) / 2.0, hi - pad] {
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#52606d">{}</text>"##,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            escape(&crate::compare::format_value(v, ""))
-        );
-    }
-    let _ = write!(
-        svg,
-        r##"<text x="{LEFT}" y="14" font-size="12" fill="#1f2933">{} ({}, {} is better)</text>"##,
-        escape(metric),
-        escape(&s.unit),
-        escape(&s.direction)
-    );
+    let scale = Scale::of(s);
+    let (x, y) = (|t| scale.x(t), |v| scale.y(v));
+    axes(&mut svg, &scale, metric, s);
     for b in &s.baselines {
         let _ = write!(
             svg,
@@ -308,4 +249,94 @@ fn chart(metric: &str, s: &SeriesView) -> String {
     }
     svg.push_str("</svg>");
     svg
+}
+
+/// Where a series' times and values fall on the chart.
+struct Scale {
+    t0: f64,
+    t1: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl Scale {
+    fn of(s: &SeriesView) -> Self {
+        let (t0, t1) = s.points.iter().fold((f64::MAX, f64::MIN), |(a, b), p| {
+            (a.min(p.finished_at), b.max(p.finished_at))
+        });
+        let baselines = || s.baselines.iter().map(|b| b.median);
+        let lo = s
+            .points
+            .iter()
+            .map(|p| p.q1)
+            .chain(baselines())
+            .fold(f64::MAX, f64::min);
+        let hi = s
+            .points
+            .iter()
+            .map(|p| p.q3)
+            .chain(baselines())
+            .fold(f64::MIN, f64::max);
+        // A flat series is drawn as flat: a few percent of the value either side, not its
+        // noise stretched over the whole height.
+        let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.02).max(1e-9);
+        Self {
+            t0,
+            t1,
+            lo: lo - pad,
+            hi: hi + pad,
+        }
+    }
+
+    fn x(&self, t: f64) -> f64 {
+        if self.t1 > self.t0 {
+            LEFT + (t - self.t0) / (self.t1 - self.t0) * (WIDTH - LEFT - RIGHT)
+        } else {
+            LEFT + (WIDTH - LEFT - RIGHT) / 2.0
+        }
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + (self.hi - v) / (self.hi - self.lo) * (HEIGHT - TOP - BOTTOM)
+    }
+}
+
+/// The axes, their labels (values; the first and last time) and the title.
+fn axes(svg: &mut String, scale: &Scale, metric: &str, s: &SeriesView) {
+    let (x, y) = (|t| scale.x(t), |v| scale.y(v));
+    let (lo, hi, t0, t1) = (scale.lo, scale.hi, scale.t0, scale.t1);
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{:.1}" stroke="#cbd2d9"/><line x1="{LEFT}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#cbd2d9"/>"##,
+        HEIGHT - BOTTOM,
+        HEIGHT - BOTTOM,
+        WIDTH - RIGHT,
+        HEIGHT - BOTTOM
+    );
+    for v in [lo, (lo + hi) / 2.0, hi] {
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#52606d">{}</text>"##,
+            LEFT - 6.0,
+            y(v) + 4.0,
+            escape(&crate::compare::format_value(v, ""))
+        );
+    }
+    for (t, anchor) in [(t0, "start"), (t1, "end")] {
+        let day = crate::report::rfc3339((t * 1000.0) as i64);
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="{anchor}" fill="#52606d">{}</text>"##,
+            x(t),
+            HEIGHT - BOTTOM + 16.0,
+            escape(&day.replacen('T', " ", 1).replace('Z', " UTC"))
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<text x="{LEFT}" y="14" font-size="12" fill="#1f2933">{} ({}, {} is better)</text>"##,
+        escape(metric),
+        escape(&s.unit),
+        escape(&s.direction)
+    );
 }

@@ -197,3 +197,117 @@ impl Follower {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::StreamExt;
+
+    use super::*;
+    use crate::events::{Event, EventKind, EventSink, JobRef};
+    use crate::run_logs::LogStore;
+
+    fn job() -> JobRef {
+        JobRef {
+            job: "a".into(),
+            cell: 0,
+            display: "a".into(),
+        }
+    }
+
+    /// A run in progress (its store holds the run's lock) that printed `lines` lines.
+    fn running_run(dir: &Path, lines: usize) -> LogStore {
+        let store = LogStore::create(dir).unwrap();
+        let at = |kind| Event {
+            elapsed: Duration::ZERO,
+            kind,
+        };
+        store.emit(at(EventKind::RunStarted {
+            run_id: "r".into(),
+            workflow: "w".into(),
+            log_dir: dir.display().to_string(),
+            jobs: 1,
+        }));
+        store.emit(at(EventKind::JobQueued {
+            job: job(),
+            matrix: Default::default(),
+            needs: Vec::new(),
+        }));
+        store.emit(at(EventKind::StepStarted {
+            job: job(),
+            step: "1".into(),
+            name: "talk".into(),
+        }));
+        for i in 0..lines {
+            store.emit(at(EventKind::LogLine {
+                job: job(),
+                step: Some("1".into()),
+                container: None,
+                stream: crate::events::Stream::Stdout,
+                text: format!("line {i}"),
+            }));
+        }
+        store.flush().unwrap();
+        store
+    }
+
+    fn live() -> Live {
+        Live::new(
+            Arc::new(Masker::new(Vec::<String>::new())),
+            CancellationToken::new(),
+        )
+    }
+
+    fn followed(live: &Live) -> usize {
+        let readers = live.readers.lock().unwrap();
+        readers.values().filter(|r| r.strong_count() > 0).count()
+    }
+
+    #[tokio::test]
+    async fn a_closed_stream_frees_its_reader_and_followers_share_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let _store = running_run(dir.path(), 3);
+        let live = live();
+        let mut a = Box::pin(live.follow(dir.path(), 0));
+        let mut b = Box::pin(live.follow(dir.path(), 0));
+        assert!(a.next().await.is_some() && b.next().await.is_some());
+        assert_eq!(followed(&live), 1, "two followers, one reader");
+        drop(a);
+        assert_eq!(followed(&live), 1);
+        drop(b);
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while followed(&live) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the reader outlived its followers"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_follower_behind_what_is_kept_is_told_to_read_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let _store = running_run(dir.path(), RING + 100);
+        let live = live();
+        // One follower keeps the reader reading; the second asks from the start, long gone.
+        let _first = live.follow(dir.path(), (RING + 100) as u64);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let ring = live.reader(dir.path()).ring.lock().unwrap().start;
+                if ring > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the reader read past its ring");
+        let mut behind = Box::pin(live.follow(dir.path(), 0));
+        let said = format!("{:?}", behind.next().await.unwrap().unwrap());
+        assert!(said.contains("behind"), "{said}");
+        let kept = live.reader(dir.path()).ring.lock().unwrap().items.len();
+        assert_eq!(kept, RING, "memory stays bounded");
+    }
+}

@@ -12,8 +12,11 @@
 //! - `gpus.rs`, `history.rs`, `compare.rs`: the other pages' data.
 //! - `respond.rs`: HTML or JSON for every page, masked on the way out; `access.rs`: who may
 //!   change anything (a token, compared in constant time).
+//! - `routes.rs`: the paths and the run pages' handlers; `app.rs`: what handlers share;
+//!   `settings.rs`: what the server is started with.
 
 pub mod access;
+mod app;
 mod compare;
 mod gpus;
 mod graph;
@@ -23,32 +26,13 @@ mod respond;
 mod routes;
 mod run_view;
 mod runs;
+mod settings;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::events::Masker;
-use crate::trigger::GpuflowHome;
-
 pub use access::Token;
-
-/// What the server reads, and who may change things.
-pub struct Settings {
-    /// The queue of triggered runs (`$GPUFLOW_HOME`).
-    pub home: GpuflowHome,
-    /// The folder whose `.gpuflow/runs/` holds the runs started there by hand.
-    pub project: PathBuf,
-    /// The results store; it may not exist yet (pages then say so).
-    pub store: PathBuf,
-    /// The host file (`--config`), else `gpuflow.toml` found from `project`; read again for
-    /// every GPUs page, so what it shows is never older than the request.
-    pub hosts_file: Option<PathBuf>,
-    /// `None`: read-only (nothing can be cancelled).
-    pub token: Option<Token>,
-    /// Hides the secrets the server was given in everything it serves.
-    pub masker: Arc<Masker>,
-}
+pub use settings::Settings;
 
 /// Serves on `listener` until `shutdown` completes; open event streams end then too.
 pub async fn serve(
@@ -59,7 +43,7 @@ pub async fn serve(
     // Event streams never end on their own: they watch this too, or a graceful shutdown would
     // wait for every open browser tab.
     let stopping = tokio_util::sync::CancellationToken::new();
-    let app = routes::router(Arc::new(routes::App::new(settings, stopping.clone())?));
+    let app = routes::router(Arc::new(app::App::new(settings, stopping.clone())?));
     let stop = stopping.clone();
     tokio::spawn(async move {
         shutdown.await;

@@ -1,7 +1,6 @@
 //! The routes: each page at its path, its JSON at `/api/<path>`, the live stream and the one
 //! request that changes anything (cancel).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -10,74 +9,14 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use tokio_util::sync::CancellationToken;
 
-use super::live::Live;
-use super::respond::{Page, Templates, Want, json, problem};
+use super::access;
+use super::app::{App, Problem};
+use super::respond::{Want, json};
 use super::run_view::RunView;
-use super::runs::{RunFilter, RunRow, RunSources};
-use super::{Settings, access};
+use super::runs::{RunFilter, RunRow};
 use crate::run_logs::files::run_in_progress;
 use crate::trigger::CancelOutcome;
-
-/// The server's shared parts; nothing in here is state of its own (restartable at any time).
-pub struct App {
-    pub settings: Settings,
-    pub templates: Templates,
-    pub live: Live,
-}
-
-impl App {
-    pub fn new(settings: Settings, stopping: CancellationToken) -> anyhow::Result<Self> {
-        Ok(Self {
-            live: Live::new(settings.masker.clone(), stopping),
-            templates: Templates::new()?,
-            settings,
-        })
-    }
-
-    pub fn sources(&self) -> RunSources<'_> {
-        RunSources {
-            home: &self.settings.home,
-            project: &self.settings.project,
-        }
-    }
-
-    pub fn page(
-        &self,
-        template: &'static str,
-        tab: &'static str,
-        title: String,
-        data: serde_json::Value,
-    ) -> Page<'_> {
-        Page {
-            template,
-            title,
-            tab,
-            data,
-            masker: &self.settings.masker,
-            templates: &self.templates,
-            writable: self.settings.token.is_some(),
-        }
-    }
-
-    pub fn problem(
-        &self,
-        status: StatusCode,
-        message: &str,
-        hint: Option<&str>,
-        want: Want,
-    ) -> Response {
-        problem(
-            status,
-            message,
-            hint,
-            want,
-            &self.templates,
-            &self.settings.masker,
-        )
-    }
-}
 
 type Shared = State<Arc<App>>;
 
@@ -123,9 +62,9 @@ async fn runs(
     api: bool,
 ) -> Response {
     let want = Want::of(api, &headers);
-    let app2 = app.clone();
-    let filter2 = filter.clone();
-    let rows = tokio::task::spawn_blocking(move || app2.sources().list(&filter2))
+    let asked = filter.clone();
+    let rows = app
+        .blocking(move |a| Ok(a.sources().list(&asked)))
         .await
         .unwrap_or_default();
     let data = serde_json::json!({ "filter": filter, "runs": rows });
@@ -133,14 +72,13 @@ async fn runs(
         .respond(want)
 }
 
-/// The run `id`, or the page that says there is none.
-fn find(app: &App, id: &str, want: Want) -> Result<RunRow, Response> {
+/// The run `id`, or why there is none.
+fn find(app: &App, id: &str) -> Result<RunRow, Problem> {
     app.sources().find(id).ok_or_else(|| {
-        app.problem(
+        Problem::new(
             StatusCode::NOT_FOUND,
-            &format!("no run `{id}`"),
+            format!("no run `{id}`"),
             Some("the runs page lists the runs this server sees: triggered ones, and those started by hand in its project folder"),
-            want,
         )
     })
 }
@@ -152,26 +90,18 @@ async fn run(
     api: bool,
 ) -> Response {
     let want = Want::of(api, &headers);
-    let a = app.clone();
-    let read = tokio::task::spawn_blocking(move || {
-        let row = find(&a, &id, want)?;
-        let over = row.state != "running" && !run_in_progress(&row.log_dir);
-        // A queued run has no events yet.
-        let view = RunView::read(&row.log_dir, over).unwrap_or_default();
-        Ok::<_, Response>((row, view))
-    })
-    .await;
+    let read = app
+        .blocking(move |a| {
+            let row = find(a, &id)?;
+            let over = row.state != "running" && !run_in_progress(&row.log_dir);
+            // A queued run has no events yet.
+            let view = RunView::read(&row.log_dir, over).unwrap_or_default();
+            Ok((row, view))
+        })
+        .await;
     let (row, view) = match read {
-        Ok(Ok(found)) => found,
-        Ok(Err(response)) => return response,
-        Err(e) => {
-            return app.problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &e.to_string(),
-                None,
-                want,
-            );
-        }
+        Ok(found) => found,
+        Err(p) => return app.answer(p, want),
     };
     let graph = super::graph::svg(&view.jobs);
     let live = row.state == "running" || row.state == "queued";
@@ -204,18 +134,9 @@ async fn events(
     Query(after): Query<After>,
 ) -> Response {
     let want = Want::of(false, &headers);
-    let a = app.clone();
-    let row = match tokio::task::spawn_blocking(move || find(&a, &id, want)).await {
-        Ok(Ok(row)) => row,
-        Ok(Err(response)) => return response,
-        Err(e) => {
-            return app.problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &e.to_string(),
-                None,
-                want,
-            );
-        }
+    let row = match app.blocking(move |a| find(a, &id)).await {
+        Ok(row) => row,
+        Err(p) => return app.answer(p, want),
     };
     let stream = app.live.follow(&row.log_dir, after.after);
     Sse::new(stream)
@@ -225,27 +146,20 @@ async fn events(
 
 async fn graph(State(app): Shared, headers: HeaderMap, Path(id): Path<String>) -> Response {
     let want = Want::of(false, &headers);
-    let a = app.clone();
-    let found = tokio::task::spawn_blocking(move || {
-        let row = find(&a, &id, want)?;
-        Ok::<_, Response>(
-            RunView::read(&row.log_dir, !run_in_progress(&row.log_dir)).unwrap_or_default(),
-        )
-    })
-    .await;
+    let found = app
+        .blocking(move |a| {
+            let row = find(a, &id)?;
+            let over = !run_in_progress(&row.log_dir);
+            Ok(RunView::read(&row.log_dir, over).unwrap_or_default())
+        })
+        .await;
     match found {
-        Ok(Ok(view)) => (
+        Ok(view) => (
             [(header::CONTENT_TYPE, "image/svg+xml")],
             app.settings.masker.mask(&super::graph::svg(&view.jobs)),
         )
             .into_response(),
-        Ok(Err(response)) => response,
-        Err(e) => app.problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &e.to_string(),
-            None,
-            want,
-        ),
+        Err(p) => app.answer(p, want),
     }
 }
 
@@ -288,34 +202,24 @@ async fn cancel(
             want,
         );
     }
-    let a = app.clone();
-    let outcome = tokio::task::spawn_blocking(move || {
-        let row = find(&a, &id, want)?;
-        let mut queue = a.sources().queue().filter(|_| row.source == "triggered").ok_or_else(|| {
-            a.problem(
-                StatusCode::CONFLICT,
-                &format!("run `{}` was started by hand, not triggered", row.id),
-                Some("stop it where it runs (Ctrl-C in its terminal); only triggered runs are cancelled from here"),
-                want,
-            )
-        })?;
-        let outcome = queue.cancel(&row.id).map_err(|e| {
-            a.problem(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None, want)
-        })?;
-        Ok::<_, Response>((row.id, outcome))
-    })
-    .await;
+    let outcome = app
+        .blocking(move |a| {
+            let row = find(a, &id)?;
+            let queue = a.sources().queue().filter(|_| row.source == "triggered");
+            let mut queue = queue.ok_or_else(|| {
+                Problem::new(
+                    StatusCode::CONFLICT,
+                    format!("run `{}` was started by hand, not triggered", row.id),
+                    Some("stop it where it runs (Ctrl-C in its terminal); only triggered runs are cancelled from here"),
+                )
+            })?;
+            let outcome = queue.cancel(&row.id).map_err(Problem::internal)?;
+            Ok((row.id, outcome))
+        })
+        .await;
     let (id, outcome) = match outcome {
-        Ok(Ok(found)) => found,
-        Ok(Err(response)) => return response,
-        Err(e) => {
-            return app.problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &e.to_string(),
-                None,
-                want,
-            );
-        }
+        Ok(found) => found,
+        Err(p) => return app.answer(p, want),
     };
     let said = match outcome {
         Some(CancelOutcome::Dequeued) => "cancelled before it started".to_string(),
@@ -345,13 +249,4 @@ async fn style() -> Response {
         include_str!("templates/style.css"),
     )
         .into_response()
-}
-
-/// The results store's path, when there is one (a server started before any result was
-/// recorded shows no history yet).
-pub fn store_path(app: &App) -> Option<PathBuf> {
-    app.settings
-        .store
-        .is_file()
-        .then(|| app.settings.store.clone())
 }

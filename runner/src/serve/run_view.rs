@@ -54,7 +54,8 @@ pub struct StepView {
     /// `3`, or `3.1` inside a composite action; `output` for containers' own lines.
     pub step: String,
     pub name: String,
-    /// `running`, `success`, `failure`, `cancelled`, `skipped`.
+    /// `running`, `success`, `failure`, `cancelled`, `skipped`; `output` for containers'
+    /// own lines.
     pub state: String,
     pub duration_s: Option<f64>,
     /// The latest progress message of a long step (`waited 40s: loading weights`).
@@ -233,7 +234,8 @@ impl JobView {
             self.steps.push(StepView {
                 step: step.to_string(),
                 name: "containers' output".into(),
-                state: "running".into(),
+                // Not a step: it neither runs nor ends.
+                state: "output".into(),
                 duration_s: None,
                 progress: None,
                 earlier: 0,

@@ -95,6 +95,12 @@ impl Browser {
             json!({ "targetId": page, "flatten": true }),
         );
         browser.session = attached["sessionId"].as_str().unwrap().to_string();
+        // Attached, the tab may still show the blank page it starts with.
+        browser.wait_for(
+            "the page to load",
+            "location.href !== 'about:blank' && document.readyState === 'complete'",
+            Duration::from_secs(30),
+        );
         Some(browser)
     }
 

@@ -36,11 +36,11 @@
     if (s) return s;
     const steps = document.getElementById("job-steps-" + j);
     if (!steps) return null;
-    s = el("details", "step state-running");
+    s = el("details", "step state-" + (id === "output" ? "output" : "running"));
     s.id = "s" + j + "-" + id;
     s.open = true;
     const summary = el("summary");
-    summary.append(el("span", "step-state", "running"), " " + id + ". " + name + " ",
+    summary.append(el("span", "step-state", id === "output" ? "output" : "running"), " " + id + ". " + name + " ",
       el("span", "dim step-took"), " ", el("span", "progress"));
     const earlier = el("p", "earlier");
     earlier.hidden = true;

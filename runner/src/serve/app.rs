@@ -1,0 +1,135 @@
+//! What every page's handler shares: the server's settings, templates and live readers
+//! ([`App`]), running blocking reads off the request threads, and what a failed request says
+//! ([`Problem`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use tokio_util::sync::CancellationToken;
+
+use super::live::Live;
+use super::respond::{Page, Templates, Want, problem};
+use super::runs::RunSources;
+use super::settings::Settings;
+use crate::store::StoreError;
+
+/// The server's shared parts; nothing in here is state of its own (restartable at any time).
+pub struct App {
+    pub settings: Settings,
+    pub templates: Templates,
+    pub live: Live,
+}
+
+impl App {
+    pub fn new(settings: Settings, stopping: CancellationToken) -> anyhow::Result<Self> {
+        Ok(Self {
+            live: Live::new(settings.masker.clone(), stopping),
+            templates: Templates::new()?,
+            settings,
+        })
+    }
+
+    pub fn sources(&self) -> RunSources<'_> {
+        RunSources {
+            home: &self.settings.home,
+            project: &self.settings.project,
+        }
+    }
+
+    pub fn page(
+        &self,
+        template: &'static str,
+        tab: &'static str,
+        title: String,
+        data: serde_json::Value,
+    ) -> Page<'_> {
+        Page {
+            template,
+            title,
+            tab,
+            data,
+            masker: &self.settings.masker,
+            templates: &self.templates,
+            writable: self.settings.token.is_some(),
+        }
+    }
+
+    pub fn problem(
+        &self,
+        status: StatusCode,
+        message: &str,
+        hint: Option<&str>,
+        want: Want,
+    ) -> Response {
+        problem(
+            status,
+            message,
+            hint,
+            want,
+            &self.templates,
+            &self.settings.masker,
+        )
+    }
+
+    /// `problem` as its page or JSON.
+    pub fn answer(&self, problem: Problem, want: Want) -> Response {
+        self.problem(
+            problem.status,
+            &problem.message,
+            problem.hint.as_deref(),
+            want,
+        )
+    }
+
+    /// Runs `work` (it reads files or SQLite) off the threads that serve requests.
+    pub async fn blocking<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&App) -> Result<T, Problem> + Send + 'static,
+    ) -> Result<T, Problem> {
+        let app = self.clone();
+        tokio::task::spawn_blocking(move || work(&app))
+            .await
+            .unwrap_or_else(|e| Err(Problem::internal(e)))
+    }
+}
+
+/// What went wrong with a request, before it is drawn as a page or JSON.
+pub struct Problem {
+    pub status: StatusCode,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, message: impl Into<String>, hint: Option<&str>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            hint: hint.map(str::to_owned),
+        }
+    }
+
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None)
+    }
+}
+
+/// The results store's path, when there is one (a server started before any result was
+/// recorded shows no history yet).
+pub fn store_path(app: &App) -> Option<PathBuf> {
+    app.settings
+        .store
+        .is_file()
+        .then(|| app.settings.store.clone())
+}
+
+/// A store that cannot be read, with its hint.
+pub fn store_problem(e: StoreError) -> Problem {
+    Problem::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        e.to_string(),
+        e.hint().as_deref(),
+    )
+}
