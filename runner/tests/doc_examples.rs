@@ -76,6 +76,7 @@ pages! {
     reports => "docs/reports.md",
     results => "docs/results.md",
     running => "docs/running.md",
+    serve => "docs/serve.md",
     simulator => "docs/simulator.md",
     slurm => "docs/slurm.md",
     triggers => "docs/triggers.md",

@@ -36,6 +36,13 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("engine", "slurm"),
     ("steps", "slurm"),
     ("gpu", "slurm"),
+    // The web page reads what runs wrote (queue, run folders, store); it runs nothing itself,
+    // and nothing that runs depends on it.
+    ("serve", "engine"),
+    ("serve", "slurm"),
+    ("serve", "worker"),
+    ("engine", "serve"),
+    ("worker", "serve"),
 ];
 
 /// Arrows that still break [`FORBIDDEN`], `(from, to)`. The restructuring of issue 15 removes
