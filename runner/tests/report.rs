@@ -448,20 +448,7 @@ fn the_branch_is_pushed_to_a_file_remote() {
 /// and threshold bands drawn in their colours), not an empty page or broken SVG.
 #[test]
 fn the_html_reports_charts_render_in_chromium() {
-    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new(b)
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-    else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium is missing on CI: .ci/run installs it (apt-get install chromium)"
-        );
-        eprintln!("skipped: no chromium on this machine (apt-get install -y chromium)");
+    let Some(chromium) = crate::support::browser::chromium() else {
         return;
     };
     let dir = Workspace::empty();

@@ -517,6 +517,13 @@ async fn cancel_needs_the_token_and_with_it_the_run_ends_and_its_containers_go()
         "",
     );
     assert_eq!(status, 401, "{body}");
+    let (status, kind, body) = served.request(
+        "POST",
+        &format!("/runs/{id}/cancel"),
+        &[("Content-Type", "application/x-www-form-urlencoded")],
+        "token=guess",
+    );
+    assert_eq!((status, kind.starts_with("text/html")), (401, true), "{body}");
     assert_eq!(
         node.runs()[0]["state"],
         "running",
