@@ -275,7 +275,8 @@ async fn every_page_and_its_json_over_two_runs_of_the_simulator_demo() {
     look_at_the_pages(&served, dir.path(), second);
 }
 
-/// The runs, history and compare pages in Chromium: drawn, with their charts' colours.
+/// The runs, history, GPUs and run pages in Chromium: drawn, the history's charts in their
+/// colours, the stand-in GPUs marked as such.
 fn look_at_the_pages(served: &Served, dir: &Path, run: &str) {
     let pages = [
         ("serve-runs.png", "/runs".to_string()),
@@ -283,6 +284,7 @@ fn look_at_the_pages(served: &Served, dir: &Path, run: &str) {
             "serve-history.png",
             "/history?metric=output_tok_s".to_string(),
         ),
+        ("serve-gpus.png", "/gpus".to_string()),
         ("serve-run-finished.png", format!("/runs/{run}")),
     ];
     for (name, path) in pages {
@@ -297,6 +299,12 @@ fn look_at_the_pages(served: &Served, dir: &Path, run: &str) {
             width == 1200 && header > 0.01,
             "{name}: the page was not drawn"
         );
+        if name == "serve-gpus.png" {
+            let rows = browser.eval("document.querySelectorAll('table.gpus tbody tr').length");
+            assert_eq!(rows, 8, "one row per stand-in GPU");
+            let (badge, _, _) = colour_share(&shot, [0xb7, 0x79, 0x1f]);
+            assert!(badge > 0.0002, "the stand-in badge is not drawn ({badge})");
+        }
         if name == "serve-history.png" {
             assert_eq!(
                 browser.eval("document.querySelectorAll('svg.history circle.point').length"),
@@ -523,7 +531,11 @@ async fn cancel_needs_the_token_and_with_it_the_run_ends_and_its_containers_go()
         &[("Content-Type", "application/x-www-form-urlencoded")],
         "token=guess",
     );
-    assert_eq!((status, kind.starts_with("text/html")), (401, true), "{body}");
+    assert_eq!(
+        (status, kind.starts_with("text/html")),
+        (401, true),
+        "{body}"
+    );
     assert_eq!(
         node.runs()[0]["state"],
         "running",

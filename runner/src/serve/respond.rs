@@ -150,6 +150,16 @@ fn register_filters(tera: &mut Tera) {
         }
         humantime::format_duration(std::time::Duration::from_secs(secs as u64)).to_string()
     });
+    // A value, or `-` where there is none (0 is a value: NUMA node 0, 0% busy).
+    tera.register_filter("dash", |v: Value, _: Kwargs, _: &State| {
+        if v.is_none() {
+            String::from("-")
+        } else if let Some(s) = v.as_str() {
+            s.to_string()
+        } else {
+            format!("{v}")
+        }
+    });
     // A commit as people quote it: its first 10 hex digits.
     tera.register_filter("short", |v: Value, _: Kwargs, _: &State| {
         v.as_str()
