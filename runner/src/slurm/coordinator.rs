@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::StreamExt;
+
 use tokio_util::sync::CancellationToken;
 
 use super::bundle::{Bundle, Manifest, ManifestJob};
@@ -123,6 +125,10 @@ fn refused(problems: Diagnostics) -> Result<(), RunError> {
     }
 }
 
+/// How many `sbatch` run at once while a level is submitted: enough to hide each one's wait
+/// for slurmctld, few enough not to flood a shared controller.
+const SUBMITTED_AT_ONCE: usize = 8;
+
 /// Every job submitted in the plan's order of levels, so the Slurm ids of the jobs each needs
 /// are known when it is submitted. A job that cannot be submitted ends the run: what was
 /// submitted is cancelled, nothing is left queued.
@@ -151,40 +157,62 @@ async fn submit_all(
     bundle
         .make_job_dirs(plan.jobs.len())
         .map_err(|why| unsubmitted(&why, None))?;
-    let mut order: Vec<usize> = (0..plan.jobs.len()).collect();
-    order.sort_by_key(|&i| plan.jobs[i].level);
     let env = environment(&opts.secrets);
-    for i in order {
-        let planned = &plan.jobs[i];
-        let after: Vec<u64> = manifest
-            .jobs
-            .iter()
-            .filter(|j| planned.needs.contains(&j.job_id))
-            .filter_map(|j| j.slurm_id)
+    let deepest = plan.jobs.iter().map(|j| j.level).max().unwrap_or(0);
+    // Level by level, as a job's dependencies must exist when it is submitted; within a
+    // level several `sbatch` at once, since each waits for slurmctld's answer (~15 ms here,
+    // more on a busy controller) and 64 cells one after another delay the last ones' start.
+    for level in 1..=deepest {
+        let submissions: Vec<(usize, Vec<u64>, Vec<std::ffi::OsString>)> = (0..plan.jobs.len())
+            .filter(|&i| plan.jobs[i].level == level)
+            .map(|i| {
+                let planned = &plan.jobs[i];
+                let after: Vec<u64> = manifest
+                    .jobs
+                    .iter()
+                    .filter(|j| planned.needs.contains(&j.job_id))
+                    .filter_map(|j| j.slurm_id)
+                    .collect();
+                let submission = Submission {
+                    settings,
+                    run_id: &opts.run_id,
+                    planned,
+                    ask: &asks[i],
+                    after: after.clone(),
+                    bundle: &bundle,
+                    index: i,
+                    workspace: &opts.workspace,
+                };
+                (i, after, submission.args())
+            })
             .collect();
-        let submission = Submission {
-            settings,
-            run_id: &opts.run_id,
-            planned,
-            ask: &asks[i],
-            after: after.clone(),
-            bundle: &bundle,
-            index: i,
-            workspace: &opts.workspace,
-        };
-        match super::client::sbatch(&submission.args(), &env).await {
-            Ok(id) => {
-                manifest.jobs[i].slurm_id = Some(id);
-                voice.say(&refs[i], submitted_text(id, &asks[i], &after));
+        let answers: Vec<(usize, Vec<u64>, Result<u64, String>)> =
+            futures_util::stream::iter(submissions.into_iter().map(|(i, after, args)| {
+                let env = &env;
+                async move { (i, after, super::client::sbatch(&args, env).await) }
+            }))
+            .buffered(SUBMITTED_AT_ONCE)
+            .collect()
+            .await;
+        let mut failed = None;
+        for (i, after, answer) in answers {
+            match answer {
+                Ok(id) => {
+                    manifest.jobs[i].slurm_id = Some(id);
+                    voice.say(&refs[i], submitted_text(id, &asks[i], &after));
+                }
+                Err(why) => {
+                    failed.get_or_insert((i, why));
+                }
             }
-            Err(why) => {
-                let submitted: Vec<u64> = manifest.jobs.iter().filter_map(|j| j.slurm_id).collect();
-                let _ = super::client::scancel(&submitted, None).await;
-                return Err(unsubmitted(
-                    &format!("could not submit it to Slurm: {why}"),
-                    Some(i),
-                ));
-            }
+        }
+        if let Some((i, why)) = failed {
+            let submitted: Vec<u64> = manifest.jobs.iter().filter_map(|j| j.slurm_id).collect();
+            let _ = super::client::scancel(&submitted, None).await;
+            return Err(unsubmitted(
+                &format!("could not submit it to Slurm: {why}"),
+                Some(i),
+            ));
         }
     }
     bundle
