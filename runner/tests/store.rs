@@ -11,8 +11,8 @@ use gpuflow::compare::{
     Verdict, compare, compare_result, resolve, step_outcome,
 };
 use gpuflow::store::{
-    Direction, Fingerprint, GitInfo, Identity, Info, NewMetric, NewResult, ResultStore, RunStatus,
-    SCHEMA_VERSION, StoreError,
+    Direction, Fingerprint, GitInfo, HistoryQuery, Identity, Info, NewMetric, NewResult,
+    ResultStore, RunStatus, SCHEMA_VERSION, StoreError,
 };
 
 /// The write-ups' host: 8 Blackwell GPUs serving with SGLang.
@@ -1006,6 +1006,32 @@ fn history_shows_each_series_with_a_sparkline() {
     assert_eq!(points[1]["run"], "run-3");
     assert_eq!(points[1]["summary"]["median"], 89.5);
     assert_eq!(points[1]["finished_at"], "2026-11-30T09:00:00Z");
+}
+
+/// A prefix naming one series is read as that key, one matching several as the prefix: the
+/// same points either way (src/store/history.rs).
+#[test]
+fn history_of_a_series_prefix_is_every_point_it_matches() {
+    let tmp = write_up_store();
+    let store = ResultStore::open(&tmp.path).unwrap();
+    let query = |series: &str| HistoryQuery {
+        metric: "output_tok_s".into(),
+        series: Some(series.into()),
+        workflow: None,
+        limit: 100,
+    };
+    let all = store.history(&query("")).unwrap();
+    assert_eq!(all.len(), 4, "an empty prefix matches both series");
+    let key = identity().series_key();
+    let one = store.history(&query(&key.short().to_uppercase())).unwrap();
+    let expected: Vec<_> = all
+        .iter()
+        .filter(|p| p.series_key == key)
+        .cloned()
+        .collect();
+    assert_eq!(expected.len(), 3);
+    assert_eq!(one, expected);
+    assert!(store.history(&query("0000000000")).unwrap().is_empty());
 }
 
 #[test]

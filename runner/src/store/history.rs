@@ -36,31 +36,91 @@ pub struct HistoryPoint {
     pub summary: Summary,
 }
 
+/// A series' newest result's identity, newest in the series index's own order so SQLite reads
+/// one entry: ordered by id alone it read and sorted every result of the series (30 ms for
+/// 25 000). Every result of a series has the same identity (the key hashes all of it).
+const SERIES_IDENTITY_SQL: &str = "SELECT identity FROM results WHERE series_key = ?1
+     ORDER BY finished_at_ms DESC, id DESC LIMIT 1";
+
+/// The distinct metric names, hopping from each to the next along the name index (one lookup
+/// per name) where `SELECT DISTINCT` read the whole index: 8 ms at 200 000 metrics, paid by
+/// every history page.
+const METRIC_NAMES_SQL: &str = "WITH RECURSIVE names(name) AS (
+         SELECT MIN(name) FROM metrics
+         UNION ALL
+         SELECT (SELECT MIN(name) FROM metrics WHERE name > names.name)
+         FROM names WHERE names.name IS NOT NULL
+     )
+     SELECT name FROM names WHERE name IS NOT NULL ORDER BY name";
+
+/// The first and last series keys matching `?1` (a GLOB pattern): the same key when the
+/// pattern names one series. Two subqueries, so each is one lookup at an end of the series
+/// index's range; one `MIN(), MAX()` would read the range through.
+const SERIES_KEY_RANGE_SQL: &str = "SELECT
+         (SELECT MIN(series_key) FROM results WHERE series_key GLOB ?1),
+         (SELECT MAX(series_key) FROM results WHERE series_key GLOB ?1)";
+
+/// The SQL of `query` and its arguments; `one_series`: the key its series prefix names, when
+/// it names exactly one.
+///
+/// `CROSS JOIN` keeps `results` the outer loop, so SQLite walks results newest first — along
+/// `results_time`, or `results_workflow_time` for a workflow — looks up each one's metric, and
+/// stops at the limit. Left to choose, it starts from the metric's index instead, reads every
+/// result of the metric and sorts them all: 190 ms for the newest 200 of 100 000, against
+/// under 1 ms (benches/serve.rs). The walk's worst case, a metric no recent result has, reads
+/// the time index to the end: about 30 ms at 100 000 results.
+fn history_sql(query: &HistoryQuery, one_series: Option<&str>) -> (String, Vec<String>) {
+    let mut sql = String::from(
+        "SELECT r.id, r.run_id, r.workflow, r.job, r.step, r.finished_at_ms, r.git_commit,
+                r.git_ref, r.status, r.series_key, m.unit, m.direction,
+                m.n, m.mean, m.sd, m.median, m.q1, m.q3, m.min, m.max
+         FROM results r CROSS JOIN metrics m ON m.result_id = r.id
+         WHERE m.name = ?1 AND m.n > 0",
+    );
+    let mut args = vec![query.metric.clone()];
+    if let Some(key) = one_series {
+        // The series index then gives its results newest first: no sort.
+        args.push(key.to_string());
+        sql.push_str(&format!(" AND r.series_key = ?{}", args.len()));
+    } else if let Some(series) = &query.series {
+        args.push(series_glob(series));
+        sql.push_str(&format!(" AND r.series_key GLOB ?{}", args.len()));
+    }
+    if let Some(workflow) = &query.workflow {
+        args.push(workflow.clone());
+        sql.push_str(&format!(" AND r.workflow = ?{}", args.len()));
+    }
+    sql.push_str(&format!(
+        " ORDER BY r.finished_at_ms DESC, r.id DESC LIMIT {}",
+        query.limit.max(1)
+    ));
+    (sql, args)
+}
+
+/// A series prefix as a pattern, like a short git hash; `glob` uses the series index and keys
+/// are hex.
+fn series_glob(prefix: &str) -> String {
+    format!("{}*", prefix.to_ascii_lowercase())
+}
+
 impl ResultStore {
     /// The newest `limit` points of the metric, returned oldest first (the order a chart
     /// reads). Results without samples (failed before measuring) are left out.
     pub fn history(&self, query: &HistoryQuery) -> Result<Vec<HistoryPoint>, StoreError> {
-        let mut sql = String::from(
-            "SELECT r.id, r.run_id, r.workflow, r.job, r.step, r.finished_at_ms, r.git_commit,
-                    r.git_ref, r.status, r.series_key, m.unit, m.direction,
-                    m.n, m.mean, m.sd, m.median, m.q1, m.q3, m.min, m.max
-             FROM metrics m JOIN results r ON r.id = m.result_id
-             WHERE m.name = ?1 AND m.n > 0",
-        );
-        let mut args = vec![query.metric.clone()];
-        if let Some(series) = &query.series {
-            // A prefix, like a short git hash; `glob` uses the series index and keys are hex.
-            args.push(format!("{}*", series.to_ascii_lowercase()));
-            sql.push_str(&format!(" AND r.series_key GLOB ?{}", args.len()));
-        }
-        if let Some(workflow) = &query.workflow {
-            args.push(workflow.clone());
-            sql.push_str(&format!(" AND r.workflow = ?{}", args.len()));
-        }
-        sql.push_str(&format!(
-            " ORDER BY r.finished_at_ms DESC, r.id DESC LIMIT {}",
-            query.limit.max(1)
-        ));
+        // A prefix read as a range makes SQLite sort every result in it (115 ms for a series
+        // of 25 000); the one key it names is read in order.
+        let one_series = match &query.series {
+            Some(prefix) => {
+                let (first, last): (Option<String>, Option<String>) =
+                    self.conn
+                        .query_row(SERIES_KEY_RANGE_SQL, [series_glob(prefix)], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })?;
+                first.filter(|f| Some(f) == last.as_ref())
+            }
+            None => None,
+        };
+        let (sql, args) = history_sql(query, one_series.as_deref());
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
             let direction: String = r.get(11)?;
@@ -98,11 +158,7 @@ impl ResultStore {
     pub fn series_identity(&self, key: &SeriesKey) -> Result<Option<Identity>, StoreError> {
         let text: Option<String> = self
             .conn
-            .query_row(
-                "SELECT identity FROM results WHERE series_key = ?1 ORDER BY id DESC LIMIT 1",
-                [&key.0],
-                |r| r.get(0),
-            )
+            .query_row(SERIES_IDENTITY_SQL, [&key.0], |r| r.get(0))
             .optional()?;
         text.map(|t| {
             serde_json::from_str(&t)
@@ -126,10 +182,61 @@ impl ResultStore {
 
     /// Every metric name in the store, for "did you mean" when a name is mistyped.
     pub fn metric_names(&self) -> Result<Vec<String>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT DISTINCT name FROM metrics ORDER BY name")?;
+        let mut stmt = self.conn.prepare(METRIC_NAMES_SQL)?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SQLite's plan for `sql`, one line per step.
+    fn plan(store: &ResultStore, sql: &str, args: &[String]) -> String {
+        let mut stmt = store
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap();
+        let rows = stmt
+            .query_map(params_from_iter(args.iter()), |r| r.get::<_, String>(3))
+            .unwrap();
+        rows.collect::<Result<Vec<_>, _>>().unwrap().join("\n")
+    }
+
+    /// Reads along `index`, without sorting.
+    fn walks(p: &str, index: &str) -> bool {
+        p.contains(index) && !p.contains("TEMP B-TREE")
+    }
+
+    /// The history page's queries read along an index and stop: no sort of every result, no
+    /// scan of every metric (benches/serve.rs measures them at 100 000 results).
+    #[test]
+    fn history_queries_walk_an_index_instead_of_sorting_every_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ResultStore::open(&dir.path().join("results.db")).unwrap();
+        let mut query = HistoryQuery {
+            metric: "output_tok_s".into(),
+            limit: 200,
+            ..HistoryQuery::default()
+        };
+        let (sql, args) = history_sql(&query, None);
+        let p = plan(&store, &sql, &args);
+        assert!(walks(&p, "results_time"), "{p}");
+        query.series = Some("ab12".into());
+        let (sql, args) = history_sql(&query, Some("ab12cd"));
+        let p = plan(&store, &sql, &args);
+        assert!(walks(&p, "results_series"), "{p}");
+        query.series = None;
+        query.workflow = Some("eagle3".into());
+        let (sql, args) = history_sql(&query, None);
+        let p = plan(&store, &sql, &args);
+        assert!(walks(&p, "results_workflow_time"), "{p}");
+        let p = plan(&store, SERIES_IDENTITY_SQL, &["ab".into()]);
+        assert!(walks(&p, "results_series"), "{p}");
+        let p = plan(&store, SERIES_KEY_RANGE_SQL, &["ab*".into()]);
+        assert!(!p.contains("SCAN results"), "{p}");
+        let p = plan(&store, METRIC_NAMES_SQL, &[]);
+        assert!(!p.contains("SCAN metrics"), "{p}");
     }
 }
