@@ -656,13 +656,15 @@ fn print_breakdown(run: &Run, records: &[Record]) {
             println!("    {what:<62} {secs:>6.2} s");
         }
     };
+    // gpuflow says a level's jobs are submitted once the whole level is (8 `sbatch` at once):
+    // the first line comes after the level's last answer.
     row(
-        "`gpuflow run` starting → its first job submitted",
+        "`gpuflow run` starting → its first level submitted",
         first_submit - run.spawned,
     );
     row(
         &format!(
-            "(submitting all {} jobs, one `sbatch` each, took)",
+            "(its {} `submitted` lines, first to last)",
             run.submitted.len()
         ),
         last_submit - first_submit,
