@@ -228,7 +228,10 @@ async fn a_second_run_is_not_served_from_the_prefix_cache() {
         first.levels[0].pooled.ttft_ms.median,
         second.levels[0].pooled.ttft_ms.median,
     );
-    assert!(b > 0.6 * a, "TTFT {a:.1} → {b:.1} ms");
+    // Served from the cache, 400 prompt tokens take ~5 ms instead of ~230 (measured): a
+    // quarter is far from that, and leaves room for the first run being slowed by the tests
+    // running beside it (0.59 was seen in a full run).
+    assert!(b > 0.25 * a, "TTFT {a:.1} → {b:.1} ms");
     // The same seed twice: the second run's prompts are in the cache (so the check above
     // would catch unsalted prompts).
     let _ = run_ok(&run(Some("11"))).await;

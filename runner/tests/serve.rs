@@ -18,7 +18,7 @@ use crate::support::{Running, Workspace, free_port, gpuflow, poll_until};
 /// A `gpuflow serve` process and where it listens; stopped when dropped.
 struct Served {
     /// Killed when dropped.
-    _process: Running,
+    process: Running,
     addr: String,
 }
 
@@ -38,10 +38,18 @@ impl Served {
             .and_then(|a| a.strip_suffix('/'))
             .unwrap_or_else(|| panic!("serve said {first:?}"))
             .to_string();
-        Self {
-            _process: process,
-            addr,
-        }
+        Self { process, addr }
+    }
+
+    /// The id of the run it lists first, once that one is running.
+    fn running_run(&self) -> String {
+        let listed = poll_until(
+            "the run to be listed as running",
+            Duration::from_secs(30),
+            || self.json("/runs"),
+            |l| l["runs"][0]["state"] == "running",
+        );
+        listed["runs"][0]["id"].as_str().unwrap().to_string()
     }
 
     fn url(&self, path: &str) -> String {
@@ -341,13 +349,7 @@ fn a_live_runs_page_grows_as_the_run_prints() {
         .args(["run", "--plain", "w.yml"])
         .spawn();
     let served = Served::start(dir.path(), home.path(), &[], &env);
-    let listed = poll_until(
-        "the run to be listed as running",
-        Duration::from_secs(30),
-        || served.json("/runs"),
-        |l| l["runs"][0]["state"] == "running",
-    );
-    let id = listed["runs"][0]["id"].as_str().unwrap().to_string();
+    let id = served.running_run();
     let gpus = poll_until(
         "its GPUs to be leased",
         Duration::from_secs(10),
@@ -578,4 +580,46 @@ fn a_server_beyond_loopback_needs_a_token_and_a_token_file_must_be_private() {
         .arg(&token)
         .stderr_contains("can be read by other users (mode 0644): `chmod 600")
         .status(2);
+}
+
+/// Ctrl-C stops the server at once, though a browser still follows a running run.
+#[test]
+fn ctrl_c_ends_the_server_while_a_stream_is_open() {
+    let dir = Workspace::new().file(
+        "w.yml",
+        "on: workflow_dispatch\njobs:\n  a:\n    steps:\n      - run: for i in $(seq 1 100); do echo \"line $i\"; sleep 0.1; done\n",
+    );
+    let _run = gpuflow()
+        .current_dir(dir.path())
+        .args(["run", "--plain", "w.yml"])
+        .spawn();
+    let home = Workspace::empty();
+    let mut served = Served::start(dir.path(), home.path(), &[], &[]);
+    let id = served.running_run();
+    let mut stream = TcpStream::connect(&served.addr).unwrap();
+    write!(stream, "GET /runs/{id}/events?after=0 HTTP/1.0\r\n\r\n").unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    while !line.starts_with("data: ") {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+    }
+    served.process.signal(crate::support::Signal::INT);
+    let stopped = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = served.process.try_wait() {
+            break status;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(5),
+            "the server did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "stopped by Ctrl-C");
+    let mut rest = String::new();
+    assert!(
+        reader.read_to_string(&mut rest).is_ok(),
+        "the stream ended with it"
+    );
 }

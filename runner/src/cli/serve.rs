@@ -1,7 +1,7 @@
 //! `gpuflow serve`: the node's web page (docs/serve.md) — runs, a run live, GPUs, history,
-//! comparisons — and the same as JSON. Exit codes: 0 (stopped by Ctrl-C/SIGTERM), 2 (a bad
-//! argument: no token beyond loopback, an unreadable token or secrets file), 4 (the address
-//! cannot be listened on).
+//! comparisons — and the same as JSON. Exit codes: 130 (stopped by Ctrl-C/SIGTERM, its only
+//! way to end), 2 (a bad argument: no token beyond loopback, an unreadable token or secrets
+//! file), 4 (the address cannot be listened on).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -116,7 +116,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
         let stop = CancellationToken::new();
         let _shutdown = cancel_on_signals(SignalHandlerKind::Standard, stop.clone(), |_, _| {})?;
         crate::serve::serve(settings, listener, stop.cancelled_owned()).await?;
-        Ok(ExitCode::Success)
+        Ok(ExitCode::Interrupted)
     })
 }
 

@@ -116,13 +116,20 @@ impl Problem {
     }
 }
 
-/// The results store's path, when there is one (a server started before any result was
-/// recorded shows no history yet).
-pub fn store_path(app: &App) -> Option<PathBuf> {
-    app.settings
-        .store
-        .is_file()
-        .then(|| app.settings.store.clone())
+/// The results store's path; a server started before any result was recorded says so (the
+/// history, compare and report pages have nothing to show yet).
+pub fn store_path(app: &App) -> Result<PathBuf, Problem> {
+    let store = &app.settings.store;
+    if store.is_file() {
+        return Ok(store.clone());
+    }
+    Err(Problem::new(
+        StatusCode::NOT_FOUND,
+        format!("no results store at `{}` yet", store.display()),
+        Some(
+            "results are recorded by runs with a `benchmark` step; `gpuflow serve --store PATH` reads another file",
+        ),
+    ))
 }
 
 /// A store that cannot be read, with its hint.

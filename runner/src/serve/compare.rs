@@ -66,13 +66,9 @@ pub async fn page(
     api: bool,
 ) -> Response {
     let want = Want::of(api, &headers);
-    let Some(path) = store_path(&app) else {
-        return app.problem(
-            StatusCode::NOT_FOUND,
-            &format!("no results store at `{}` yet", app.settings.store.display()),
-            Some("results are recorded by runs with a `benchmark` step"),
-            want,
-        );
+    let path = match store_path(&app) {
+        Ok(path) => path,
+        Err(problem) => return app.answer(problem, want),
     };
     let p = params.clone();
     match app.blocking(move |_| gather(&path, &p)).await {
@@ -217,13 +213,9 @@ pub async fn report(
 ) -> Response {
     use crate::report::{Format, ReportData, ReportSource, render};
     let want = Want::of(false, &headers);
-    let Some(path) = store_path(&app) else {
-        return app.problem(
-            StatusCode::NOT_FOUND,
-            "no results store yet: no report",
-            None,
-            want,
-        );
+    let path = match store_path(&app) {
+        Ok(path) => path,
+        Err(problem) => return app.answer(problem, want),
     };
     let made = app
         .blocking(move |a| {

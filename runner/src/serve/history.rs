@@ -7,7 +7,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
@@ -76,13 +76,9 @@ pub async fn page(
     api: bool,
 ) -> Response {
     let want = Want::of(api, &headers);
-    let Some(path) = store_path(&app) else {
-        return app.problem(
-            StatusCode::NOT_FOUND,
-            &format!("no results store at `{}` yet", app.settings.store.display()),
-            Some("results are recorded by runs with a `benchmark` step; `gpuflow serve --store PATH` reads another file"),
-            want,
-        );
+    let path = match store_path(&app) {
+        Ok(path) => path,
+        Err(problem) => return app.answer(problem, want),
     };
     let p = params.clone();
     let html = want == Want::Html;
