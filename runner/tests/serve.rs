@@ -232,6 +232,16 @@ async fn every_page_and_its_json_over_two_runs_of_the_simulator_demo() {
             "charts are the page's, not the JSON's"
         );
     }
+    let first_metric = served.json("/history");
+    assert_eq!(
+        first_metric["metric"], first_metric["metrics"][0],
+        "opens on a chart"
+    );
+    assert_eq!(
+        first_metric["series"].as_array().unwrap().len(),
+        2,
+        "{first_metric}"
+    );
     let (_, _, html) = served.get("/history?metric=output_tok_s");
     assert_eq!(html.matches(r#"class="history""#).count(), 2, "{html}");
     assert!(

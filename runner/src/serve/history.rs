@@ -1,6 +1,7 @@
 //! The history page: a metric's series (metric × fingerprint) over time, each as an SVG
 //! chart with its pinned baselines, each point's verdict and a link to its run; the same as
-//! JSON. Without a metric it lists the store's metrics.
+//! JSON. Without a metric asked for it shows the store's first (its metrics are listed to
+//! choose from).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -104,7 +105,9 @@ fn gather(
 ) -> Result<serde_json::Value, StoreError> {
     let store = ResultStore::open(path)?;
     let metrics = store.metric_names()?;
-    let Some(metric) = params.metric.clone().filter(|m| !m.is_empty()) else {
+    // Without one asked for, the first metric: the page opens on a chart, not a form.
+    let asked = params.metric.clone().filter(|m| !m.is_empty());
+    let Some(metric) = asked.or_else(|| metrics.first().cloned()) else {
         return Ok(json(
             &serde_json::json!({ "params": params, "metrics": metrics, "series": [] }),
         ));
