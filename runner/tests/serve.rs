@@ -445,6 +445,9 @@ fn an_event_stream_carries_every_event_from_where_it_is_asked() {
     dir.gpuflow().args(["run", "--plain", "w.yml"]).success();
     let home = Workspace::empty();
     let served = Served::start(dir.path(), home.path(), &[], &[]);
+    let (status, _, body) = served.request("GET", "/api/history", &[], "");
+    assert_eq!(status, 404, "no run here recorded results: {body}");
+    assert!(body.contains("no results store at"), "{body}");
     let id = served.json("/runs")["runs"][0]["id"]
         .as_str()
         .unwrap()

@@ -83,6 +83,26 @@ impl App {
         )
     }
 
+    /// A page drawn from the results store: `gather` reads its data off the request threads,
+    /// `template` (in navigation tab `tab`) draws it under `title(data)`; no store yet, or a
+    /// problem reading it, is a page of its own.
+    pub async fn from_store(
+        self: &Arc<Self>,
+        want: Want,
+        (template, tab): (&'static str, &'static str),
+        gather: impl FnOnce(&std::path::Path) -> Result<serde_json::Value, Problem> + Send + 'static,
+        title: impl FnOnce(&serde_json::Value) -> String,
+    ) -> Response {
+        let path = match store_path(self) {
+            Ok(path) => path,
+            Err(problem) => return self.answer(problem, want),
+        };
+        match self.blocking(move |_| gather(&path)).await {
+            Ok(data) => self.page(template, tab, title(&data), data).respond(want),
+            Err(problem) => self.answer(problem, want),
+        }
+    }
+
     /// Runs `work` (it reads files or SQLite) off the threads that serve requests.
     pub async fn blocking<T: Send + 'static>(
         self: &Arc<Self>,

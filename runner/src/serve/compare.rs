@@ -66,17 +66,13 @@ pub async fn page(
     api: bool,
 ) -> Response {
     let want = Want::of(api, &headers);
-    let path = match store_path(&app) {
-        Ok(path) => path,
-        Err(problem) => return app.answer(problem, want),
-    };
-    let p = params.clone();
-    match app.blocking(move |_| gather(&path, &p)).await {
-        Ok(data) => app
-            .page("compare.html", "compare", "Compare runs".into(), data)
-            .respond(want),
-        Err(problem) => app.answer(problem, want),
-    }
+    app.from_store(
+        want,
+        ("compare.html", "compare"),
+        move |path| gather(path, &params),
+        |_| "Compare runs".to_string(),
+    )
+    .await
 }
 
 /// The page's data; 404 when a named run recorded nothing.

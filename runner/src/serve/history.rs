@@ -12,7 +12,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
-use super::app::{App, store_path, store_problem};
+use super::app::{App, store_problem};
 use super::respond::{Want, json};
 use crate::report::chart::{escape, verdict_colour};
 use crate::store::{HistoryPoint, HistoryQuery, Identity, ResultStore, SeriesKey, StoreError};
@@ -77,25 +77,17 @@ pub async fn page(
     api: bool,
 ) -> Response {
     let want = Want::of(api, &headers);
-    let path = match store_path(&app) {
-        Ok(path) => path,
-        Err(problem) => return app.answer(problem, want),
-    };
-    let p = params.clone();
     let html = want == Want::Html;
-    let data = app
-        .blocking(move |_| gather(&path, &p, html).map_err(store_problem))
-        .await;
-    let data = match data {
-        Ok(d) => d,
-        Err(problem) => return app.answer(problem, want),
-    };
-    let title = match &params.metric {
-        Some(m) => format!("History · {m}"),
-        None => "History".to_string(),
-    };
-    app.page("history.html", "history", title, data)
-        .respond(want)
+    app.from_store(
+        want,
+        ("history.html", "history"),
+        move |path| gather(path, &params, html).map_err(store_problem),
+        |data| match data["metric"].as_str() {
+            Some(metric) => format!("History · {metric}"),
+            None => "History".to_string(),
+        },
+    )
+    .await
 }
 
 fn gather(
