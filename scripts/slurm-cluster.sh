@@ -5,7 +5,9 @@
 # /dev/null's numbers, which Slurm's gres/gpu plugin accepts: jobs get real GRES allocations
 # (CUDA_VISIBLE_DEVICES, SLURM_JOB_GPUS) without a GPU in the machine.
 #
-#   scripts/slurm-cluster.sh up       install (as root) if needed, configure, start, wait until idle
+#   scripts/slurm-cluster.sh up       install (as root) if needed, configure, start, wait until idle;
+#                                     also makes the user `gpuflow-peer`, a second user of the
+#                                     cluster for runner/tests/slurm.rs (no home, no login shell)
 #   scripts/slurm-cluster.sh check    exit 0 when the cluster answers with every node usable
 #   scripts/slurm-cluster.sh status   daemons and nodes
 #   scripts/slurm-cluster.sh down     stop the daemons
@@ -22,6 +24,7 @@ LOGS=/var/log/gpuflow-slurm
 PIDS=/run/gpuflow-slurm
 DEVICES=/run/gpuflow-stand-in-gpus
 BASE_PORT=17001
+PEER=gpuflow-peer
 export SLURM_CONF=$CONF_DIR/slurm.conf
 
 say() { printf 'slurm-cluster: %s\n' "$*" >&2; }
@@ -128,6 +131,7 @@ up() {
   install_packages
   [ "$(id -u)" = 0 ] || { check && return 0; say "error: the cluster is not running and only root can start it: sudo $0 up"; exit 1; }
   start_munge
+  id -u "$PEER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$PEER"
   mkdir -p "$DEVICES" "$CONF_DIR" "$STATE/ctld" "$LOGS" "$PIDS"
   for i in $(seq 0 $((GPUS - 1))); do
     [ -c "$DEVICES/nvidia$i" ] || mknod -m 666 "$DEVICES/nvidia$i" c 1 3

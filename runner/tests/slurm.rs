@@ -96,6 +96,58 @@ impl Cluster {
         Running::new(child)
     }
 
+    /// Hands its folders to the Unix user `user` (`scripts/slurm-cluster.sh up` makes
+    /// `gpuflow-peer`): its uid and gid, for [`Self::spawn_as`].
+    fn give_to(&self, user: &str) -> (u32, u32) {
+        let id = |flag: &str| -> u32 {
+            let out = Command::new("id").args([flag, user]).output().unwrap();
+            crate::support::text(&out.stdout)
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| {
+                    panic!("no user `{user}`: `sudo bash scripts/slurm-cluster.sh up` makes it")
+                })
+        };
+        let (uid, gid) = (id("-u"), id("-g"));
+        for folder in [&self.ws, &self.shared, &self.records, &self.home] {
+            for entry in walkdir::WalkDir::new(folder.path()) {
+                std::os::unix::fs::chown(entry.unwrap().path(), Some(uid), Some(gid)).unwrap();
+            }
+        }
+        (uid, gid)
+    }
+
+    /// [`Self::spawn`] as the user `uid`/`gid` (`setpriv`, keeping the environment).
+    fn spawn_as(&self, (uid, gid): (u32, u32)) -> Running {
+        let inner = self
+            .command()
+            .env("HOME", self.home.path())
+            .args(["run", "--json", "wf.yml"])
+            .into_std();
+        let mut command = Command::new("setpriv");
+        command
+            .args([format!("--reuid={uid}"), format!("--regid={gid}")])
+            .args(["--clear-groups", "--"])
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        for (key, value) in inner.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        if let Some(dir) = inner.get_current_dir() {
+            command.current_dir(dir);
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Running::new(child)
+    }
+
     fn seen(&self, name: &str) -> Option<Seen> {
         let text = std::fs::read_to_string(self.records.path().join(name)).ok()?;
         let mut seen = Seen {
@@ -414,10 +466,16 @@ fn two_users_runs_share_the_cluster_without_a_gpu_handed_twice() {
             ),
         );
     }
+    // The second run is another Unix user's: its own folders, its jobs run as that user.
+    let peer = two.give_to("gpuflow-peer");
     // 2 runs × 4 jobs × 4 GPUs = 32 GPUs asked of 24: Slurm queues some.
-    let (a, b) = (one.spawn(), two.spawn());
-    let ((sa, _), (sb, _)) = (a.wait(), b.wait());
-    assert!(sa.success() && sb.success());
+    let (a, b) = (one.spawn(), two.spawn_as(peer));
+    let ((sa, ea), (sb, eb)) = (a.wait(), b.wait());
+    assert!(sa.success() && sb.success(), "{ea}\n{eb}");
+    let owner = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata(two.records.path().join("two-1")).unwrap(),
+    );
+    assert_eq!(owner, peer.0, "the second user's jobs ran as that user");
     let mut seen = one.seen_all();
     seen.extend(two.seen_all());
     assert_eq!(seen.len(), 8);
