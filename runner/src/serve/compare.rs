@@ -117,7 +117,6 @@ fn gather(path: &std::path::Path, params: &Params) -> Result<serde_json::Value, 
 fn pair_up(a: &[StoredResult], b: &[StoredResult]) -> Vec<PairView> {
     let key = |r: &StoredResult| (r.job.clone(), r.matrix.clone(), r.step.clone());
     let mut keys: Vec<_> = a.iter().chain(b).map(key).collect();
-    keys.dedup();
     let mut seen = std::collections::HashSet::new();
     keys.retain(|k| seen.insert(k.clone()));
     keys.into_iter()

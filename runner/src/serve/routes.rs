@@ -103,20 +103,13 @@ async fn run(
         Ok(found) => found,
         Err(p) => return app.answer(p, want),
     };
-    let graph = super::graph::svg(&view.jobs);
     let live = row.state == "running" || row.state == "queued";
-    let data = serde_json::json!({
-        "run": row,
-        "view": view,
-        "live": live,
-        "graph_svg": graph,
-    });
-    let title = format!("Run {} · {}", row.id, row.name);
-    let mut data = data;
-    if want == Want::Json {
-        // The SVG is a page's; tools get the jobs themselves.
-        data.as_object_mut().map(|o| o.remove("graph_svg"));
+    let mut data = serde_json::json!({ "run": row, "view": view, "live": live });
+    if want == Want::Html {
+        // The SVG is the page's; tools get the jobs themselves.
+        data["graph_svg"] = super::graph::svg(&view.jobs).into();
     }
+    let title = format!("Run {} · {}", row.id, row.name);
     app.page("run.html", "runs", title, data).respond(want)
 }
 
