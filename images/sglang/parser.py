@@ -54,8 +54,9 @@ import sys
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Where the wheel's `sglang/` package lies: SGLANG_PARSER_ROOT, else ../lib beside bin/.
-ROOT = os.environ.get("SGLANG_PARSER_ROOT") or os.path.join(os.path.dirname(HERE), "lib")
+# Where the wheel's `sglang/` package lies: SGLANG_PARSER_ROOT, else lib/ beside this file (the
+# layout sglang-parser.sh makes).
+ROOT = os.environ.get("SGLANG_PARSER_ROOT") or os.path.join(HERE, "lib")
 
 # Packages whose __init__ must not run; their submodules are imported from the real files.
 SHIM_PACKAGES = {
