@@ -37,11 +37,13 @@ test-cluster:
 	bash scripts/slurm-cluster.sh up
 
 ## The Docker images the tests use (images/README.md), built from what is on this machine;
-## idempotent. The base goes first: the other images are built on top of it.
+## idempotent. The images others build on go first: the base, then Python (SGLang's CLI image
+## is built FROM it); then every other images/*/build.sh.
+FIRST_IMAGES := images/base/build.sh images/python/build.sh
 test-images:
-	bash images/base/build.sh
+	@set -e; for script in $(FIRST_IMAGES); do bash "$$script"; done
 	@set -e; for script in images/*/build.sh; do \
-	  [ "$$script" = images/base/build.sh ] || bash "$$script"; \
+	  case " $(FIRST_IMAGES) " in *" $$script "*) ;; *) bash "$$script" ;; esac; \
 	done
 
 lint:

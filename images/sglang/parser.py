@@ -5,7 +5,7 @@ gpuflow checks SGLang command lines against the parser of a pinned SGLang releas
 runs that parser from the release's own sources (the `sglang/` package unpacked from the PyPI
 wheel by images/sglang/sglang-parser.sh), with no torch, CUDA or GPU:
 
-    parser.py [--mode serve|launch_server] ARGS...
+    parser.py [--mode serve|launch_server] [--image] ARGS...
 
   --mode launch_server (the default): `python -m sglang.launch_server ARGS`, i.e. SGLang's own
       `sglang.srt.server_args.prepare_server_args(ARGS)`: `--model-path` is required.
@@ -18,7 +18,9 @@ wheel by images/sglang/sglang-parser.sh), with no torch, CUDA or GPU:
 parser refuses exits 2 with argparse's own `usage:` and `sglang serve: error: ...` on stderr. A
 command line it accepts prints the parsed server arguments as one JSON object on stdout (the
 fields of SGLang's `ServerArgs`, as `prepare_server_args` returns them, before resolution) and
-exits 0.
+exits 0. With --image (the test image gpuflow-test/sglang-cli), an accepted command line prints
+one line saying that the image holds SGLang's parser, not its server, and exits 1, or 0 when
+SGLANG_CLI_ONLY_OK=1.
 
 What runs is SGLang's code: `ServerArgs` (assembled from the dataclass-style field namespaces in
 `sglang/srt/arg_groups/fields/*.py`), `ServerArgs.add_cli_args` (which calls
@@ -263,12 +265,26 @@ def serve_argv(argv: list[str]) -> list[str]:
     return argv
 
 
+IMAGE_REFUSAL = (
+    "{entry}: SGLang {version}'s parser accepts these arguments, but this image holds SGLang's "
+    "command-line parser only, not its server (no GPU here): nothing is started. "
+    "Set SGLANG_CLI_ONLY_OK=1 to exit 0 instead."
+)
+
+
 def main(argv: list[str]) -> int:
-    mode = "launch_server"
-    if argv[:1] == ["--mode"] and len(argv) >= 2:
-        mode, argv = argv[1], argv[2:]
-    elif argv[:1] and argv[0].startswith("--mode="):
-        mode, argv = argv[0].split("=", 1)[1], argv[1:]
+    mode, image = "launch_server", False
+    # The harness's own options come first: --mode MODE and --image (the test image's behaviour
+    # for an accepted command line: one line on stderr, exit 1 unless SGLANG_CLI_ONLY_OK=1).
+    while argv[:1] in (["--mode"], ["--image"]) or (argv[:1] and argv[0].startswith("--mode=")):
+        if argv[0] == "--image":
+            image, argv = True, argv[1:]
+        elif argv[0] == "--mode" and len(argv) >= 2:
+            mode, argv = argv[1], argv[2:]
+        elif argv[0].startswith("--mode="):
+            mode, argv = argv[0].split("=", 1)[1], argv[1:]
+        else:
+            break
     if mode not in ("serve", "launch_server"):
         print(f"gpuflow sglang parser: unknown --mode {mode!r} (serve or launch_server)", file=sys.stderr)
         return 64
@@ -288,6 +304,11 @@ def main(argv: list[str]) -> int:
 
     # argparse errors exit 2 from inside: SystemExit propagates with argparse's code and message.
     server_args = server_args_module.prepare_server_args(list(argv))
+    if image:
+        version = importlib.import_module("sglang.version").__version__
+        entry = "sglang serve" if mode == "serve" else "python3 -m sglang.launch_server"
+        print(IMAGE_REFUSAL.format(entry=entry, version=version), file=sys.stderr)
+        return 0 if os.environ.get("SGLANG_CLI_ONLY_OK") == "1" else 1
     import msgspec
 
     fields = {f.name: _plain(getattr(server_args, f.name)) for f in msgspec.structs.fields(server_args)}
