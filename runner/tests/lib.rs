@@ -52,5 +52,7 @@ mod stored_logs;
 mod support;
 mod syntax_page;
 mod triggers;
+mod vllm_process;
+mod vllm_server;
 mod warm_servers;
 mod worker_parallel;

@@ -3,11 +3,10 @@
 //!
 //! - SGLang: `KV Cache is allocated. #tokens: 183768, K size: 10.22 GB, V size: 10.22 GB`
 //!   (or `..., KV size: 19.36 GB` for latent attention);
-//! - vLLM V1: `GPU KV cache size: 183,760 tokens`;
-//! - vLLM V0: `# GPU blocks: 11485, # CPU blocks: 2048`, blocks of `--block-size` tokens (16).
-
-/// vLLM's default `--block-size`, in tokens.
-pub const VLLM_BLOCK_TOKENS: u64 = 16;
+//! - vLLM: `GPU KV cache size: 183,760 tokens, Maximum concurrency for …`, the pool's device
+//!   named (`CPU` on vLLM's CPU build, `GPU + host` with host offload): vLLM 0.32–0.34
+//!   `v1/core/kv_cache_utils.py`, `update_kv_cache_capacity`. (V0's `# GPU blocks:` line is
+//!   gone from vLLM altogether.)
 
 /// The KV cache size in tokens a server's log line reports, if the line reports it.
 pub fn kv_tokens(line: &str) -> Option<u64> {
@@ -16,13 +15,16 @@ pub fn kv_tokens(line: &str) -> Option<u64> {
         let rest = &rest[rest.find("#tokens:")? + "#tokens:".len()..];
         return leading_number(rest);
     }
-    if let Some(rest) = after("GPU KV cache size:") {
-        return leading_number(rest);
+    const MARKER: &str = " KV cache size:";
+    let at = line.find(MARKER)?;
+    // The pool's device, upper-case (`GPU`, `CPU`, `XPU`), perhaps with ` + host`.
+    let pool = line[..at].trim_end_matches(" + host");
+    let device = pool.rsplit(' ').next()?;
+    if device.is_empty() || !device.chars().all(|c| c.is_ascii_uppercase()) {
+        return None;
     }
-    if let Some(rest) = after("# GPU blocks:") {
-        return leading_number(rest).map(|blocks| blocks * VLLM_BLOCK_TOKENS);
-    }
-    None
+    let rest = &line[at + MARKER.len()..];
+    leading_number(rest)
 }
 
 /// The whole number at the start of `text` (after spaces), thousands separators allowed.
@@ -58,10 +60,18 @@ mod tests {
             ),
             Some(4_455_808)
         );
+        // vLLM's CPU build, as it printed it here (vLLM 0.32.0, images/vllm).
         assert_eq!(
-            kv_tokens("INFO: # GPU blocks: 11485, # CPU blocks: 2048"),
-            Some(183_760)
+            kv_tokens(
+                "(EngineCore pid=8572) INFO 12-03 13:25:26 [kv_cache_utils.py:2327] CPU KV cache size: 2,097,152 tokens, Maximum concurrency for 512 tokens per request: 4096.00x"
+            ),
+            Some(2_097_152)
         );
+        assert_eq!(
+            kv_tokens("GPU + host KV cache size: 1,000 tokens, Maximum concurrency"),
+            Some(1_000)
+        );
+        assert_eq!(kv_tokens("the KV cache size: 12 tokens"), None);
         assert_eq!(kv_tokens("Load weight end. avail mem=62.10 GB"), None);
         assert_eq!(kv_tokens("KV Cache is allocated. #tokens: many"), None);
     }

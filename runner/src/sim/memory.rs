@@ -11,8 +11,10 @@
 
 use super::config::SimConfig;
 use crate::memory::estimate::RUNTIME_MIB;
-use crate::memory::reported::VLLM_BLOCK_TOKENS;
 use crate::memory::{Estimate, ModelShape, ServerFlags, ServerKind};
+
+/// vLLM's default `--block-size` on CUDA, in tokens: its KV cache is a whole number of blocks.
+const VLLM_BLOCK_TOKENS: u64 = 16;
 
 /// What the load allocates, and how it fails if it does.
 #[derive(Clone, Debug)]

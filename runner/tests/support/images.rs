@@ -13,6 +13,8 @@ pub(crate) const SIM: &str = "gpuflow-sim:test";
 pub(crate) const PYTHON: &str = "gpuflow-python:test";
 /// llama.cpp's real `llama-server`.
 pub(crate) const LLAMACPP: &str = "gpuflow-llamacpp:test";
+/// Python 3.11 with a `vllm` command running real vLLM from a mounted `site-packages`.
+pub(crate) const VLLM: &str = "gpuflow-vllm:test";
 
 /// The engine, every one of `images` present in it; `None` only when Docker tests are skipped
 /// knowingly.

@@ -113,7 +113,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
         },
         OutputSpec {
             name: "kv-cache-tokens",
-            doc: "The KV cache size in tokens the watched server's log reported (SGLang's `KV Cache is allocated. #tokens: N`, vLLM's `GPU KV cache size: N tokens` or `# GPU blocks: N`); unset when it said none.",
+            doc: "The KV cache size in tokens the watched server's log reported (SGLang's `KV Cache is allocated. #tokens: N`, vLLM's `GPU KV cache size: N tokens`, `CPU` on its CPU build); unset when it said none.",
         },
         OutputSpec {
             name: "kv-cache-tokens-estimate",
