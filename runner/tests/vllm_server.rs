@@ -285,3 +285,39 @@ async fn in_a_workflow_the_vllm_server_action_serves_the_benchmark_from_a_contai
         "the action's outputs: ready, vLLM's KV line read, no failed request:\n{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_workflow_a_context_the_kv_cache_cannot_hold_fails_with_vllms_root_cause() {
+    // 4M tokens of context against the 2M a 1 GiB KV cache holds: vLLM's engine refuses at
+    // start, and its API server then raises "Engine core initialization failed. See root
+    // cause above", the last exception it prints.
+    let port = free_port();
+    let yaml = vllm_action_workflow(
+        port,
+        "--max-model-len 4000000",
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+    );
+    let Some(dir) = repository(&yaml).await else {
+        return;
+    };
+    let out = dir.gpuflow().args(["run", "--plain", "w.yml"]).output();
+    let text = out.all();
+    assert_eq!(out.code(), Some(1), "{text}");
+    let cause = text
+        .lines()
+        .find(|l| l.contains("cause: "))
+        .unwrap_or_else(|| panic!("no cause named:\n{text}"));
+    assert!(
+        cause.contains("the KV cache cannot hold one request of the model's whole context length")
+            && cause
+                .contains("To serve at least one request with the model's max seq len (4000000)"),
+        "the cause is vLLM's root cause, not its front end's RuntimeError: {cause}\n{text}"
+    );
+    assert!(
+        !cause.contains("Engine core initialization failed"),
+        "{cause}"
+    );
+    assert!(text.contains("lower `--max-model-len`"), "{text}");
+    // The benchmark never ran.
+    assert!(!text.contains("errors="), "{text}");
+}
