@@ -463,12 +463,7 @@ async fn stopped_containers(containers: &JobContainers) -> Vec<String> {
         // A stopped container's log is read at once; a restarted one is followed, so bound it.
         let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
         if let Some(cause) = crate::steps::causes::recognise(&lines) {
-            out.push(format!(
-                "cause: {}: `{}`\nhelp: {}",
-                cause.kind.summary(),
-                cause.line,
-                cause.kind.hint()
-            ));
+            out.push(cause.explain());
         }
     }
     out
