@@ -250,7 +250,9 @@ async fn a_concurrency_sweep_gives_one_result_per_level_and_vllm_files() {
 
     let dir = Workspace::empty();
     let path = dir.path().join("result.json");
-    let written = result.write_files(&path).unwrap();
+    let written = result
+        .write_files(&path, &gpuflow::events::Masker::default())
+        .unwrap();
     let names: Vec<String> = written
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -537,7 +539,12 @@ async fn errors_are_counted_by_kind_and_fail_the_benchmark() {
             .contains("no data for 150ms")
     );
     let dir = Workspace::empty();
-    result.write_files(&dir.path().join("r.json")).unwrap();
+    result
+        .write_files(
+            &dir.path().join("r.json"),
+            &gpuflow::events::Masker::default(),
+        )
+        .unwrap();
     let lines = std::fs::read_to_string(dir.path().join("r.requests.jsonl")).unwrap();
     let line: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
     assert_eq!(line["error"]["kind"], "idle_timeout");

@@ -111,7 +111,7 @@ async fn a_server_that_runs_out_of_memory_fails_the_wait_at_once() {
     );
     assert!(text.contains("OOMKilled: false"), "{text}");
     assert!(
-        text.contains("cause: not enough GPU memory for the model and its KV cache: `RuntimeError: Not enough memory."),
+        text.contains("cause: not enough GPU memory for the model and its KV cache: `ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88."),
         "{text}"
     );
     assert!(text.contains("the last "), "{text}");

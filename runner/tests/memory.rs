@@ -63,7 +63,7 @@ async fn weights_over_the_share_are_refused_in_preflight_with_the_estimate() {
     };
     let m = &ran.refused_in_preflight("server");
     for expected in [
-        "the weights of `/models/llama3-8b` do not fit the memory `--mem-fraction-static 0.3` leaves on 1 × NVIDIA L40S of 46068 MiB, stand-in: container `server` would fail its load (\"Not enough memory\")",
+        "the weights of `/models/llama3-8b` do not fit the memory `--mem-fraction-static 0.3` leaves on 1 × NVIDIA L40S of 46068 MiB, stand-in: container `server` would fail its load with no memory left for the KV cache",
         "weights: 14.96 GiB per GPU (8.03e9 parameters over TP 1)",
         "budget: 13.20 GiB (--mem-fraction-static 0.3, of a 44.99 GiB GPU, 1.00 GiB kept for the CUDA runtime)",
         "the weights alone exceed the budget by 1.76 GiB: no room for the KV cache",
@@ -118,7 +118,7 @@ fn the_simulator_allocates_what_the_estimate_says_and_fails_like_sglang() {
     let (code, stderr) = sim.exit();
     assert_eq!(code, Some(1));
     assert!(
-        stderr.contains("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.3"),
+        stderr.contains("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3. Raise --mem-fraction-static above "),
         "{stderr}"
     );
     // Above the share the rest of the GPU cannot hold the activations: CUDA out of memory.

@@ -346,7 +346,7 @@ jobs:
           gpus: 0
           {models}
           model: ${{{{ env.MODEL }}}}
-          args: --tp 8
+          args: --tp-size 8
 "#
     )
 }

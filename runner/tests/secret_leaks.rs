@@ -173,6 +173,92 @@ async fn a_secret_is_found_in_no_file_the_run_wrote_in_any_form() {
     );
 }
 
+/// A secret in the benchmark's `model` (`m-${{ secrets.K }}`): the load generator sends it in
+/// every request and the result echoes it. Against gpuflow-sim on the host (no Docker), with a
+/// report committed to a results branch: every file under `.gpuflow/` (compressed logs
+/// decompressed), the results store and the results branch hold no form of it.
+#[test]
+fn a_secret_in_the_benchmarks_model_is_in_no_file_the_run_wrote() {
+    let model = format!("m-{SECRET}");
+    let sim = SimProcess::start(&[
+        "--model-name",
+        &model,
+        "--ttft",
+        "5ms",
+        "--tokens-per-second",
+        "400",
+    ]);
+    let dir = Workspace::repository()
+        .file(
+            "w.yml",
+            &format!(
+                r#"
+name: model-leak
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - id: bench
+        uses: benchmark
+        with:
+          target: http://{addr}
+          model: m-${{{{ secrets.K }}}}
+          mode: single-stream
+          output-tokens: 4
+          requests: 2
+          runs: 2
+          warmup: 0
+      - run: echo "result at ${{{{ steps.bench.outputs.result-file }}}}"
+  report:
+    needs: bench
+    steps:
+      - uses: report
+        with:
+          commit: {{ branch: results }}
+"#,
+                addr = sim.addr()
+            ),
+        )
+        .committed("workflow");
+    dir.write(".git/info/exclude", ".gpuflow/\n");
+    let out = dir
+        .gpuflow()
+        .without_docker()
+        .env("K", SECRET)
+        .args(["run", "--json", "w.yml", "--secret", "K"])
+        .success();
+    let mut found = leaks("stdout", out.stdout.as_bytes());
+    found.extend(leaks("stderr", out.stderr.as_bytes()));
+    let written = files_under(&dir.path().join(".gpuflow"));
+    for wanted in [
+        ".result.json",
+        ".result.requests.jsonl",
+        "results.db",
+        "record.json",
+    ] {
+        assert!(
+            written
+                .iter()
+                .any(|p| p.to_string_lossy().ends_with(wanted)),
+            "no `{wanted}` among {written:?}"
+        );
+    }
+    for path in written.iter().filter(|p| p.is_file()) {
+        found.extend(leaks(&path.display().to_string(), &stored_text(path)));
+    }
+    let log = dir.git(&["log", "-p", "--format=%B", "results"]);
+    assert!(log.contains("record.json"), "{log}");
+    found.extend(leaks("the results branch", log.as_bytes()));
+    assert!(found.is_empty(), "leaked: {found:#?}");
+    // The requests did carry the model: the simulator served them under that name.
+    let result = written
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(".result.json"))
+        .unwrap();
+    let text = std::fs::read_to_string(result).unwrap();
+    assert!(text.contains("\"m-***\""), "{text}");
+}
+
 /// A secret with the characters HTML escapes (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`):
 /// its escaped form is not the secret, so masking the escaped text alone would miss it. Its
 /// start is found in no output in any form (escaped, JSON-escaped, cut short).

@@ -158,6 +158,102 @@ jobs:
     assert!(!out.contains("timed out"), "{out}");
 }
 
+/// vLLM prints no ready line of its own, and uvicorn's `Application startup complete.` is
+/// gone with `--uvicorn-log-level warning`: a server that never prints it (here the simulator,
+/// its output sent to a file) is ready as soon as its /health answers, not after the action's
+/// timeout.
+#[tokio::test]
+async fn vllm_server_is_ready_without_a_ready_line() {
+    let port = free_port();
+    let Some(dir) = repository(&format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: ./actions/vllm-server
+        with:
+          model: /models/quiet
+          image: gpuflow-sim:test
+          gpus: 0
+          port: {port}
+          command: sh -c "exec gpuflow-sim --host 0.0.0.0 --port {port} --startup-delay 1s > /tmp/sim.log"
+          timeout: 40s
+      - run: echo "ready=${{{{ steps.server.outputs.ready-after > 0 }}}}"
+      - container: server
+        run: wget -q -O - http://127.0.0.1:{port}/v1/models
+"#
+    ))
+    .await
+    else {
+        return;
+    };
+    let started = std::time::Instant::now();
+    let (code, out) = run(&dir);
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("ready=true"), "{out}");
+    assert!(out.contains("gpuflow-sim"), "the models list: {out}");
+    assert!(!out.contains("Application startup complete"), "{out}");
+    // Ready about 1 s after its start, far from the 40 s a wait for the line would take.
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "took {took:?}:\n{out}"
+    );
+}
+
+/// The command line the SGLang action gives the server, seen by a stand-in `python3` that
+/// writes its arguments down and starts the simulator: `--enable-metrics` is on it (SGLang
+/// serves /metrics only with it), before the user's `args`.
+#[tokio::test]
+async fn sglang_server_passes_enable_metrics_to_the_server() {
+    let port = free_port();
+    let bin = Workspace::empty().file(
+        "python3",
+        "#!/bin/sh\n\
+         echo \"python3 $*\" > /tmp/argv\n\
+         port=30000; previous=\n\
+         for a in \"$@\"; do [ \"$previous\" = --port ] && port=$a; previous=$a; done\n\
+         exec gpuflow-sim --host 0.0.0.0 --port \"$port\"\n",
+    );
+    let script = bin.path().join("python3");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let Some(dir) = repository(&format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  serve:
+    steps:
+      - id: server
+        uses: ./actions/sglang-server
+        with:
+          model: org/model
+          args: --tp-size 2 --cuda-graph-max-bs-decode 128
+          image: gpuflow-sim:test
+          gpus: 0
+          port: {port}
+          volumes: {script}:/bin/python3:ro
+          timeout: 1m
+      - container: server
+        run: cat /tmp/argv
+"#,
+        script = script.display(),
+    ))
+    .await
+    else {
+        return;
+    };
+    let (code, out) = run(&dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "python3 -m sglang.launch_server --model-path org/model --host 0.0.0.0 --port {port} --enable-metrics --tp-size 2 --cuda-graph-max-bs-decode 128"
+        )),
+        "{out}"
+    );
+}
+
 /// The inputs a real GPU node needs, through the SGLang action to its container: the host's
 /// model folder read-only at /models, the Hugging Face cache read-write with `HF_HOME` there,
 /// `env` lines (an NCCL setting, a secret that stays masked) and `shm-size`.

@@ -1019,7 +1019,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-#[test_case::test_case("sglang", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static." ; "sglang")]
+#[test_case::test_case("sglang", "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88." ; "sglang")]
 #[test_case::test_case("torch", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate" ; "torch")]
 fn oom_at_start_exits_non_zero_with_the_servers_message(style: &str, message: &str) {
     let sim = SimProcess::spawn(&[
@@ -1050,7 +1050,7 @@ fn oom_crash_delay_cuts_a_long_load_short() {
     ]);
     let (code, stderr) = sim.exit();
     assert_eq!(code, Some(1));
-    assert!(stderr.contains("Not enough memory"));
+    assert!(stderr.contains("Loaded weights leave no GPU memory for the KV cache"));
     assert!(started.elapsed() < Duration::from_secs(60));
 }
 

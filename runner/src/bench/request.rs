@@ -258,10 +258,26 @@ struct Choice<'a> {
     finish_reason: Option<Cow<'a, str>>,
 }
 
+/// A chat chunk's delta. Reasoning models stream their thinking before the answer, in a
+/// field of its own: SGLang's `reasoning_content` (srt/entrypoints/openai/protocol.py
+/// `DeltaMessage`), vLLM's `reasoning`. Those are generated tokens as much as `content` is.
 #[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+impl Delta<'_> {
+    /// Whether the chunk carries generated text: answer or reasoning.
+    fn carries_tokens(&self) -> bool {
+        [&self.content, &self.reasoning_content, &self.reasoning]
+            .into_iter()
+            .any(|t| t.as_deref().is_some_and(|t| !t.is_empty()))
+    }
 }
 
 #[derive(Deserialize)]
@@ -528,12 +544,11 @@ fn record_event(
             format!("the server sent an error event: {message}"),
         ));
     }
+    // The time to the first token is to the first thinking token of a reasoning model, and
+    // its thinking chunks are inter-token gaps like the answer's.
     let carries_tokens = parsed.choices.first().is_some_and(|c| {
         c.text.as_deref().is_some_and(|t| !t.is_empty())
-            || c.delta
-                .as_ref()
-                .and_then(|d| d.content.as_deref())
-                .is_some_and(|t| !t.is_empty())
+            || c.delta.as_ref().is_some_and(Delta::carries_tokens)
     });
     if carries_tokens {
         record.chunks_ms.push(at_ms);
@@ -733,6 +748,42 @@ mod tests {
         assert_eq!(v["prompt"], "a b");
         assert_eq!(v["max_tokens"], 7);
         assert!(v.get("ignore_eos").is_none());
+    }
+
+    /// Chat streams of reasoning models, shaped as SGLang 0.5.23 and vLLM 0.34.0 send them:
+    /// the role chunk, thinking chunks (`reasoning_content` / `reasoning`, `content` null or
+    /// absent), answer chunks, the finish chunk, the usage chunk. Every thinking and answer
+    /// chunk is a token chunk; the role, finish and usage chunks are not.
+    #[test]
+    fn reasoning_deltas_carry_tokens_like_content() {
+        let sglang = [
+            r#"{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}"#,
+            r#"{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":"Let me","tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}"#,
+            r#"{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":" think","tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}"#,
+            r#"{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":"4","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}"#,
+            r#"{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":null,"reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":"length","matched_stop":null}],"usage":null}"#,
+            r#"{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3}}"#,
+        ];
+        let vllm = [
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning":"Let me"},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning":" think"},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"4"},"logprobs":null,"finish_reason":"length","stop_reason":null}]}"#,
+            r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"total_tokens":8,"completion_tokens":3}}"#,
+        ];
+        for (server, events) in [("sglang", &sglang[..]), ("vllm", &vllm[..])] {
+            let mut r = RequestRecord::default();
+            let mut cumulative = Some(Vec::new());
+            for (i, event) in events.iter().enumerate() {
+                record_event(&mut r, event.as_bytes(), 10.0 * i as f64, &mut cumulative).unwrap();
+            }
+            // Chunks 1 and 2 think, chunk 3 answers: the first token came at 10 ms, not 30.
+            assert_eq!(r.chunks_ms, [10.0, 20.0, 30.0], "{server}");
+            assert_eq!(r.ttft_ms(), Some(10.0), "{server}");
+            assert_eq!(r.itls_ms().collect::<Vec<_>>(), [10.0, 10.0], "{server}");
+            assert_eq!(r.completion_tokens, Some(3), "{server}");
+            assert_eq!(r.finish_reason.as_deref(), Some("length"), "{server}");
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::request::{RequestError, RequestRecord};
 use super::schedule::Arrival;
 use super::server_metrics::ServerValue;
 use super::stats::{AcrossRuns, Summary};
+use crate::events::Masker;
 
 /// One load level: a closed-loop concurrency, or an open-loop rate (with its optional cap).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -457,9 +458,10 @@ impl BenchResult {
     }
 
     /// Writes the result to `path`, the per-request lines beside it (`X.requests.jsonl` for
-    /// `X.json`), and for a sweep one vLLM-format file per level (`X.c8.json`). Returns
-    /// every path written.
-    pub fn write_files(&self, path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    /// `X.json`), and for a sweep one vLLM-format file per level (`X.c8.json`), every text
+    /// through `masker`: the run's secrets can be in what the result echoes (the `model`, a
+    /// server's error message). Returns every path written.
+    pub fn write_files(&self, path: &Path, masker: &Masker) -> std::io::Result<Vec<PathBuf>> {
         let stem = path.with_extension("");
         let sibling = |suffix: &str| {
             let mut s = stem.clone().into_os_string();
@@ -467,7 +469,10 @@ impl BenchResult {
             PathBuf::from(s)
         };
         let mut written = vec![path.to_path_buf()];
-        std::fs::write(path, serde_json::to_string_pretty(&self.to_json())? + "\n")?;
+        let json = |value: &serde_json::Value| -> std::io::Result<String> {
+            Ok(masker.mask(&serde_json::to_string_pretty(value)?) + "\n")
+        };
+        std::fs::write(path, json(&self.to_json())?)?;
         if self.levels.len() > 1 {
             for (i, level) in self.levels.iter().enumerate() {
                 let tag = match (level.level.request_rate, level.level.concurrency) {
@@ -475,10 +480,7 @@ impl BenchResult {
                     (None, c) => format!(".c{}.json", c.unwrap_or(1)),
                 };
                 let p = sibling(&tag);
-                std::fs::write(
-                    &p,
-                    serde_json::to_string_pretty(&self.level_json(i))? + "\n",
-                )?;
+                std::fs::write(&p, json(&self.level_json(i))?)?;
                 written.push(p);
             }
         }
@@ -492,7 +494,7 @@ impl BenchResult {
                     line["run"] = json!(run.run);
                     line["ttft_ms"] = json!(r.ttft_ms());
                     line["e2el_ms"] = json!(r.e2el_ms());
-                    serde_json::to_writer(&mut out, &line)?;
+                    out.write_all(masker.mask(&serde_json::to_string(&line)?).as_bytes())?;
                     out.write_all(b"\n")?;
                 }
             }

@@ -4,7 +4,8 @@
 //!
 //! Counters give their increase over the run, gauges their mean over the scrapes taken while
 //! it ran (the value after it when the run was shorter than one scrape interval). Built in:
-//! `spec_accept_length` (vLLM's `1 + accepted / drafts` over the run, else SGLang's gauge),
+//! `spec_accept_length` (vLLM's `1 + accepted / drafts` over the run, SGLang's generated tokens
+//! per verify call over the run, else SGLang's last-window gauge),
 //! `prefix_cache_hit_rate`, `queue_len` and `kv_cache_usage`; and `server.<name>` for each
 //! series a user lists. A server without `/metrics` is said once and never fails a benchmark.
 //! Knows nothing of steps or the engine.
@@ -309,8 +310,18 @@ impl Run<'_> {
         Some(seen.iter().sum::<f64>() / seen.len() as f64)
     }
 
-    /// vLLM's mean acceptance length (with the bonus token) over the run's drafts, else
-    /// SGLang's gauge; `None` without speculative decoding (SGLang's gauge is 0 then).
+    /// The mean acceptance length (tokens per speculative step, the bonus token included) over
+    /// the run; `None` without speculative decoding.
+    ///
+    /// - vLLM: `1 + Δaccepted / Δdrafts` (vllm/v1/spec_decode/metrics.py).
+    /// - SGLang: `Δgeneration_tokens / Δspec_verify_calls`, counters its tokenizer adds each
+    ///   finished request to (sglang/srt/observability/metrics_collector.py). Its
+    ///   `spec_accept_length` gauge only covers the steps since the last decode log (≤ 40 by
+    ///   default), one series per scheduler (DP rank), so it is the fallback for a server
+    ///   without the counter, and averaged over the ranks that report one, never summed.
+    ///
+    /// A ratio is taken of sums: each counter's increase is summed over its series first (the
+    /// ranks, `is_streaming`), so a rank that did more steps weighs more.
     fn accept_length(&self) -> Option<f64> {
         let drafts = self.delta(&named("vllm:spec_decode_num_drafts_total"));
         let accepted = self.delta(&named("vllm:spec_decode_num_accepted_tokens_total"));
@@ -319,7 +330,21 @@ impl Run<'_> {
         {
             return Some(1.0 + accepted / drafts);
         }
-        sum(self.after, &named("sglang:spec_accept_length")).filter(|v| *v > 0.0)
+        let verify_calls = self.delta(&named("sglang:spec_verify_calls_total"));
+        let generated = self.delta(&named("sglang:generation_tokens_total"));
+        if let (Some(verify_calls), Some(generated)) = (verify_calls, generated)
+            && verify_calls > 0.0
+        {
+            return Some(generated / verify_calls);
+        }
+        let speculating: Vec<f64> = self
+            .after
+            .select(&named("sglang:spec_accept_length"))
+            .map(|s| s.value)
+            .filter(|v| *v > 0.0)
+            .collect();
+        (!speculating.is_empty())
+            .then(|| speculating.iter().sum::<f64>() / speculating.len() as f64)
     }
 
     /// Prompt tokens found in the prefix cache over those looked up during the run: vLLM's
@@ -458,6 +483,42 @@ vllm:num_preemptions_total{engine=\"0\"} 2.0
         assert_eq!(value(&values, "prefix_cache_hit_rate"), Some(0.75));
         assert_eq!(value(&values, "queue_len"), Some(0.0), "the value after");
         assert_eq!(value(&values, "kv_cache_usage"), Some(0.1));
+    }
+
+    /// SGLang with DP attention: one scheduler gauge per DP rank (each over its last decode
+    /// window), counters of the whole run. The run's value is Σ generated / Σ verify calls, not
+    /// the sum of the gauges (twice too large) nor the mean of per-series ratios.
+    #[test]
+    fn sglang_acceptance_length_is_the_runs_tokens_per_verify_call_over_all_ranks() {
+        let ranks = |rank0: f64, rank1: f64| {
+            format!(
+                "# TYPE sglang:spec_accept_length gauge\n\
+                 sglang:spec_accept_length{{model_name=\"m\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\",moe_ep_rank=\"0\",dp_rank=\"0\"}} {rank0}\n\
+                 sglang:spec_accept_length{{model_name=\"m\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\",moe_ep_rank=\"0\",dp_rank=\"1\"}} {rank1}\n"
+            )
+        };
+        let counters = |streamed: f64, plain: f64, verify0: f64, verify1: f64| {
+            format!(
+                "# TYPE sglang:generation_tokens counter\n\
+                 sglang:generation_tokens_total{{model_name=\"m\",engine_type=\"unified\",is_streaming=\"true\"}} {streamed}\n\
+                 sglang:generation_tokens_total{{model_name=\"m\",engine_type=\"unified\",is_streaming=\"false\"}} {plain}\n\
+                 # TYPE sglang:spec_verify_calls counter\n\
+                 sglang:spec_verify_calls_total{{model_name=\"m\",engine_type=\"unified\",dp_rank=\"0\"}} {verify0}\n\
+                 sglang:spec_verify_calls_total{{model_name=\"m\",engine_type=\"unified\",dp_rank=\"1\"}} {verify1}\n"
+            )
+        };
+        let before = exposition(&(ranks(0.0, 0.0) + &counters(1000.0, 0.0, 400.0, 100.0)));
+        // The run: 3000 + 600 tokens generated in 1000 + 200 verify calls: 3 tokens per call.
+        // The last windows said 3.5 and 2.0; summed, 5.5.
+        let after = exposition(&(ranks(3.5, 2.0) + &counters(4000.0, 600.0, 1400.0, 300.0)));
+        let values = summarize(&before, &[], &after, &[]);
+        assert_eq!(value(&values, "spec_accept_length"), Some(3.0));
+
+        // A server without the counter: the gauges' mean over the ranks that speculate.
+        let before = exposition(&ranks(0.0, 0.0));
+        let after = exposition(&(ranks(3.5, 2.0) + "sglang:spec_accept_length{dp_rank=\"2\"} 0\n"));
+        let values = summarize(&before, &[], &after, &[]);
+        assert_eq!(value(&values, "spec_accept_length"), Some(2.75));
     }
 
     #[test]

@@ -208,7 +208,8 @@ fn print_result(result: &BenchResult, args: &Args) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.save_result {
         let written = result
-            .write_files(path)
+            // No secrets reach `gpuflow bench`: nothing to mask.
+            .write_files(path, &crate::events::Masker::default())
             .map_err(|e| anyhow::anyhow!("cannot write `{}`: {e}", path.display()))?;
         for p in written {
             eprintln!("wrote {}", p.display());

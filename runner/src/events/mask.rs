@@ -8,7 +8,7 @@
 //! sink (the terminal, `--json`, `events.jsonl`, the stored logs and their file names, the
 //! headline), so any text of any event is masked whatever step produced it; what is not an
 //! event — the results store's rows and fingerprints, reports, `record.json`, the results
-//! branch — goes through [`Masker::mask_serde`] or [`Masker::mask`] where it is written.
+//! branch, the benchmark's result files — goes through [`Masker::mask_serde`] or [`Masker::mask`] where it is written.
 //! Over-long lines are handed on in pieces ([`crate::backend::MAX_LINE_BYTES`]); a secret cut
 //! in two by that is still masked, by [`Masker::mask_piece`].
 

@@ -5,7 +5,8 @@
 //!
 //! - SGLang: the KV pool is what is free after the weights load, less the share of the free
 //!   memory before the load that `--mem-fraction-static` leaves out:
-//!   `(gpu - runtime) × fraction - weights`; at 0 or less it stops with "Not enough memory".
+//!   `(gpu - runtime) × fraction - weights`; at 0 or less it stops with `ValueError: Loaded
+//!   weights leave no GPU memory for the KV cache`.
 //! - vLLM: `gpu × --gpu-memory-utilization - runtime - weights`; at 0 or less it stops with
 //!   "No available memory for the cache blocks".
 

@@ -118,6 +118,8 @@ impl ServerFlags {
         let Some(model) = model else {
             return Ok(None);
         };
+        // `--tp` is not a declared SGLang flag: argparse accepts it as the only abbreviation of
+        // `--tp-size`, and older workflows still write it, so it is read as well.
         let tp = number(
             words,
             &["--tp-size", "--tp", "--tensor-parallel-size", "-tp"],

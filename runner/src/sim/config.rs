@@ -268,7 +268,8 @@ pub enum UsageChunk {
 /// The out-of-memory message printed by --oom-at-start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum OomStyle {
-    /// SGLang's `RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.`
+    /// SGLang's `ValueError: Loaded weights leave no GPU memory for the KV cache under
+    /// --mem-fraction-static=0.88. …`
     Sglang,
     /// PyTorch's `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate …`
     Torch,

@@ -93,17 +93,13 @@ pub fn line_offset(load: Duration, fraction: f64) -> Duration {
 /// The traceback --oom-at-start prints to stderr, in the chosen server's words.
 pub fn oom_traceback(style: OomStyle) -> String {
     match style {
-        OomStyle::Sglang => "\
-Scheduler hit an exception: Traceback (most recent call last):
-  File \"/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py\", line 2517, in run_scheduler_process
-    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)
-  File \"/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py\", line 312, in __init__
-    self.tp_worker = TpWorkerClass(
-  File \"/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py\", line 1342, in init_memory_pool
-    raise RuntimeError(
-RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
-"
-        .to_owned(),
+        // Weights of 72.30 of the 78.50 GB free before the load, over a share of 0.88.
+        OomStyle::Sglang => super::memory::sglang_scheduler_traceback(
+            "mem_cache/kv_cache_configurator.py",
+            3051,
+            "_profile_available_bytes",
+            &super::memory::sglang_no_kv_room(0.88, 78.50, 6.20),
+        ),
         OomStyle::Torch => "\
 Traceback (most recent call last):
   File \"/usr/local/lib/python3.12/dist-packages/vllm/worker/model_runner.py\", line 1121, in load_model
@@ -139,7 +135,10 @@ mod tests {
     #[test]
     fn oom_messages_are_the_ones_real_servers_print() {
         assert!(oom_traceback(OomStyle::Sglang).contains(
-            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under \
+             --mem-fraction-static=0.88. Raise --mem-fraction-static above 0.922 (minimum viable \
+             = 1 - available/pre = 0.9210). If using speculative decoding, draft weights are now \
+             counted.\n"
         ));
         assert!(
             oom_traceback(OomStyle::Torch)

@@ -4,8 +4,10 @@
 //! where a real server's would:
 //!
 //! - weights larger than the GPU: CUDA out of memory while loading them;
-//! - weights larger than the share (`--mem-fraction-static` too low): SGLang's "Not enough
-//!   memory", or vLLM's "No available memory for the cache blocks";
+//! - weights larger than the share (`--mem-fraction-static` too low): SGLang's `ValueError:
+//!   Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=…` (its
+//!   `Not enough memory.` when a share left over rounds to 0 tokens), or vLLM's "No available
+//!   memory for the cache blocks";
 //! - the rest of the GPU smaller than --activation-mib (the share too high): CUDA out of
 //!   memory while capturing CUDA graphs.
 
@@ -89,6 +91,38 @@ fn torch_oom(tried_mib: f64, e: &Estimate, free_mib: f64) -> String {
     )
 }
 
+/// SGLang 0.5.23's error when the loaded weights exceed `--mem-fraction-static`
+/// (sglang/srt/mem_cache/kv_cache_configurator.py:3042-3058): `pre_gib` is the free memory
+/// before the load, `available_gib` after it.
+pub fn sglang_no_kv_room(fraction: f64, pre_gib: f64, available_gib: f64) -> String {
+    let minimum = 1.0 - available_gib / pre_gib;
+    let suggested = (minimum * 1000.0).ceil() / 1000.0;
+    // `{fraction}` prints like Python's float repr for the values a flag gives (0.55, 0.3).
+    format!(
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under \
+         --mem-fraction-static={fraction}. Raise --mem-fraction-static above {suggested:.3} \
+         (minimum viable = 1 - available/pre = {minimum:.4}). If using speculative decoding, \
+         draft weights are now counted."
+    )
+}
+
+/// The scheduler's traceback around SGLang's `exception` line.
+pub fn sglang_scheduler_traceback(
+    file: &str,
+    line: u32,
+    function: &str,
+    exception: &str,
+) -> String {
+    let raised = exception.split(':').next().unwrap_or("RuntimeError");
+    format!(
+        "Scheduler hit an exception: Traceback (most recent call last):\n  \
+         File \"/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py\", line 6370, in run_scheduler_process\n    \
+         scheduler = Scheduler(\n  \
+         File \"/sgl-workspace/sglang/python/sglang/srt/{file}\", line {line}, in {function}\n    \
+         raise {raised}(\n{exception}\n"
+    )
+}
+
 fn failure(e: &Estimate, config: &SimConfig) -> Option<(f64, String)> {
     let gpu = e.gpu_mib as f64;
     if e.weights_mib > gpu - RUNTIME_MIB {
@@ -100,9 +134,26 @@ fn failure(e: &Estimate, config: &SimConfig) -> Option<(f64, String)> {
     }
     if !e.fits() {
         let message = match e.kind {
-            ServerKind::Sglang => format!(
-                "Scheduler hit an exception: Traceback (most recent call last):\n  File \"/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py\", line 1342, in init_memory_pool\n    raise RuntimeError(\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static={}\n",
-                e.fraction
+            // The weights took the whole share: the common case.
+            ServerKind::Sglang if e.kv_mib <= 0.0 => {
+                let pre = gib(gpu - RUNTIME_MIB);
+                sglang_scheduler_traceback(
+                    "mem_cache/kv_cache_configurator.py",
+                    3051,
+                    "_profile_available_bytes",
+                    &sglang_no_kv_room(e.fraction, pre, pre - gib(e.weights_mib)),
+                )
+            }
+            // A share left over, too small for one token (pool_configurator.py:95-99).
+            ServerKind::Sglang => sglang_scheduler_traceback(
+                "model_executor/pool_configurator.py",
+                97,
+                "__post_init__",
+                &format!(
+                    "RuntimeError: Not enough memory. Please try to increase \
+                     --mem-fraction-static. Current value: mem_fraction_static={}",
+                    e.fraction
+                ),
             ),
             ServerKind::Vllm => "Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-packages/vllm/v1/core/kv_cache_utils.py\", line 686, in check_enough_kv_cache_memory\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n".to_owned(),
         };
@@ -250,7 +301,10 @@ mod tests {
         let (_dir, config) = with_model(|c| c.mem_fraction_static = Some(0.3));
         let (at, message) = plan(&config).unwrap().unwrap().failure.unwrap();
         assert_eq!(at, 0.7);
-        assert!(message.contains("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: mem_fraction_static=0.3"), "{message}");
+        assert!(message.contains("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.3. Raise --mem-fraction-static above 0.341 (minimum viable = 1 - available/pre = 0.3400)."), "{message}");
+        // The cause gpuflow shows for it.
+        let cause = crate::steps::causes::recognise(&message.lines().collect::<Vec<_>>()).unwrap();
+        assert_eq!(cause.kind, crate::steps::causes::CauseKind::NotEnoughMemory);
         let (_dir, config) = with_model(|c| c.mem_fraction_static = Some(0.97));
         let (at, message) = plan(&config).unwrap().unwrap().failure.unwrap();
         assert_eq!(at, 0.9);

@@ -6,7 +6,13 @@
 //! tokens as each chunk is handed to the connection. A chunk is one speculative step: a draft
 //! of --num-speculative-tokens tokens of which the chunk's tokens beyond the first were
 //! accepted (the first is the target model's own), so vLLM's mean acceptance length,
-//! `1 + accepted / drafts`, and SGLang's `spec_accept_length` are the tokens per chunk served.
+//! `1 + accepted / drafts`, SGLang's `generation_tokens / spec_verify_calls` (one verify call
+//! per step) and its `spec_accept_length` gauge are the tokens per chunk served.
+//!
+//! SGLang's series carry its labels: the scheduler's gauges `model_name, engine_type, tp_rank,
+//! pp_rank, moe_ep_rank` (metrics_collector.py `SchedulerMetricsCollector`), the tokenizer's
+//! counters `model_name, engine_type` (`tokenizer_metric_labels`; the real token counters also
+//! split by `is_streaming`, which the simulator does not).
 //! This file knows nothing of HTTP or timing.
 
 use std::fmt::Write as _;
@@ -91,9 +97,7 @@ impl ServerMetrics {
             labels: format!("engine=\"0\",model_name=\"{model}\""),
         };
         self.vllm(&mut out, config);
-        // SGLang labels its series with the model name alone.
-        out.labels = format!("model_name=\"{model}\"");
-        self.sglang(&mut out, config);
+        self.sglang(&mut out, config, &model);
         out.text
     }
 
@@ -166,9 +170,13 @@ impl ServerMetrics {
         }
     }
 
-    fn sglang(&self, out: &mut Exposition, config: &SimConfig) {
+    fn sglang(&self, out: &mut Exposition, config: &SimConfig, model: &str) {
         let get = Self::get;
         let hits = get(&self.prefix_hits);
+        // One scheduler (no DP attention), not disaggregated: `engine_type` is `unified`.
+        out.labels = format!(
+            "model_name=\"{model}\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\",moe_ep_rank=\"0\""
+        );
         out.gauge(
             "sglang:num_running_reqs",
             "The number of running requests.",
@@ -199,6 +207,17 @@ impl ServerMetrics {
                 } else {
                     0.0
                 },
+            );
+        }
+        out.labels = format!("model_name=\"{model}\",engine_type=\"unified\"");
+        // SGLang writes the series once a request with a verify call has finished; here, once
+        // speculative decoding is on. The sum of every request's steps, as the tokenizer adds
+        // each finished request's `spec_verify_ct`.
+        if config.speculative_tokens() > 0 {
+            out.counter(
+                "sglang:spec_verify_calls",
+                "Number of speculative decoding verification calls.",
+                get(&self.drafts),
             );
         }
         let counters = [
@@ -308,10 +327,17 @@ mod tests {
         assert!(line(&text, "vllm:prefix_cache_hits_total").ends_with(" 4.0"));
         assert!(line(&text, "vllm:kv_cache_usage_perc").ends_with(" 0.2"));
         assert!(line(&text, "sglang:spec_accept_length").ends_with(" 3.3333333333333335"));
+        // The run's value gpuflow reads: 10 tokens in 3 verify calls.
+        assert_eq!(
+            line(&text, "sglang:spec_verify_calls_total"),
+            r#"sglang:spec_verify_calls_total{model_name="m\"x",engine_type="unified"} 3.0"#
+        );
+        assert!(text.contains("# TYPE sglang:spec_verify_calls counter\n"));
+        assert!(line(&text, "sglang:generation_tokens_total").ends_with(" 10.0"));
         assert!(line(&text, "sglang:cache_hit_rate").ends_with(" 0.4"));
         assert_eq!(
             line(&text, "sglang:num_running_reqs"),
-            r#"sglang:num_running_reqs{model_name="m\"x"} 1.0"#
+            r#"sglang:num_running_reqs{model_name="m\"x",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"} 1.0"#
         );
 
         drop(queued);

@@ -24,7 +24,7 @@ pub struct Identity {
     pub cuda: Option<String>,
     /// The image's content digest (`sha256:…`), not its tag: a re-tagged image is another one.
     pub image_digest: Option<String>,
-    /// The server's exact argv, flags included (`--cuda-graph-max-bs 128`).
+    /// The server's exact argv, flags included (`--cuda-graph-max-bs-decode 128`).
     pub server_command: Vec<String>,
     /// The benchmark's definition: its evaluated inputs (mode, tokens, concurrency, …).
     pub benchmark: BTreeMap<String, String>,
@@ -110,7 +110,7 @@ pub struct FieldDiff {
 impl FieldDiff {
     /// A short phrase for a one-line explanation: `driver `580` → `590``. A command line is
     /// long and usually differs in one flag, so only the differing words are shown
-    /// (`server-command adds `--enable-custom-allreduce``).
+    /// (`server-command adds `--disable-custom-all-reduce``).
     pub fn describe(&self) -> String {
         if self.field != "server-command" {
             return format!("{} `{}` → `{}`", self.field, self.baseline, self.current);

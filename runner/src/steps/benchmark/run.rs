@@ -401,7 +401,9 @@ async fn generator(
         say.line(line);
     }
     let mut outputs = result.outputs();
-    write_result(result_path, |p| result.write_files(p).map(|_| ()))?;
+    // Masked as it is written: the file is no event, so the run's sink never sees it.
+    let masker = say.host.masker();
+    write_result(result_path, |p| result.write_files(p, masker).map(|_| ()))?;
     outputs.insert("result-file".into(), result_path.display().to_string());
     let metrics = level_metrics::generator_metrics(&result);
     let meanings = level_metrics::meanings(&metrics, &result);
@@ -463,12 +465,7 @@ async fn stopped_containers(containers: &JobContainers) -> Vec<String> {
         // A stopped container's log is read at once; a restarted one is followed, so bound it.
         let _ = tokio::time::timeout(Duration::from_secs(2), read).await;
         if let Some(cause) = crate::steps::causes::recognise(&lines) {
-            out.push(format!(
-                "cause: {}: `{}`\nhelp: {}",
-                cause.kind.summary(),
-                cause.line,
-                cause.kind.hint()
-            ));
+            out.push(cause.explain());
         }
     }
     out
@@ -646,8 +643,10 @@ fn scripted_result(
         );
     }
     doc["metrics"] = serde_json::Value::Object(json);
+    // Masked as it is written: the file is no event, so the run's sink never sees it.
+    let masker = say.host.masker();
     write_result(result_path, |p| {
-        std::fs::write(p, serde_json::to_string_pretty(&doc)? + "\n")
+        std::fs::write(p, masker.mask(&serde_json::to_string_pretty(&doc)?) + "\n")
     })?;
     outputs.insert("errors".into(), "0".into());
     outputs.insert("result-file".into(), result_path.display().to_string());

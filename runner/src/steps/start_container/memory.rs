@@ -97,7 +97,7 @@ pub async fn estimate(
 pub fn refusal(e: &Estimate, flags: &ServerFlags, gpus: &GpuMemory, container: &str) -> String {
     let numbers: String = e.describe().lines().map(|l| format!("\n  {l}")).collect();
     format!(
-        "the weights of `{}` do not fit the memory `{} {}` leaves on {}: container `{container}` would fail its load (\"Not enough memory\"){numbers}\n  {}",
+        "the weights of `{}` do not fit the memory `{} {}` leaves on {}: container `{container}` would fail its load with no memory left for the KV cache{numbers}\n  {}",
         flags.model,
         e.kind.fraction_flag(),
         e.fraction,

@@ -26,7 +26,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "The command to run, split like a shell would (`python3 -m sglang.launch_server --tp 8`). Defaults to the image's command.",
+            doc: "The command to run, split like a shell would (`python3 -m sglang.launch_server --tp-size 8`). Defaults to the image's command.",
         },
         InputSpec {
             name: "entrypoint",
@@ -190,7 +190,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
   uses: start-container
   with:
     image: lmsysorg/sglang:latest
-    command: python3 -m sglang.launch_server --model-path /models/qwen --tp 8 --port 30000
+    command: python3 -m sglang.launch_server --model-path /models/qwen --tp-size 8 --port 30000
     gpus: all
     ports: ['30000:30000']
     volumes: ['/models:/models:ro']

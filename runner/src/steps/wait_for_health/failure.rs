@@ -15,6 +15,17 @@ use crate::backend::LogLine;
 /// After the container exited, how long to wait for its last lines to arrive.
 const DRAIN_LOGS: Duration = Duration::from_secs(2);
 
+/// Lines kept for recognising the cause, more than are shown: a server's root cause can sit
+/// far above its last lines (vLLM's front end prints its own traceback, 20-odd lines, under the
+/// engine's), and argparse prints its usage line above a long usage.
+const RECOGNISED_LINES: usize = 200;
+
+/// How many of the container's last lines the step keeps: those it shows, and at least
+/// [`RECOGNISED_LINES`] to recognise the cause in.
+pub(super) fn kept(spec: &HealthSpec) -> usize {
+    spec.tail_lines.max(RECOGNISED_LINES)
+}
+
 pub(super) fn keep(tail: &mut VecDeque<String>, line: String, max: usize) {
     if tail.len() == max {
         tail.pop_front();
@@ -79,14 +90,10 @@ pub(super) async fn died(
     }
     let lines: Vec<&String> = tail.iter().collect();
     if let Some(cause) = causes::recognise(&lines) {
-        head.push_str(&format!(
-            "\ncause: {}: `{}`\nhelp: {}",
-            cause.kind.summary(),
-            cause.line,
-            cause.kind.hint()
-        ));
+        head.push('\n');
+        head.push_str(&cause.explain());
     }
-    push_tail(&mut head, &w.name, tail);
+    push_tail(&mut head, &w.name, tail, spec.tail_lines);
     head
 }
 
@@ -123,18 +130,20 @@ pub(super) fn timed_out(
                 cause.line
             ));
         }
-        push_tail(&mut m, &w.name, tail);
+        push_tail(&mut m, &w.name, tail, spec.tail_lines);
     }
     m
 }
 
-fn push_tail(m: &mut String, name: &str, tail: &VecDeque<String>) {
+/// The last `shown` lines of `tail`.
+fn push_tail(m: &mut String, name: &str, tail: &VecDeque<String>, shown: usize) {
     if tail.is_empty() {
         m.push_str(&format!("\ncontainer `{name}` printed nothing"));
         return;
     }
-    m.push_str(&format!("\nthe last {} lines of `{name}`:", tail.len()));
-    for line in tail {
+    let shown = shown.clamp(1, tail.len());
+    m.push_str(&format!("\nthe last {shown} lines of `{name}`:"));
+    for line in tail.iter().skip(tail.len() - shown) {
         m.push_str("\n  ");
         m.push_str(line);
     }

@@ -21,7 +21,7 @@ use indexmap::IndexMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::failure::{died, drain, keep, timed_out};
+use super::failure::{died, drain, keep, kept, timed_out};
 use super::health_spec::{HealthSpec, Probe};
 use super::probe::poll;
 use super::watch::{Watched, resolve_watched};
@@ -146,7 +146,7 @@ async fn wait(
             // A ready line printed before this step started counts.
             Probe::Log { .. } => LogStart::Beginning,
             _ if whole_log => LogStart::Beginning,
-            _ => LogStart::Tail(spec.tail_lines as u64),
+            _ => LogStart::Tail(kept(spec) as u64),
         };
         tokio::spawn(async move { docker.follow_logs(&id, start, tx).await })
     });
@@ -185,14 +185,14 @@ async fn wait(
             code = &mut exit => {
                 let w = watched.as_ref().expect("exit only resolves for a watched container");
                 if let Some(p) = &poller { p.abort(); }
-                drain(&mut lines, &mut tail, spec.tail_lines.max(1)).await;
+                drain(&mut lines, &mut tail, kept(spec)).await;
                 break Err(died(w, code, started.elapsed(), spec, &tail).await);
             }
             line = lines.recv(), if logs_open => match line {
                 Some(line) => {
                     reported = kv_tokens(&line.text).or(reported);
                     let matched = matches!(&spec.probe, Probe::Log { pattern } if pattern.is_match(&line.text));
-                    keep(&mut tail, line.text, spec.tail_lines.max(1));
+                    keep(&mut tail, line.text, kept(spec));
                     if matched {
                         break Ok(());
                     }
