@@ -318,6 +318,4 @@ async fn in_a_workflow_a_context_the_kv_cache_cannot_hold_fails_with_vllms_root_
         "{cause}"
     );
     assert!(text.contains("lower `--max-model-len`"), "{text}");
-    // The benchmark never ran.
-    assert!(!text.contains("errors="), "{text}");
 }
