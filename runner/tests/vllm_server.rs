@@ -9,6 +9,7 @@
 //! both cores and ~4.5 GB.
 
 use gpuflow::bench::prometheus::{Exposition, Selector};
+use gpuflow::bench::server_metrics::series;
 use gpuflow::bench::{self, BenchError};
 
 use super::vllm_process::{
@@ -24,6 +25,11 @@ const EAGER: [&str; 3] = ["--enforce-eager", "--max-model-len", "512"];
 fn total(e: &Exposition, name: &str) -> f64 {
     let selector = Selector::parse(name).unwrap();
     e.select(&selector).map(|s| s.value).sum()
+}
+
+/// Whether the exposition has a series called `name`.
+fn has_series(e: &Exposition, name: &str) -> bool {
+    e.samples.iter().any(|s| s.name == name)
 }
 
 /// A histogram's mean over what it observed between two scrapes: (Δsum / Δcount, Δcount).
@@ -112,6 +118,15 @@ async fn sweeps_of_500_requests_lose_none_and_agree_with_vllms_own_histograms() 
             "concurrency {concurrency}: first to last token gpuflow {ours_decode_ms:.2} ms vs vLLM {server_decode_ms:.2} ms"
         );
 
+        // Every series gpuflow reads is one vLLM exports (the speculative ones: below).
+        for name in series::VLLM
+            .iter()
+            .filter(|n| !n.starts_with("vllm:spec_decode"))
+        {
+            assert!(has_series(&after, name), "vLLM exports no `{name}`");
+        }
+        assert!(!has_series(&after, series::VLLM_KV_USAGE_OLD));
+
         // The server-side values gpuflow reads from the same /metrics, for the same run.
         let names: Vec<&str> = level.runs[0]
             .server
@@ -198,8 +213,11 @@ async fn ngram_speculation_is_read_from_vllms_spec_decode_counters() {
     let after = scrape(server.addr);
     assert_eq!(result.levels[0].pooled.failed, 0);
     let delta = |name: &str| total(&after, name) - total(&before, name);
-    let drafts = delta("vllm:spec_decode_num_drafts_total");
-    let accepted = delta("vllm:spec_decode_num_accepted_tokens_total");
+    for name in series::VLLM {
+        assert!(has_series(&after, name), "vLLM exports no `{name}`");
+    }
+    let drafts = delta(series::VLLM_DRAFTS);
+    let accepted = delta(series::VLLM_ACCEPTED);
     assert!(drafts > 0.0, "vLLM proposed no n-gram drafts");
     let value = result.levels[0].runs[0]
         .server

@@ -194,6 +194,50 @@ impl Watch {
     }
 }
 
+/// The series gpuflow reads from the servers' `/metrics`, by their exposed names (a counter
+/// with its `_total`). Checked against the real servers, so a rename upstream fails a test:
+/// vLLM's live (runner/tests/vllm_server.rs), SGLang's against its source's declarations
+/// (runner/tests/server_contract.rs).
+pub mod series {
+    pub const VLLM_WAITING: &str = "vllm:num_requests_waiting";
+    pub const VLLM_KV_USAGE: &str = "vllm:kv_cache_usage_perc";
+    /// The name older vLLM used for [`VLLM_KV_USAGE`] (gone from 0.32 and 0.34); still read for them.
+    pub const VLLM_KV_USAGE_OLD: &str = "vllm:gpu_cache_usage_perc";
+    pub const VLLM_PREFIX_HITS: &str = "vllm:prefix_cache_hits_total";
+    pub const VLLM_PREFIX_QUERIES: &str = "vllm:prefix_cache_queries_total";
+    pub const VLLM_DRAFTS: &str = "vllm:spec_decode_num_drafts_total";
+    pub const VLLM_ACCEPTED: &str = "vllm:spec_decode_num_accepted_tokens_total";
+    pub const SGLANG_QUEUE: &str = "sglang:num_queue_reqs";
+    pub const SGLANG_TOKEN_USAGE: &str = "sglang:token_usage";
+    pub const SGLANG_CACHE_HIT_RATE: &str = "sglang:cache_hit_rate";
+    pub const SGLANG_CACHED_TOKENS: &str = "sglang:cached_tokens_total";
+    pub const SGLANG_PROMPT_TOKENS: &str = "sglang:prompt_tokens_total";
+    pub const SGLANG_GENERATED: &str = "sglang:generation_tokens_total";
+    pub const SGLANG_VERIFY_CALLS: &str = "sglang:spec_verify_calls_total";
+    pub const SGLANG_ACCEPT_LENGTH: &str = "sglang:spec_accept_length";
+
+    /// Every vLLM series read from today's vLLM (the speculative ones only while it speculates).
+    pub const VLLM: &[&str] = &[
+        VLLM_WAITING,
+        VLLM_KV_USAGE,
+        VLLM_PREFIX_HITS,
+        VLLM_PREFIX_QUERIES,
+        VLLM_DRAFTS,
+        VLLM_ACCEPTED,
+    ];
+    /// Every SGLang series read.
+    pub const SGLANG: &[&str] = &[
+        SGLANG_QUEUE,
+        SGLANG_TOKEN_USAGE,
+        SGLANG_CACHE_HIT_RATE,
+        SGLANG_CACHED_TOKENS,
+        SGLANG_PROMPT_TOKENS,
+        SGLANG_GENERATED,
+        SGLANG_VERIFY_CALLS,
+        SGLANG_ACCEPT_LENGTH,
+    ];
+}
+
 /// One run's server-side metrics from its scrapes.
 pub fn summarize(
     before: &Exposition,
@@ -229,7 +273,7 @@ pub fn summarize(
         Direction::Higher,
         run.prefix_hit_rate(),
     );
-    let queue = ["vllm:num_requests_waiting", "sglang:num_queue_reqs"];
+    let queue = [series::VLLM_WAITING, series::SGLANG_QUEUE];
     push(
         "queue_len",
         "requests",
@@ -239,9 +283,9 @@ pub fn summarize(
             .find_map(|n| run.gauge(&named(n), Combine::Sum)),
     );
     let kv = [
-        "vllm:kv_cache_usage_perc",
-        "vllm:gpu_cache_usage_perc",
-        "sglang:token_usage",
+        series::VLLM_KV_USAGE,
+        series::VLLM_KV_USAGE_OLD,
+        series::SGLANG_TOKEN_USAGE,
     ];
     push(
         "kv_cache_usage",
@@ -323,15 +367,15 @@ impl Run<'_> {
     /// A ratio is taken of sums: each counter's increase is summed over its series first (the
     /// ranks, `is_streaming`), so a rank that did more steps weighs more.
     fn accept_length(&self) -> Option<f64> {
-        let drafts = self.delta(&named("vllm:spec_decode_num_drafts_total"));
-        let accepted = self.delta(&named("vllm:spec_decode_num_accepted_tokens_total"));
+        let drafts = self.delta(&named(series::VLLM_DRAFTS));
+        let accepted = self.delta(&named(series::VLLM_ACCEPTED));
         if let (Some(drafts), Some(accepted)) = (drafts, accepted)
             && drafts > 0.0
         {
             return Some(1.0 + accepted / drafts);
         }
-        let verify_calls = self.delta(&named("sglang:spec_verify_calls_total"));
-        let generated = self.delta(&named("sglang:generation_tokens_total"));
+        let verify_calls = self.delta(&named(series::SGLANG_VERIFY_CALLS));
+        let generated = self.delta(&named(series::SGLANG_GENERATED));
         if let (Some(verify_calls), Some(generated)) = (verify_calls, generated)
             && verify_calls > 0.0
         {
@@ -339,7 +383,7 @@ impl Run<'_> {
         }
         let speculating: Vec<f64> = self
             .after
-            .select(&named("sglang:spec_accept_length"))
+            .select(&named(series::SGLANG_ACCEPT_LENGTH))
             .map(|s| s.value)
             .filter(|v| *v > 0.0)
             .collect();
@@ -359,17 +403,14 @@ impl Run<'_> {
             .after
             .samples
             .iter()
-            .any(|s| s.name.starts_with("sglang:cache_hit_rate"));
-        ratio(
-            "vllm:prefix_cache_hits_total",
-            "vllm:prefix_cache_queries_total",
-        )
-        .or_else(|| {
-            sglang_cache
-                .then(|| ratio("sglang:cached_tokens_total", "sglang:prompt_tokens_total"))
-                .flatten()
-        })
-        .or_else(|| sum(self.after, &named("sglang:cache_hit_rate")))
+            .any(|s| s.name.starts_with(series::SGLANG_CACHE_HIT_RATE));
+        ratio(series::VLLM_PREFIX_HITS, series::VLLM_PREFIX_QUERIES)
+            .or_else(|| {
+                sglang_cache
+                    .then(|| ratio(series::SGLANG_CACHED_TOKENS, series::SGLANG_PROMPT_TOKENS))
+                    .flatten()
+            })
+            .or_else(|| sum(self.after, &named(series::SGLANG_CACHE_HIT_RATE)))
     }
 }
 
