@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use super::cli_usage::Usage;
+use super::cli_usage::{Usage, full_listing_flag};
 use super::flag_check::{Problem, check_args, closest_flag};
 use crate::backend::{DockerBackend, ExecSpec, LogLine};
 use crate::engine::container_inputs::split_words;
@@ -123,8 +123,14 @@ async fn read_usage(
 ) -> Result<(Usage, String), String> {
     let mut help_argv = command.to_vec();
     help_argv.extend(words(help_flag, "help-flag")?);
+    let mut help = capture(place, &help_argv).await?;
+    // A summary (vLLM's `vllm serve --help`) is never the interface: its full listing is.
+    if let Some(full) = full_listing_flag(&help.text) {
+        help_argv = command.to_vec();
+        help_argv.push(full.to_string());
+        help = capture(place, &help_argv).await?;
+    }
     let shown = help_argv.join(" ");
-    let help = capture(place, &help_argv).await?;
     if matches!(help.code, 126 | 127) {
         return Err(format!(
             "`{command_text}` could not be run {} (exit code {}): {}",
@@ -303,6 +309,34 @@ mod tests {
             list(Some(&Value::Array(vec![Value::String("--x".into())]))),
             ["--x"]
         );
+    }
+
+    /// A stand-in for `vllm serve` that prints vLLM 0.32.0's real summary for `--help` and its
+    /// real full listing for `--help=all`.
+    #[tokio::test]
+    async fn a_summary_help_is_followed_to_the_full_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/steps/check_cli_interface/help_texts");
+        let script = format!(
+            "case \"$1\" in --help=all) cat {0}/vllm_0.32.0_serve_help_all.txt;; --help) cat {0}/vllm_0.32.0_serve_help.txt;; esac\n",
+            texts.display()
+        );
+        std::fs::write(dir.path().join("vllm"), script).unwrap();
+        let place = Place::Host {
+            workdir: dir.path(),
+        };
+        let command = ["sh".to_string(), "vllm".to_string()];
+        let (usage, shown) = read_usage(&place, &command, "sh vllm", "--help")
+            .await
+            .unwrap();
+        assert_eq!(shown, "sh vllm --help=all");
+        let args = words(
+            "/m --tensor-parallel-size 2 --max-model-len 4096 --enforce-eager",
+            "args",
+        )
+        .unwrap();
+        assert_eq!(check_args(&usage, &args).problems, []);
     }
 
     #[test]
