@@ -20,11 +20,12 @@ use crate::events::EventKind;
 use crate::expr::Value;
 use crate::steps::{Outputs, StepCall, StepError};
 
-/// A help that has not printed after this long is waiting for something (a GPU, stdin).
-const HELP_TIMEOUT: Duration = Duration::from_secs(60);
+/// A help that has not printed after this long is waiting for something (a GPU, stdin). A
+/// server's help imports its whole package (torch among it) first: tens of seconds.
+const HELP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where the command runs.
-enum Place<'a> {
+pub(super) enum Place<'a> {
     Host {
         workdir: &'a Path,
     },
@@ -45,9 +46,9 @@ impl Place<'_> {
 }
 
 /// What a command printed (stdout, then stderr) and how it exited.
-struct Captured {
-    code: i64,
-    text: String,
+pub(super) struct Captured {
+    pub(super) code: i64,
+    pub(super) text: String,
 }
 
 /// Runs the check; returns the step's outputs (`flags`) or why it failed.
@@ -211,14 +212,14 @@ fn report(command: &str, place: &Place, shown: &str, usage: &Usage, problems: &[
     out.trim_end().to_string()
 }
 
-fn indent(text: &str) -> String {
+pub(super) fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-fn last_lines(text: &str, n: usize) -> String {
+pub(super) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -245,7 +246,7 @@ fn list(value: Option<&Value>) -> Vec<String> {
     }
 }
 
-async fn capture(place: &Place<'_>, argv: &[String]) -> Result<Captured, String> {
+pub(super) async fn capture(place: &Place<'_>, argv: &[String]) -> Result<Captured, String> {
     let shown = argv.join(" ");
     let run = async {
         match place {
