@@ -587,3 +587,46 @@ async fn server_flags_its_image_accepts_pass_preflight() {
     });
     assert!(warned, "{:#?}", ran.events);
 }
+
+/// A plain `start-container` running `sglang serve MODEL …` is checked too (its model given
+/// first, as `sglang serve` takes it), and so is its image; a wrapper script is not run with
+/// `--help` at all.
+#[tokio::test]
+async fn a_plain_start_container_server_command_is_checked_and_a_wrapper_is_not() {
+    let yaml = |command: &str| {
+        format!(
+            "on: workflow_dispatch\njobs:\n  bench:\n    steps:\n      - name: server\n        uses: start-container\n        with:\n          name: server\n          image: {SGLANG_CLI}\n          command: {command}\n"
+        )
+    };
+    let run = |yaml: String| async move {
+        engine::workflow(&yaml)
+            .images(&[SGLANG_CLI])
+            .options(|o| o.preflight_only = true)
+            .on_docker()
+            .await
+    };
+    let Some(ran) = run(yaml("sglang serve /models/m --cuda-graph-max-bs 8")).await else {
+        return;
+    };
+    let m = ran.refused_in_preflight("server");
+    assert!(
+        m.contains("`sglang serve` would refuse its command line before loading anything:")
+            && m.contains("`--cuda-graph-max-bs` could be any of")
+            && m.contains("/w.yml:10:20 (the step `server`)"),
+        "{m}"
+    );
+    // The image, then the command line.
+    assert_eq!(ran.report.preflight.checks, 2, "{:#?}", ran.events);
+
+    let Some(ran) = run(yaml(
+        "sh -c 'sglang serve --model-path /m --cuda-graph-max-bs 8'",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    // Only the image: the wrapper's `--help` is never run.
+    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    assert!(!ran.started("preflight-server"), "{:#?}", ran.events);
+}
