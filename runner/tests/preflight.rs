@@ -630,3 +630,31 @@ async fn a_plain_start_container_server_command_is_checked_and_a_wrapper_is_not(
     assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
     assert!(!ran.started("preflight-server"), "{:#?}", ran.events);
 }
+
+/// An image without the server (busybox standing in for it): its help cannot run, so the
+/// command line is not checked — a warning saying why, never a refusal.
+#[tokio::test]
+async fn a_server_help_that_cannot_run_is_a_warning_not_a_refusal() {
+    let yaml = sglang_server("--cuda-graph-max-bs 128").replace(SGLANG_CLI, images::BASE);
+    let Some(ran) = engine::workflow(&yaml)
+        .files(&[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )])
+        .images(&[images::BASE])
+        .options(|o| o.preflight_only = true)
+        .on_docker()
+        .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    assert!(ran.report.preflight.passed());
+    let warned = ran.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::Warning { message, .. }
+            if message.starts_with("the command line of the server in container `server` was not checked against its help:")
+                && message.contains("python3 -m sglang.launch_server --help"))
+    });
+    assert!(warned, "{:#?}", ran.events);
+}
