@@ -381,13 +381,16 @@ pub async fn help(
         return found;
     }
     let place = Place::Container { docker, id, name };
-    let help = read_help(&place, cmd).await;
+    // What the image answered is kept; a command that could not run (the engine, a timeout)
+    // is not, so the next check tries again.
+    let help = read_help(&place, cmd).await?;
     HelpCache::put(image_id, cmd, &help);
     help
 }
 
-/// `PROGRAM --help`, followed to its full listing when it is a summary.
-async fn read_help(place: &Place<'_>, cmd: &ServerCommand) -> Result<Help, String> {
+/// `PROGRAM --help`, followed to its full listing when it is a summary: the outer `Err` when
+/// it could not run, the inner one when the image's program failed.
+async fn read_help(place: &Place<'_>, cmd: &ServerCommand) -> Result<Result<Help, String>, String> {
     let mut argv = cmd.help_argv("--help");
     let mut captured = capture(place, &argv).await?;
     if captured.code == 0
@@ -398,16 +401,16 @@ async fn read_help(place: &Place<'_>, cmd: &ServerCommand) -> Result<Help, Strin
     }
     let shown = argv.join(" ");
     if captured.code != 0 {
-        return Err(format!(
+        return Ok(Err(format!(
             "`{shown}` failed in the image (exit code {}):\n{}",
             captured.code,
             indent(&last_lines(&captured.text, 8))
-        ));
+        )));
     }
-    Ok(Help {
+    Ok(Ok(Help {
         text: captured.text,
         shown,
-    })
+    }))
 }
 
 #[cfg(test)]
