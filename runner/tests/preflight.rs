@@ -436,7 +436,9 @@ async fn a_model_in_the_mounted_folder_passes_preflight() {
         return;
     };
     assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
-    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    // The model's path, and the server's command line (not checked: the stand-in image has
+    // no SGLang to print its help, a warning).
+    assert_eq!(ran.report.preflight.checks, 2, "{:#?}", ran.events);
     assert!(ran.report.preflight.passed());
     assert!(ran.started("preflight-server"), "{:#?}", ran.events);
     assert!(!ran.started("server"));
@@ -468,4 +470,191 @@ async fn after_a_script_the_model_is_looked_for_by_the_step_itself() {
             if text.contains("`/models/Qwen3-235B` does not exist in container `server`"))
     });
     assert!(said, "{:#?}", ran.events);
+}
+
+/// SGLang 0.5.23's real parser behind `python3 -m sglang.launch_server` and `sglang serve`
+/// (images/sglang/build.sh, `make test-images`): its `--help` is SGLang's own, and it exits
+/// instead of loading a model.
+const SGLANG_CLI: &str = "gpuflow-test/sglang-cli:0.5.23";
+
+/// The shipped `sglang-server` action with `args`, on the SGLang CLI image (no GPU, a model
+/// given by name, so no path to look for).
+fn sglang_server(args: &str) -> String {
+    format!(
+        r#"
+on: workflow_dispatch
+jobs:
+  bench:
+    steps:
+      - id: server
+        uses: ./actions/sglang-server
+        with:
+          image: {SGLANG_CLI}
+          gpus: 0
+          model: Qwen/Qwen3-0.6B
+          args: {args}
+      - run: echo the server is up
+"#
+    )
+}
+
+async fn run_sglang(args: &str, tweak: impl FnOnce(&mut RunOptions)) -> Option<Ran> {
+    engine::workflow(&sglang_server(args))
+        .files(&[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )])
+        .images(&[SGLANG_CLI])
+        .options(tweak)
+        .watch_containers()
+        .on_docker()
+        .await
+}
+
+/// The write-ups' SGLang flags: `--cuda-graph-max-bs`, removed in 0.5.20, is an ambiguous
+/// prefix to argparse; `--enable-custom-all-reduce` never existed. Each fails preflight in
+/// seconds, before the server's container exists, with the real usage and the flag meant.
+#[tokio::test]
+async fn a_server_flag_its_image_refuses_fails_preflight_before_the_server_starts() {
+    for (args, expected) in [
+        (
+            "--tp-size 8 --cuda-graph-max-bs 128",
+            [
+                "`python3 -m sglang.launch_server` would refuse its command line before loading anything:",
+                "`--cuda-graph-max-bs` could be any of `--cuda-graph-max-bs-decode` or `--cuda-graph-max-bs-prefill`; write the whole name",
+                "error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill",
+                "[--cuda-graph-max-bs-decode CUDA_GRAPH_MAX_BS_DECODE]",
+            ],
+        ),
+        (
+            "--tp-size 8 --enable-custom-all-reduce",
+            [
+                "`python3 -m sglang.launch_server` would refuse its command line before loading anything:",
+                "`--enable-custom-all-reduce` is not a flag of this command; did you mean `--disable-custom-all-reduce`?",
+                "error: unrecognized arguments: --enable-custom-all-reduce",
+                "[--disable-custom-all-reduce]",
+            ],
+        ),
+    ] {
+        let Some(ran) = run_sglang(args, |_| {}).await else {
+            return;
+        };
+        let m = ran.refused_in_preflight("server");
+        assert!(ran.took < Duration::from_secs(60), "took {:?}", ran.took);
+        assert!(
+            ran.seen_jobs.iter().all(|j| j == "preflight-bench"),
+            "{:?}",
+            ran.seen_jobs
+        );
+        for e in expected.iter().copied().chain([
+            "its usage (from `python3 -m sglang.launch_server --help` in the image):",
+            "usage: sglang serve [-h] --model-path MODEL_PATH",
+            // Where the job writes the flags: the `args:` of the step (line 12, column 17).
+            "/w.yml:12:17 (the step `server`)",
+        ]) {
+            assert!(m.contains(e), "missing {e:?} in:\n{m}");
+        }
+    }
+}
+
+/// Flags SGLang 0.5.23 accepts pass the check; `--tp` passes too, with a warning that it is
+/// only an abbreviation of `--tp-size`.
+#[tokio::test]
+async fn server_flags_its_image_accepts_pass_preflight() {
+    let Some(ran) = run_sglang(
+        "--tp 8 --cuda-graph-max-bs-decode 128 --disable-custom-all-reduce --enable-metrics",
+        |o| o.preflight_only = true,
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    // The server's command line (an image an action names is not checked on its own).
+    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    assert!(ran.report.preflight.passed());
+    assert!(!ran.started("server"));
+    let passed = ran.preflight_messages();
+    assert!(
+        passed.iter().any(|m| m.contains(
+            "`python3 -m sglang.launch_server` accepts its arguments (from `python3 -m sglang.launch_server --help` in `gpuflow-test/sglang-cli:0.5.23`)"
+        )),
+        "{passed:#?}"
+    );
+    let warned = ran.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::Warning { message, .. }
+            if message.contains("`--tp` is not a flag of `python3 -m sglang.launch_server`: it works only as argparse's abbreviation of `--tp-size`"))
+    });
+    assert!(warned, "{:#?}", ran.events);
+}
+
+/// A plain `start-container` running `sglang serve MODEL …` is checked too (its model given
+/// first, as `sglang serve` takes it), and so is its image; a wrapper script is not run with
+/// `--help` at all.
+#[tokio::test]
+async fn a_plain_start_container_server_command_is_checked_and_a_wrapper_is_not() {
+    let yaml = |command: &str| {
+        format!(
+            "on: workflow_dispatch\njobs:\n  bench:\n    steps:\n      - name: server\n        uses: start-container\n        with:\n          name: server\n          image: {SGLANG_CLI}\n          command: {command}\n"
+        )
+    };
+    let run = |yaml: String| async move {
+        engine::workflow(&yaml)
+            .images(&[SGLANG_CLI])
+            .options(|o| o.preflight_only = true)
+            .on_docker()
+            .await
+    };
+    let Some(ran) = run(yaml("sglang serve /models/m --cuda-graph-max-bs 8")).await else {
+        return;
+    };
+    let m = ran.refused_in_preflight("server");
+    assert!(
+        m.contains("`sglang serve` would refuse its command line before loading anything:")
+            && m.contains("`--cuda-graph-max-bs` could be any of")
+            && m.contains("/w.yml:10:20 (the step `server`)"),
+        "{m}"
+    );
+    // The image, then the command line.
+    assert_eq!(ran.report.preflight.checks, 2, "{:#?}", ran.events);
+
+    let Some(ran) = run(yaml(
+        "sh -c 'sglang serve --model-path /m --cuda-graph-max-bs 8'",
+    ))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    // Only the image: the wrapper's `--help` is never run.
+    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    assert!(!ran.started("preflight-server"), "{:#?}", ran.events);
+}
+
+/// An image without the server (busybox standing in for it): its help cannot run, so the
+/// command line is not checked — a warning saying why, never a refusal.
+#[tokio::test]
+async fn a_server_help_that_cannot_run_is_a_warning_not_a_refusal() {
+    let yaml = sglang_server("--cuda-graph-max-bs 128").replace(SGLANG_CLI, images::BASE);
+    let Some(ran) = engine::workflow(&yaml)
+        .files(&[(
+            "actions/sglang-server/action.yml",
+            &shipped("actions/sglang-server/action.yml"),
+        )])
+        .images(&[images::BASE])
+        .options(|o| o.preflight_only = true)
+        .on_docker()
+        .await
+    else {
+        return;
+    };
+    assert_eq!(ran.report.result, JobResult::Success, "{:#?}", ran.events);
+    assert_eq!(ran.report.preflight.checks, 1, "{:#?}", ran.events);
+    assert!(ran.report.preflight.passed());
+    let warned = ran.events.iter().any(|e| {
+        matches!(&e.kind, EventKind::Warning { message, .. }
+            if message.starts_with("the command line of the server in container `server` was not checked against its help:")
+                && message.contains("python3 -m sglang.launch_server --help"))
+    });
+    assert!(warned, "{:#?}", ran.events);
 }

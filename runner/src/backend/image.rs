@@ -30,6 +30,27 @@ impl DockerBackend {
         Ok(inspected.id.unwrap_or_else(|| image.to_string()))
     }
 
+    /// The id (`sha256:…`) of the local image `image` and its entrypoint (empty for none): what
+    /// a container of it runs before its command.
+    pub async fn image_entrypoint(
+        &self,
+        image: &str,
+    ) -> Result<(String, Vec<String>), BackendError> {
+        let inspected = self
+            .api("inspect_image", image)
+            .inspect_image(image)
+            .await
+            .map_err(|e| self.engine_error("inspect an image", &e))?;
+        let entrypoint = inspected
+            .config
+            .and_then(|c| c.entrypoint)
+            .unwrap_or_default();
+        Ok((
+            inspected.id.unwrap_or_else(|| image.to_string()),
+            entrypoint,
+        ))
+    }
+
     /// Pulls `image` from its registry; the engine's progress is not shown.
     pub async fn pull_image(&self, image: &str) -> Result<(), BackendError> {
         let (repository, tag) = split_reference(image);

@@ -23,6 +23,7 @@ mod wait_for_health;
 
 pub use assert_file::{InContainer as FileInContainer, Place as FilePlace};
 pub use builtin::{Builtin, Effect, EngineUse, Outputs, StepCall, StepFuture};
+pub use check_cli_interface::server_cli;
 pub use context::{Recorded, StepContext, StepGpus};
 pub use error::StepError;
 pub use host::StepHost;

@@ -192,7 +192,18 @@ impl Throwaway {
             return Err(NO_ENGINE.to_string());
         }
         if let Some((name, spec)) = &check.container {
-            self.start(name, spec, &check.check).await?;
+            let started = self.start(name, spec, &check.check).await;
+            // A command line that cannot be checked is a warning, never a refusal.
+            if let (Err(why), Check::ServerCli { at, .. }) = (&started, &check.check) {
+                return Ok(super::server_cli::unchecked(
+                    &self.shared,
+                    &check.jref,
+                    name,
+                    why,
+                    at,
+                ));
+            }
+            started?;
         }
         let Some(containers) = self.containers.as_mut() else {
             return Err(NO_ENGINE.to_string());
@@ -213,6 +224,23 @@ impl Throwaway {
                     (flags, request, at),
                 )
                 .await
+            }
+            Check::ServerCli {
+                image,
+                entrypoint,
+                command,
+                at,
+            } => {
+                let Some((name, _)) = &check.container else {
+                    return Err("no container to look in".to_string());
+                };
+                let line = super::server_cli::CommandLine {
+                    image,
+                    entrypoint: entrypoint.as_deref(),
+                    command,
+                    at,
+                };
+                super::server_cli::run(&self.shared, &check.jref, containers, name, &line).await
             }
             Check::Paths {
                 paths, volumes, at, ..
@@ -255,7 +283,7 @@ impl Throwaway {
         // the input that gives it and where, as a missing path is.
         let sources = match check {
             Check::Paths { sources, .. } => sources.as_slice(),
-            Check::Builtin(_) | Check::Memory { .. } => &[],
+            Check::Builtin(_) | Check::Memory { .. } | Check::ServerCli { .. } => &[],
         };
         containers
             .start(&self.host, &self.pref, &temp, spec.clone())

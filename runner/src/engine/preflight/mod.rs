@@ -21,6 +21,7 @@
 //! - [`prepare`]: the qualifying checks with their inputs evaluated for one job run;
 //! - [`checks`]: running them: images first, then each job run's checks in throw-away
 //!   containers;
+//! - [`server_cli`]: a model server's command line against its own help in the image;
 //! - [`memory`]: the memory estimate of a model server (docs/memory.md).
 
 mod checks;
@@ -28,6 +29,7 @@ mod memory;
 mod prepare;
 mod qualify;
 mod refusals;
+mod server_cli;
 
 pub use checks::{PreflightReport, run};
 pub use qualify::{Candidate, StartAt, candidates, memory_checks, path_checks};

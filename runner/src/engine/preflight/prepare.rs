@@ -68,11 +68,15 @@ pub(super) fn prepare_all(shared: &Shared, runs: &[PlannedJob], refs: &[JobRef])
         let memory = memory_checks(&shared.wf, job)
             .into_iter()
             .filter_map(|at| prepare_memory(shared, planned, job, at, (&ctx, &env), jref));
+        let server_cli = memory_checks(&shared.wf, job)
+            .into_iter()
+            .filter_map(|at| prepare_server_cli(shared, job, at, (&ctx, &env), jref));
         let checks = candidates(&shared.wf, job)
             .into_iter()
             .filter_map(|c| prepare(shared, job, &c, (&ctx, &env), jref).map(|r| (c.step, r)));
-        // The paths a server needs first: they are looked for before its memory and flags.
-        for (step, r) in paths.chain(memory).chain(checks) {
+        // The paths a server needs first: they are looked for before its command line, its
+        // memory and the flags of other programs.
+        for (step, r) in paths.chain(server_cli).chain(memory).chain(checks) {
             let key = format!(
                 "{}#{step}#{:?}#{:?}#{:?}",
                 planned.job_id, r.check, r.inputs, r.container
@@ -119,6 +123,15 @@ pub(super) enum Check {
     Memory {
         flags: crate::memory::ServerFlags,
         request: crate::gpu::Request,
+        at: String,
+    },
+    /// The command line of the SGLang or vLLM server a `start-container` starts, against its
+    /// program's own help in the image: the container's entrypoint as the step gives it
+    /// (`None`: the image's), its command, and where the job writes them (`file:line:col`).
+    ServerCli {
+        image: String,
+        entrypoint: Option<Vec<String>>,
+        command: Vec<String>,
         at: String,
     },
 }
@@ -419,6 +432,62 @@ fn prepare_memory(
                 at: at_text,
             },
             label: format!("the memory of the server in container `{name}`"),
+            inputs: IndexMap::new(),
+            places: IndexMap::new(),
+            container: Some((name, spec.harmless())),
+        },
+    ))
+}
+
+/// The command-line check of the `start-container` at `at`, when it starts a server program
+/// whose help gpuflow runs ([`steps::server_cli::recognise`]). Another command is not run
+/// with `--help` (a wrapper may start a server instead): said at the info level, not checked.
+fn prepare_server_cli(
+    shared: &Shared,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+    jref: &JobRef,
+) -> Option<(usize, Ready)> {
+    let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
+    let spec = start_container_spec(&inputs, None).ok()?;
+    let command = spec.command.clone()?;
+    let step = &job.steps[at.step];
+    let step_name = step_label(step, at.step);
+    // Where the flags are written: the action's `args`, else the step's `command`.
+    let span = ["args", "command"]
+        .iter()
+        .find_map(|k| step.with.get(*k).map(|v| v.span))
+        .unwrap_or(step.span);
+    let at_text = format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
+    // The whole command line is known unless the image's entrypoint comes before a command
+    // of bare arguments; then it is read from the image when the check runs.
+    let known = match &spec.entrypoint {
+        Some(e) => Some(e.iter().chain(&command).cloned().collect::<Vec<_>>()),
+        None if command.first().is_none_or(|w| w.starts_with('-')) => None,
+        None => Some(command.clone()),
+    };
+    if let Some(argv) = known
+        && let Err(why) = steps::server_cli::recognise(&argv)
+    {
+        tracing::info!(
+            "preflight: the command of container `{name}` is not checked against its help: {why}; only {} are run with `--help` (a wrapper may ignore it and start a server) ({at_text})",
+            steps::server_cli::KNOWN
+        );
+        return None;
+    }
+    Some((
+        at.step,
+        Ready {
+            jref: jref.clone(),
+            step_key: (at.step + 1).to_string(),
+            check: Check::ServerCli {
+                image: spec.image.clone(),
+                entrypoint: spec.entrypoint.clone(),
+                command,
+                at: at_text,
+            },
+            label: format!("the command line of the server in container `{name}`"),
             inputs: IndexMap::new(),
             places: IndexMap::new(),
             container: Some((name, spec.harmless())),

@@ -84,6 +84,11 @@ impl Usage {
         let style = detect_style(help);
         let mut flags: Vec<Flag> = Vec::new();
         for line in help.lines() {
+            // argparse writes every option line two blanks in; deeper lines are descriptions
+            // and epilogs (vLLM's `   --json-arg '{...}'` examples), never options.
+            if style == Style::Argparse && !is_argparse_option_line(line) {
+                continue;
+            }
             let Some(flag) = option_line(line) else {
                 continue;
             };
@@ -125,6 +130,26 @@ impl Usage {
             .iter()
             .flat_map(|f| f.names.iter().map(String::as_str))
     }
+}
+
+/// Two blanks, then a dash: where argparse's formatter puts an option (its sections, argument
+/// groups included, are indented by two).
+fn is_argparse_option_line(line: &str) -> bool {
+    line.strip_prefix("  ")
+        .is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// The flag that prints the whole interface, when `help` is only a summary pointing to it:
+/// vLLM's `vllm serve --help` lists its config groups and says "Use `--help=all` to show all
+/// available flags at once". Judged from the help's own words: it names `--help=all` and has
+/// no option lines of its own (but help's). A summary is never taken for the whole interface.
+pub fn full_listing_flag(help: &str) -> Option<&'static str> {
+    let names_it = help.contains("--help=all");
+    let lists_options = help.lines().any(|l| {
+        is_argparse_option_line(l)
+            && option_line(l).is_some_and(|f| f.names.iter().any(|n| n != "-h" && n != "--help"))
+    });
+    (names_it && !lists_options).then_some("--help=all")
 }
 
 fn detect_style(help: &str) -> Style {
@@ -368,6 +393,60 @@ mod tests {
         assert_eq!(usage.style, style);
         assert_eq!(usage.positionals, positionals);
         assert_eq!(usage.flags.len(), flags, "{:#?}", usage.flags);
+    }
+
+    const VLLM_SUMMARY: &str = include_str!("help_texts/vllm_0.32.0_serve_help.txt");
+    const VLLM_ALL: &str = include_str!("help_texts/vllm_0.32.0_serve_help_all.txt");
+    const SGLANG: &str = include_str!("help_texts/sglang_0.5.23_serve.txt");
+
+    #[test]
+    fn a_summary_pointing_to_the_full_listing_is_followed() {
+        assert_eq!(full_listing_flag(VLLM_SUMMARY), Some("--help=all"));
+        // The full listing names `--help=all` too, but lists its options.
+        assert_eq!(full_listing_flag(VLLM_ALL), None);
+        for help in [
+            SGLANG,
+            ARGPARSE_BENCHMARK,
+            ARGPARSE_SERVER,
+            CLICK,
+            CLAP,
+            GETOPT,
+        ] {
+            assert_eq!(full_listing_flag(help), None);
+        }
+    }
+
+    #[test]
+    fn the_real_servers_helps_are_argparse_with_every_option() {
+        let vllm = Usage::parse(VLLM_ALL);
+        assert_eq!(vllm.style, Style::Argparse);
+        assert_eq!(vllm.positionals, Some(true));
+        for (name, expected) in [
+            ("--tensor-parallel-size", ONE),
+            ("-tp", ONE),
+            ("--enforce-eager", SWITCH),
+            ("--no-enforce-eager", SWITCH),
+            ("--speculative-config", ONE),
+            ("-sc", ONE),
+            ("--api-key", MANY),
+            // vLLM's epilog shows `--json-arg.key1 value1`: an example, not an option.
+            ("--json-arg", None),
+        ] {
+            assert_eq!(vllm.flag(name).map(|f| f.takes), expected, "{name}");
+        }
+        let sglang = Usage::parse(SGLANG);
+        assert_eq!(sglang.style, Style::Argparse);
+        assert_eq!(sglang.positionals, Some(false));
+        for (name, expected) in [
+            ("--tp-size", ONE),
+            ("--tensor-parallel-size", ONE),
+            ("--cuda-graph-max-bs-decode", ONE),
+            ("--disable-custom-all-reduce", SWITCH),
+            ("--cuda-graph-max-bs", None),
+            ("--tp", None),
+        ] {
+            assert_eq!(sglang.flag(name).map(|f| f.takes), expected, "{name}");
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //!
 //! Knows nothing of how the usage was obtained or how problems are shown.
 
-use super::cli_usage::{Flag, Takes, Usage};
+use super::cli_usage::{Flag, Style, Takes, Usage};
 
 /// One way the arguments do not fit the usage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,31 +71,191 @@ enum Found<'a> {
     Unknown,
 }
 
-fn find<'a>(usage: &'a Usage, name: &str) -> Found<'a> {
-    if let Some(f) = usage.flag(name) {
-        return Found::Exact(f);
+/// How the command's parser reads one word of its arguments.
+enum Read<'a> {
+    /// A positional argument or a flag's value.
+    Arg,
+    /// `--`: every word after it is positional.
+    EndOfOptions,
+    /// A flag (or what the parser takes for one): what it is, the name as given, and a value
+    /// attached to it (`--name=value`, `-n5`).
+    Flag {
+        found: Found<'a>,
+        name: String,
+        inline: Option<String>,
+    },
+}
+
+/// Reads `word` as the usage's parser would: argparse's own rules for argparse, the common
+/// ground of the others otherwise.
+fn read<'a>(usage: &'a Usage, word: &str) -> Read<'a> {
+    if word == "--" {
+        return Read::EndOfOptions;
     }
-    if name.starts_with("--") && usage.allows_abbreviations() {
-        let matches: Vec<(&Flag, &String)> = usage
+    if usage.style == Style::Argparse {
+        return read_argparse(usage, word);
+    }
+    if !looks_like_flag(word) {
+        return Read::Arg;
+    }
+    let (name, inline) = match word.split_once('=') {
+        Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+        _ => (word.to_string(), None),
+    };
+    let found = match usage.flag(&name) {
+        Some(f) => Found::Exact(f),
+        None if name.starts_with("--") && usage.allows_abbreviations() => {
+            from_matches(long_prefix_matches(usage, &name))
+        }
+        None => match short_with_value(usage, word) {
+            // `-n5`: a short flag with its value attached.
+            Some((f, v)) => {
+                return Read::Flag {
+                    found: Found::Exact(f),
+                    name: f.names[0].clone(),
+                    inline: Some(v),
+                };
+            }
+            None => Found::Unknown,
+        },
+    };
+    Read::Flag {
+        found,
+        name,
+        inline,
+    }
+}
+
+/// The flags a prefix selects, one per option string, as argparse's `_get_option_tuples`
+/// collects them: two option strings of one flag are two matches.
+fn from_matches<'a>(matches: Vec<(&'a Flag, &'a String)>) -> Found<'a> {
+    match matches.as_slice() {
+        [(f, n)] => Found::Abbreviation(f, (*n).clone()),
+        [] => Found::Unknown,
+        _ => Found::Ambiguous(matches.iter().map(|(_, n)| (*n).clone()).collect()),
+    }
+}
+
+fn long_prefix_matches<'a>(usage: &'a Usage, prefix: &str) -> Vec<(&'a Flag, &'a String)> {
+    usage
+        .flags
+        .iter()
+        .flat_map(|f| f.names.iter().map(move |n| (f, n)))
+        .filter(|(_, n)| n.starts_with(prefix))
+        .collect()
+}
+
+/// argparse's `_negative_number_matcher`.
+static NEGATIVE_NUMBER: std::sync::LazyLock<regex::Regex> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"^-\d+$|^-\d*\.\d+$").expect("a valid pattern"));
+
+/// CPython's `ArgumentParser._parse_optional` and `_get_option_tuples` (identical in 3.11,
+/// 3.12 and 3.13 for these cases), with the default `allow_abbrev=True` that SGLang and vLLM
+/// keep:
+/// - a word not starting with `-`, or `-` alone, is an argument;
+/// - an option string exactly, or exactly before a `=`, is that option;
+/// - `--prefix[=value]`: every option string starting with the prefix; one is an
+///   abbreviation, several are "ambiguous option: … could match …";
+/// - `-xyz`: the option `-x` with `yz` attached, and every option string starting with
+///   `-xyz` (single-dash long options such as vLLM's `-tp`), counted together;
+/// - else a negative number (`-1`, `-.5`) is an argument (neither server has an option that
+///   looks like one), so is a word with a blank in it (`-x y`);
+/// - anything else is an option the parser does not know ("unrecognized arguments").
+fn read_argparse<'a>(usage: &'a Usage, word: &str) -> Read<'a> {
+    let flag = |found, name: &str, inline: Option<&str>| Read::Flag {
+        found,
+        name: name.to_string(),
+        inline: inline.map(String::from),
+    };
+    if !word.starts_with('-') {
+        return Read::Arg;
+    }
+    if let Some(f) = usage.flag(word) {
+        return flag(Found::Exact(f), word, None);
+    }
+    if word.len() == 1 {
+        return Read::Arg;
+    }
+    if let Some((name, value)) = word.split_once('=')
+        && let Some(f) = usage.flag(name)
+    {
+        return flag(Found::Exact(f), name, Some(value));
+    }
+    let tuples: Vec<(&Flag, &String, Option<&str>)> = if word.starts_with("--") {
+        let (prefix, explicit) = match word.split_once('=') {
+            Some((p, v)) => (p, Some(v)),
+            None => (word, None),
+        };
+        long_prefix_matches(usage, prefix)
+            .into_iter()
+            .map(|(f, n)| (f, n, explicit))
+            .collect()
+    } else {
+        let (short, attached) =
+            word.split_at(word.char_indices().nth(2).map_or(word.len(), |(i, _)| i));
+        usage
             .flags
             .iter()
             .flat_map(|f| f.names.iter().map(move |n| (f, n)))
-            .filter(|(_, n)| n.starts_with(name))
-            .collect();
-        match matches.as_slice() {
-            [(f, n)] => return Found::Abbreviation(f, (*n).clone()),
-            [] => {}
-            _ => {
-                return Found::Ambiguous(matches.iter().map(|(_, n)| (*n).clone()).collect());
-            }
+            .filter_map(|(f, n)| {
+                if n == short {
+                    Some((f, n, Some(attached)))
+                } else {
+                    n.starts_with(word).then_some((f, n, None))
+                }
+            })
+            .collect()
+    };
+    match tuples.as_slice() {
+        [] => {}
+        [(f, n, explicit)] => {
+            let given = word.split_once('=').map_or(word, |(p, _)| p);
+            let found = if n.as_str() == given || (!word.starts_with("--") && explicit.is_some()) {
+                Found::Exact(f)
+            } else {
+                Found::Abbreviation(f, (*n).clone())
+            };
+            let name = if matches!(found, Found::Exact(_)) {
+                n.as_str()
+            } else {
+                given
+            };
+            return flag(found, name, *explicit);
+        }
+        _ => {
+            let names = tuples.iter().map(|(_, n, _)| (*n).clone()).collect();
+            return flag(Found::Ambiguous(names), word, None);
         }
     }
-    Found::Unknown
+    let negative = &*NEGATIVE_NUMBER;
+    if negative.is_match(word)
+        && !usage
+            .flags
+            .iter()
+            .flat_map(|f| &f.names)
+            .any(|n| negative.is_match(n))
+    {
+        return Read::Arg;
+    }
+    if word.contains(' ') {
+        return Read::Arg;
+    }
+    let name = match word.split_once('=') {
+        Some((n, _)) if word.starts_with("--") => n,
+        _ => word,
+    };
+    flag(Found::Unknown, name, None)
 }
 
 /// A word a parser would read as a flag rather than as a value: `-x`, `--x`, not `-1`/`-`.
 fn looks_like_flag(word: &str) -> bool {
     word.len() > 1 && word.starts_with('-') && word.parse::<f64>().is_err()
+}
+
+/// Whether the word at `i` is an argument (a value), not a flag, for the usage's parser.
+fn is_arg(usage: &Usage, args: &[String], i: usize) -> bool {
+    args.get(i)
+        .is_some_and(|w| matches!(read(usage, w), Read::Arg))
 }
 
 /// Reads `args` as the command's parser would and says what does not fit `usage`.
@@ -105,56 +265,58 @@ pub fn check_args(usage: &Usage, args: &[String]) -> Checked {
     while i < args.len() {
         let word = &args[i];
         i += 1;
-        if word == "--" {
-            if usage.positionals == Some(false)
-                && let Some(rest) = args.get(i)
-            {
-                out.problems.push(Problem::UnexpectedArgument {
-                    value: rest.clone(),
-                });
+        let (found, name, inline) = match read(usage, word) {
+            Read::EndOfOptions => {
+                if usage.positionals == Some(false)
+                    && let Some(rest) = args.get(i)
+                {
+                    out.problems.push(Problem::UnexpectedArgument {
+                        value: rest.clone(),
+                    });
+                }
+                break;
             }
-            break;
-        }
-        if !looks_like_flag(word) {
-            if usage.positionals == Some(false) {
-                out.problems.push(Problem::UnexpectedArgument {
-                    value: word.clone(),
-                });
+            Read::Arg => {
+                if usage.positionals == Some(false) {
+                    out.problems.push(Problem::UnexpectedArgument {
+                        value: word.clone(),
+                    });
+                }
+                continue;
             }
-            continue;
-        }
-        let (name, inline) = match word.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (word.clone(), None),
+            Read::Flag {
+                found,
+                name,
+                inline,
+            } => (found, name, inline),
         };
-        let (flag, inline) = match find(usage, &name) {
-            Found::Exact(f) => (f, inline),
+        let flag = match found {
+            Found::Exact(f) => f,
             Found::Abbreviation(f, full) => {
                 out.abbreviations.push((name.clone(), full));
-                (f, inline)
+                f
             }
             Found::Ambiguous(candidates) => {
                 out.problems.push(Problem::Ambiguous {
                     flag: name,
                     candidates,
                 });
+                if inline.is_none() && is_arg(usage, args, i) {
+                    i += 1;
+                }
                 continue;
             }
-            Found::Unknown => match short_with_value(usage, word) {
-                // `-n5`: a short flag with its value attached.
-                Some((f, v)) => (f, Some(v)),
-                None => {
-                    out.problems.push(Problem::Unknown {
-                        closest: closest_flag(usage, &name).cloned(),
-                        flag: name,
-                    });
-                    // Its value, if it has one, is not a positional argument to report.
-                    if args.get(i).is_some_and(|next| !looks_like_flag(next)) {
-                        i += 1;
-                    }
-                    continue;
+            Found::Unknown => {
+                out.problems.push(Problem::Unknown {
+                    closest: closest_flag(usage, &name).cloned(),
+                    flag: name,
+                });
+                // Its value, if it has one, is not a positional argument to report.
+                if inline.is_none() && is_arg(usage, args, i) {
+                    i += 1;
                 }
-            },
+                continue;
+            }
         };
         match (flag.takes, inline) {
             (Takes::Nothing, Some(value)) => out.problems.push(Problem::UnexpectedValue {
@@ -162,31 +324,30 @@ pub fn check_args(usage: &Usage, args: &[String]) -> Checked {
                 value,
             }),
             (Takes::Nothing, None) => {
-                if usage.positionals == Some(false)
-                    && let Some(next) = args.get(i).filter(|n| !looks_like_flag(n))
-                {
+                if usage.positionals == Some(false) && is_arg(usage, args, i) {
                     out.problems.push(Problem::UnexpectedValue {
                         flag: flag.clone(),
-                        value: next.clone(),
+                        value: args[i].clone(),
                     });
                     i += 1;
                 }
             }
             (_, Some(_)) => {}
-            (Takes::Value { many }, None) => match args.get(i) {
-                Some(next) if !looks_like_flag(next) => {
+            (Takes::Value { many }, None) => {
+                if is_arg(usage, args, i) {
                     i += 1;
-                    while many && args.get(i).is_some_and(|n| !looks_like_flag(n)) {
+                    while many && is_arg(usage, args, i) {
                         i += 1;
                     }
+                } else {
+                    out.problems.push(Problem::MissingValue {
+                        flag: flag.clone(),
+                        given: name,
+                    });
                 }
-                _ => out.problems.push(Problem::MissingValue {
-                    flag: flag.clone(),
-                    given: name,
-                }),
-            },
+            }
             (Takes::OptionalValue, None) => {
-                if args.get(i).is_some_and(|n| !looks_like_flag(n)) {
+                if is_arg(usage, args, i) {
                     i += 1;
                 }
             }
@@ -399,6 +560,110 @@ mod tests {
             checked.abbreviations,
             [("--num".to_string(), "--num-runs".to_string())]
         );
+    }
+
+    /// Real help texts of the servers: SGLang 0.5.23's `sglang serve --help` (its own argument
+    /// definitions) and vLLM 0.32.0's `vllm serve --help=all` (captured from the program).
+    const SGLANG: &str = include_str!("help_texts/sglang_0.5.23_serve.txt");
+    const VLLM: &str = include_str!("help_texts/vllm_0.32.0_serve_help_all.txt");
+
+    #[test_case(SGLANG, "--model-path /models/m --tp-size 8 --cuda-graph-max-bs-decode 128 --disable-custom-all-reduce" ; "sglang exact")]
+    #[test_case(SGLANG, "--model-path=/models/m --mem-fraction-static=0.8 --tensor-parallel-size 2" ; "sglang equals and alias")]
+    #[test_case(SGLANG, "--model-path /m --speculative-algorithm EAGLE3 --speculative-draft-model-path /d --speculative-num-steps 3 --enable-metrics" ; "sglang speculative")]
+    #[test_case(VLLM, "/models/m --tensor-parallel-size 8 --max-model-len 4096 --enforce-eager --gpu-memory-utilization 0.9" ; "vllm exact")]
+    #[test_case(VLLM, "/models/m -tp 8 -q fp8" ; "vllm single dash long options")]
+    #[test_case(VLLM, "/models/m --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 5}'" ; "vllm json value")]
+    #[test_case(VLLM, "/models/m -sc='{\"method\": \"ngram\"}'" ; "vllm short alias with equals")]
+    #[test_case(VLLM, "/models/m --port -1" ; "negative number value")]
+    #[test_case(VLLM, "/models/m --api-key '-a b'" ; "a dash word with a blank is a value")]
+    fn real_server_arguments_pass(help: &str, args: &str) {
+        let checked = check(help, args);
+        assert_eq!(checked.problems, [], "{args}");
+    }
+
+    #[test]
+    fn sglang_tp_works_only_as_an_abbreviation_of_tp_size() {
+        let checked = check(SGLANG, "--model-path /m --tp 8");
+        assert_eq!(checked.problems, []);
+        assert_eq!(
+            checked.abbreviations,
+            [("--tp".to_string(), "--tp-size".to_string())]
+        );
+    }
+
+    #[test]
+    fn the_removed_cuda_graph_max_bs_is_ambiguous_as_argparse_says() {
+        assert_eq!(
+            check(SGLANG, "--model-path /m --cuda-graph-max-bs 128").problems,
+            [Problem::Ambiguous {
+                flag: "--cuda-graph-max-bs".into(),
+                candidates: vec![
+                    "--cuda-graph-max-bs-decode".into(),
+                    "--cuda-graph-max-bs-prefill".into()
+                ],
+            }]
+        );
+        // The value after `=` does not change the prefix.
+        assert_eq!(
+            messages(SGLANG, "--model-path /m --cuda-graph-max-bs=128"),
+            [
+                "`--cuda-graph-max-bs=128` could be any of `--cuda-graph-max-bs-decode` or `--cuda-graph-max-bs-prefill`; write the whole name"
+            ]
+        );
+    }
+
+    #[test_case(SGLANG ; "sglang")]
+    #[test_case(VLLM ; "vllm")]
+    fn enable_custom_all_reduce_is_unknown_and_its_opposite_suggested(help: &str) {
+        let problems = check(help, "--enable-custom-all-reduce").problems;
+        let [Problem::Unknown { flag, closest }] = problems.as_slice() else {
+            panic!("{problems:?}")
+        };
+        assert_eq!(flag, "--enable-custom-all-reduce");
+        assert_eq!(
+            closest.as_ref().map(Flag::main_name),
+            Some("--disable-custom-all-reduce")
+        );
+    }
+
+    #[test]
+    fn vllm_single_dash_prefixes_follow_argparse() {
+        // `-t` starts only `-tp`: an abbreviation; `-d` starts `-dp`, `-dpa`, `-dcp`, …
+        let checked = check(VLLM, "/m -t 2");
+        assert_eq!(checked.problems, []);
+        assert_eq!(checked.abbreviations, [("-t".into(), "-tp".into())]);
+        let problems = check(VLLM, "/m -dp 2 -d 1").problems;
+        assert!(
+            matches!(problems.as_slice(), [Problem::Ambiguous { flag, candidates }] if flag == "-d" && candidates.len() > 5),
+            "{problems:?}"
+        );
+        // A short option with its value attached: `-n` takes one.
+        assert_eq!(check(VLLM, "/m -n2").problems, []);
+        // `-tp8` is neither `-t` with `p8` nor a prefix of an option: unknown.
+        assert!(matches!(
+            check(VLLM, "/m -tp8").problems.as_slice(),
+            [Problem::Unknown { flag, .. }] if flag == "-tp8"
+        ));
+    }
+
+    #[test]
+    fn a_dash_word_where_a_value_belongs_is_a_flag_to_argparse() {
+        // `--max-model-len --enforce-eager`: argparse finds no value for the first.
+        assert!(matches!(
+            check(VLLM, "/m --max-model-len --enforce-eager").problems.as_slice(),
+            [Problem::MissingValue { given, .. }] if given == "--max-model-len"
+        ));
+        // A dash word that matches no option is still an option to argparse, not a value.
+        let problems = check(VLLM, "/m --api-key -abc").problems;
+        assert!(
+            matches!(problems.as_slice(), [Problem::MissingValue { given, .. }, Problem::Unknown { flag, .. }] if given == "--api-key" && flag == "-abc"),
+            "{problems:?}"
+        );
+        // A prefix of a real option is that option, even where a value was meant.
+        assert!(matches!(
+            check(VLLM, "/m --api-key --enforce").problems.as_slice(),
+            [Problem::MissingValue { given, .. }] if given == "--api-key"
+        ));
     }
 
     #[test_case("--max-token", "--max-tokens" ; "typo")]

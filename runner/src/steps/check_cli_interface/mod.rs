@@ -4,6 +4,7 @@
 mod cli_usage;
 mod flag_check;
 mod run;
+pub mod server_cli;
 mod spec;
 
 use super::builtin::{Builtin, EngineUse, StepCall, StepFuture};

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 
-use super::cli_usage::Usage;
+use super::cli_usage::{Usage, full_listing_flag};
 use super::flag_check::{Problem, check_args, closest_flag};
 use crate::backend::{DockerBackend, ExecSpec, LogLine};
 use crate::engine::container_inputs::split_words;
@@ -20,11 +20,12 @@ use crate::events::EventKind;
 use crate::expr::Value;
 use crate::steps::{Outputs, StepCall, StepError};
 
-/// A help that has not printed after this long is waiting for something (a GPU, stdin).
-const HELP_TIMEOUT: Duration = Duration::from_secs(60);
+/// A help that has not printed after this long is waiting for something (a GPU, stdin). A
+/// server's help imports its whole package (torch among it) first: tens of seconds.
+const HELP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where the command runs.
-enum Place<'a> {
+pub(super) enum Place<'a> {
     Host {
         workdir: &'a Path,
     },
@@ -45,9 +46,9 @@ impl Place<'_> {
 }
 
 /// What a command printed (stdout, then stderr) and how it exited.
-struct Captured {
-    code: i64,
-    text: String,
+pub(super) struct Captured {
+    pub(super) code: i64,
+    pub(super) text: String,
 }
 
 /// Runs the check; returns the step's outputs (`flags`) or why it failed.
@@ -123,8 +124,14 @@ async fn read_usage(
 ) -> Result<(Usage, String), String> {
     let mut help_argv = command.to_vec();
     help_argv.extend(words(help_flag, "help-flag")?);
+    let mut help = capture(place, &help_argv).await?;
+    // A summary (vLLM's `vllm serve --help`) is never the interface: its full listing is.
+    if let Some(full) = full_listing_flag(&help.text) {
+        help_argv = command.to_vec();
+        help_argv.push(full.to_string());
+        help = capture(place, &help_argv).await?;
+    }
     let shown = help_argv.join(" ");
-    let help = capture(place, &help_argv).await?;
     if matches!(help.code, 126 | 127) {
         return Err(format!(
             "`{command_text}` could not be run {} (exit code {}): {}",
@@ -205,14 +212,14 @@ fn report(command: &str, place: &Place, shown: &str, usage: &Usage, problems: &[
     out.trim_end().to_string()
 }
 
-fn indent(text: &str) -> String {
+pub(super) fn indent(text: &str) -> String {
     text.lines()
         .map(|l| format!("  {l}"))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-fn last_lines(text: &str, n: usize) -> String {
+pub(super) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -239,7 +246,7 @@ fn list(value: Option<&Value>) -> Vec<String> {
     }
 }
 
-async fn capture(place: &Place<'_>, argv: &[String]) -> Result<Captured, String> {
+pub(super) async fn capture(place: &Place<'_>, argv: &[String]) -> Result<Captured, String> {
     let shown = argv.join(" ");
     let run = async {
         match place {
@@ -303,6 +310,34 @@ mod tests {
             list(Some(&Value::Array(vec![Value::String("--x".into())]))),
             ["--x"]
         );
+    }
+
+    /// A stand-in for `vllm serve` that prints vLLM 0.32.0's real summary for `--help` and its
+    /// real full listing for `--help=all`.
+    #[tokio::test]
+    async fn a_summary_help_is_followed_to_the_full_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let texts =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("src/steps/check_cli_interface/help_texts");
+        let script = format!(
+            "case \"$1\" in --help=all) cat {0}/vllm_0.32.0_serve_help_all.txt;; --help) cat {0}/vllm_0.32.0_serve_help.txt;; esac\n",
+            texts.display()
+        );
+        std::fs::write(dir.path().join("vllm"), script).unwrap();
+        let place = Place::Host {
+            workdir: dir.path(),
+        };
+        let command = ["sh".to_string(), "vllm".to_string()];
+        let (usage, shown) = read_usage(&place, &command, "sh vllm", "--help")
+            .await
+            .unwrap();
+        assert_eq!(shown, "sh vllm --help=all");
+        let args = words(
+            "/m --tensor-parallel-size 2 --max-model-len 4096 --enforce-eager",
+            "args",
+        )
+        .unwrap();
+        assert_eq!(check_args(&usage, &args).problems, []);
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: None,
-            doc: "The arguments a later step passes (`--server-url http://localhost:30000 --max-tokens 256`), read as the command's parser would: every flag must exist, take a value where one is given and none where none is; words left over fail when the command takes no positional arguments. A unique prefix (`--max` for `--max-tokens`) passes with a warning where argparse or getopt would accept it.",
+            doc: "The arguments a later step passes (`--server-url http://localhost:30000 --max-tokens 256`), read as the command's parser would: every flag must exist, take a value where one is given and none where none is; words left over fail when the command takes no positional arguments. A unique prefix (`--max` for `--max-tokens`) passes with a warning where argparse or getopt would accept it; for argparse, words are read by its own rules (a prefix of several options is ambiguous, single-dash long options such as `-tp`, a dash word is a value only when it is a negative number or holds a blank).",
         },
         InputSpec {
             name: "container",
@@ -34,7 +34,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::String,
             required: false,
             default: Some("--help"),
-            doc: "The flag that prints the usage (words, like `command`).",
+            doc: "The flag that prints the usage (words, like `command`). A help that is only a summary pointing to `--help=all` (vLLM's `vllm serve --help` lists its config groups only) is followed to that full listing, never taken for the whole interface.",
         },
         InputSpec {
             name: "required-flags",
