@@ -40,6 +40,7 @@ mod run_headline;
 mod run_results;
 mod secret_leaks;
 mod serve;
+mod server_contract;
 mod server_metrics;
 mod shipped_actions;
 mod signals;

@@ -16,6 +16,7 @@
 pub(crate) mod bench;
 pub(crate) mod browser;
 pub(crate) mod command;
+pub(crate) mod doc_blocks;
 pub(crate) mod docker;
 pub(crate) mod engine;
 pub(crate) mod git;

@@ -10,7 +10,7 @@ use crate::plan::Plan;
 use crate::workflow::model::Workflow;
 
 /// `github` (and its alias `gpuflow`), `inputs`, `secrets` and `vars`.
-pub(super) fn base_contexts(
+pub(crate) fn base_contexts(
     wf: &Workflow,
     plan: &Plan,
     opts: &RunOptions,

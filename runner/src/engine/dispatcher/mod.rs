@@ -31,5 +31,6 @@ mod search;
 mod trial_metrics;
 
 pub use alone::{Alone, run_alone};
+pub(crate) use base_contexts::base_contexts;
 pub use readiness::needs_context;
 pub use run::{RunError, RunReport, run};

@@ -22,7 +22,8 @@
 //! - [`checks`]: running them: images first, then each job run's checks in throw-away
 //!   containers;
 //! - [`server_cli`]: a model server's command line against its own help in the image;
-//! - [`memory`]: the memory estimate of a model server (docs/memory.md).
+//! - [`memory`]: the memory estimate of a model server (docs/memory.md);
+//! - [`server_lines`]: every server command line of a workflow, for the contract test.
 
 mod checks;
 mod memory;
@@ -30,7 +31,9 @@ mod prepare;
 mod qualify;
 mod refusals;
 mod server_cli;
+mod server_lines;
 
 pub use checks::{PreflightReport, run};
 pub use qualify::{Candidate, StartAt, candidates, memory_checks, path_checks};
 pub use refusals::{check, check_steps};
+pub use server_lines::{ServerLine, ServerLines, server_lines};

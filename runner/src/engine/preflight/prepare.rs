@@ -21,7 +21,7 @@ use crate::events::JobRef;
 use crate::expr::{MapContext, Value};
 use crate::plan::PlannedJob;
 use crate::steps::{self, Effect};
-use crate::workflow::model::{Action, Job, Step, Uses};
+use crate::workflow::model::{Action, Job, Step, Uses, Workflow};
 
 /// Everything preflight will check, prepared.
 pub(super) struct Prepared {
@@ -152,8 +152,25 @@ fn start_context(
     planned: &PlannedJob,
     job: &Job,
 ) -> (MapContext, IndexMap<String, String>) {
+    start_context_of(
+        &shared.wf,
+        &shared.base,
+        &shared.opts.workspace,
+        planned,
+        job,
+    )
+}
+
+/// [`start_context`] from its parts: the run's base contexts and workspace.
+pub(super) fn start_context_of(
+    wf: &Workflow,
+    base: &IndexMap<String, Value>,
+    workspace: &std::path::Path,
+    planned: &PlannedJob,
+    job: &Job,
+) -> (MapContext, IndexMap<String, String>) {
     let mut ctx = MapContext::new();
-    for (k, v) in &shared.base {
+    for (k, v) in base {
         ctx.insert(k.clone(), v.clone());
     }
     ctx.insert("matrix", matrix_value(planned));
@@ -165,12 +182,12 @@ fn start_context(
             ("job-total", Value::Number(planned.cells as f64)),
         ]),
     );
-    let mut ctx = ctx.with_workspace(&shared.opts.workspace);
+    let mut ctx = ctx.with_workspace(workspace);
     let mut env = IndexMap::new();
-    for (k, v) in shared.wf.env.iter().chain(&job.env) {
+    for (k, v) in wf.env.iter().chain(&job.env) {
         ctx.insert("env", env_value(&env));
         // One that does not evaluate fails the job at its start, with its location.
-        if let Ok(value) = eval_string(v, &ctx, &shared.wf.file) {
+        if let Ok(value) = eval_string(v, &ctx, &wf.file) {
             env.insert(k.clone(), value);
         }
     }
@@ -285,7 +302,16 @@ fn start_inputs(
     at: StartAt,
     (ctx, env): (&MapContext, &IndexMap<String, String>),
 ) -> Option<(String, IndexMap<String, Value>)> {
-    let wf = &shared.wf;
+    start_inputs_of(&shared.wf, job, at, (ctx, env))
+}
+
+/// [`start_inputs`] of the workflow `wf`.
+pub(super) fn start_inputs_of(
+    wf: &Workflow,
+    job: &Job,
+    at: StartAt,
+    (ctx, env): (&MapContext, &IndexMap<String, String>),
+) -> Option<(String, IndexMap<String, Value>)> {
     let call = &job.steps[at.step];
     let call_ctx = ctx_for(ctx, env, call, &wf.file)?;
     let (inputs, id) = match at.inner {
