@@ -12,9 +12,12 @@
 //!
 //! - the request rate: requests over the summed durations of its runs (each run's own rate too);
 //! - the client's CPU per request at the margin: (CPU of the `2K` runs − CPU of the `K` runs) / K,
-//!   so `vllm bench serve`'s Python start-up (~30 s of CPU) and gpuflow's set-up cancel out;
-//!   vLLM's from this process's reaped children (`/proc/self/stat`'s `cutime + cstime`), gpuflow's
-//!   from `gpuflow::bench::process_cpu_time` around `bench::run`;
+//!   so each run's fixed costs cancel out. gpuflow's is `gpuflow::bench::process_cpu_time`
+//!   around `bench::run`; vLLM's is its process's `/proc/<pid>/stat` (`utime + stime`, all
+//!   threads) read when it prints `Starting main benchmark run...` and when it prints its result
+//!   table: its Python start-up (15–30 s of CPU, varying by seconds from run to run) swamped the
+//!   difference of 100 requests when taken from the whole process (a first version measured
+//!   −18.9 ms per request that way);
 //! - the server's prompt tokens per request (vLLM's client takes its `usage` too), so the
 //!   workloads are seen to match;
 //! - mean TTFT, mean ITL (both clients time the gap between content chunks, not tokens: vLLM's
@@ -27,6 +30,7 @@
 //! loses requests, a request gets other than `OUTPUT` tokens, the marginal CPU comes out
 //! negative), never because of a ratio. `GPUFLOW_BENCH_SCALE` (default 1) multiplies `K`.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -204,14 +208,18 @@ impl Level<'_> {
             g.itl_ms / v.itl_ms,
             g.tpot_ms / v.tpot_ms
         );
+        let whole = |runs: &[Run]| {
+            runs.iter().map(|r| r.cpu_s).sum::<f64>() * 1000.0
+                / runs.iter().map(|r| r.requests).sum::<u64>() as f64
+        };
         println!(
-            "  ({} and {} requests completed, {} and {} failed; CPU per request at the margin, over {CYCLES} pairs of runs; vLLM's whole runs cost {:.0} ms of CPU per request, start-up included)",
+            "  ({} and {} requests completed, {} and {} failed; CPU per request at the margin over {CYCLES} pairs of runs; over whole runs {:.3} and {:.3} ms)",
             v.completed,
             g.completed,
             v.failed,
             g.failed,
-            vllm.iter().map(|r| r.cpu_s).sum::<f64>() * 1000.0
-                / vllm.iter().map(|r| r.requests).sum::<u64>() as f64
+            whole(&vllm),
+            whole(&ours)
         );
         let mut wrong = Vec::new();
         for (name, runs) in [("vllm bench serve", &vllm), ("gpuflow", &ours)] {
@@ -272,8 +280,8 @@ impl Level<'_> {
     fn vllm_bench(&self, requests: u64, seed: u64) -> Result<Run, String> {
         let dir = vllm_dir();
         let out_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let before = children_cpu_s();
-        let out = Command::new(dir.join("venv/bin/vllm"))
+        let stderr_log = out_dir.path().join("stderr.log");
+        let mut child = Command::new(dir.join("venv/bin/vllm"))
             .args(["bench", "serve", "--backend", "vllm"])
             .args(["--base-url", &self.server.url()])
             .args(["--model", SERVED_NAME])
@@ -297,18 +305,41 @@ impl Level<'_> {
             .arg(out_dir.path())
             .args(["--result-filename", "result.json"])
             .envs(VLLM_CPU_ENV)
+            // Its lines as they are printed: the CPU is read when the main run starts and ends.
+            .env("PYTHONUNBUFFERED", "1")
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_log).map_err(|e| e.to_string())?)
+            .spawn()
             .map_err(|e| format!("cannot run `vllm bench serve`: {e}"))?;
-        let cpu_s = children_cpu_s() - before;
-        if !out.status.success() {
+        let pid = child.id();
+        let (mut start, mut end) = (None, None);
+        let mut printed = String::new();
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.map_err(|e| e.to_string())?;
+            if line.starts_with("Starting main benchmark run") {
+                start = Some(process_cpu_s(pid));
+            } else if line.contains(" Serving Benchmark Result ") {
+                end = Some(process_cpu_s(pid));
+            }
+            printed.push_str(&line);
+            printed.push('\n');
+        }
+        let status = child.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
             return Err(format!(
-                "vllm bench serve failed ({}): {}{}",
-                out.status,
-                tail(&String::from_utf8_lossy(&out.stdout)),
-                tail(&String::from_utf8_lossy(&out.stderr))
+                "vllm bench serve failed ({status}): {}{}",
+                tail(&printed),
+                tail(&std::fs::read_to_string(&stderr_log).unwrap_or_default())
             ));
         }
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(format!(
+                "vllm bench serve printed no start or end of its main run: {}",
+                tail(&printed)
+            ));
+        };
+        let cpu_s = end - start;
         let path: PathBuf = out_dir.path().join("result.json");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("vllm bench serve saved no {}: {e}", path.display()))?;
@@ -443,13 +474,15 @@ fn run_bench(runtime: &tokio::runtime::Runtime, cfg: &BenchConfig) -> Result<Ben
     })
 }
 
-/// User + system time of every child this process has reaped (`cutime` + `cstime` of
-/// `/proc/self/stat`, the total `getrusage(RUSAGE_CHILDREN)` gives), in seconds.
-fn children_cpu_s() -> f64 {
-    let text = std::fs::read_to_string("/proc/self/stat").unwrap();
+/// User + system time of a running process, all its threads (`utime` + `stime` of
+/// `/proc/<pid>/stat`), in seconds; 0 when it is gone.
+fn process_cpu_s(pid: u32) -> f64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
     let rest = &text[text.rfind(')').unwrap() + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = [13, 14]
+    let ticks: u64 = [11, 12]
         .iter()
         .map(|&i| fields[i].parse::<u64>().unwrap())
         .sum();
