@@ -337,3 +337,26 @@ async fn in_a_workflow_a_context_the_kv_cache_cannot_hold_fails_with_vllms_root_
     );
     assert!(text.contains("lower `--max-model-len`"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_workflow_a_flag_vllm_does_not_take_fails_preflight_before_the_server_starts() {
+    // Preflight runs the image's own `vllm serve --help`, follows its summary to
+    // `--help=all`, and reads the arguments by argparse's rules: `--enable-custom-all-reduce`
+    // never existed (custom all-reduce is the default; `--disable-custom-all-reduce` exists).
+    let port = free_port();
+    let yaml = vllm_action_workflow(port, "--max-model-len 512 --enable-custom-all-reduce", "");
+    let Some(dir) = repository(&yaml).await else {
+        return;
+    };
+    let out = dir.gpuflow().args(["run", "--plain", "w.yml"]).output();
+    let text = out.all();
+    assert_eq!(out.code(), Some(1), "{text}");
+    for expected in [
+        "`vllm serve` would refuse its command line before loading anything:",
+        "`--enable-custom-all-reduce` is not a flag of this command; did you mean `--disable-custom-all-reduce`?",
+        "(from `vllm serve --help=all` in the image)",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(!text.contains("container server started"), "{text}");
+}
