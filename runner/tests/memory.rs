@@ -130,3 +130,25 @@ fn the_simulator_allocates_what_the_estimate_says_and_fails_like_sglang() {
         "{stderr}"
     );
 }
+
+/// An estimate gpuflow cannot make is no refusal: a `--quantization` method whose size it does
+/// not know (SGLang's and vLLM's `modelopt`) leaves the server unestimated, with a warning
+/// that says what it could not read, and preflight passes.
+#[tokio::test]
+async fn a_method_whose_size_is_not_known_is_not_estimated_and_not_refused() {
+    let Some(ran) = engine::workflow(&workflow("0.3 --quantization modelopt"))
+        .files(&[("models/llama3-8b/config.json", LLAMA3_8B)])
+        .stand_in_gpus(repo_root().join("examples/stand-in-8gpu-pcie.toml"))
+        .options(|o| o.preflight_only = true)
+        .on_docker()
+        .await
+    else {
+        return;
+    };
+    assert!(ran.report.preflight.passed(), "{:#?}", ran.events);
+    let warned = ran.events.iter().any(|e| {
+        matches!(&e.kind, gpuflow::events::EventKind::Warning { message, .. }
+            if message.contains("the memory of the server is not estimated: `--quantization modelopt` is not a method gpuflow knows the size of"))
+    });
+    assert!(warned, "{:#?}", ran.events);
+}

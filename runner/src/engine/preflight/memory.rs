@@ -14,7 +14,8 @@ use crate::memory::ServerFlags;
 use crate::steps::server_memory;
 
 /// Runs the check in the started throw-away container `name`: `Ok` with the estimate (or why
-/// there is none), `Err` with the refusal.
+/// there is none: also when the estimate cannot be made, with a warning), `Err` with the
+/// refusal, only for an estimate that was made.
 pub(super) async fn run(
     shared: &Shared,
     jref: &JobRef,
@@ -40,10 +41,21 @@ pub(super) async fn run(
         id: started.id.clone(),
         name: name.to_string(),
     };
-    let Some(estimate) = server_memory::estimate(&place, flags, gpus.mib)
-        .await
-        .map_err(|e| format!("{e}\n  --> {at}"))?
-    else {
+    // A refusal only when the estimate is sure: what it cannot read (a method or dtype whose
+    // size gpuflow does not know, a config it cannot parse) is said, and the server runs.
+    let estimate = match server_memory::estimate(&place, flags, gpus.mib).await {
+        Ok(estimate) => estimate,
+        Err(why) => {
+            shared.emit(EventKind::Warning {
+                job: Some(jref.clone()),
+                message: format!(
+                    "container `{name}`: the memory of the server is not estimated: {why}\n  --> {at}"
+                ),
+            });
+            return Ok(Some(format!("not estimated: {why}")));
+        }
+    };
+    let Some(estimate) = estimate else {
         return Ok(Some(format!(
             "not estimated: `{}` has no `config.json`",
             flags.model
