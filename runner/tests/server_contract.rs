@@ -105,9 +105,7 @@ fn shipped_lines() -> Vec<Found> {
     for folder in ["workflows", "examples"] {
         for entry in std::fs::read_dir(root.join(folder)).unwrap() {
             let path = entry.unwrap().path();
-            if path.extension().is_some_and(|e| e == "yml")
-                && !path.ends_with("eagle3-wrong-flags.yml")
-            {
+            if path.extension().is_some_and(|e| e == "yml") {
                 let rel = path.strip_prefix(&root).unwrap().display().to_string();
                 let dir = repository().file("w.yml", &std::fs::read_to_string(&path).unwrap());
                 out.extend(lines_of(&dir.path().join("w.yml"), &rel).0);
@@ -115,10 +113,12 @@ fn shipped_lines() -> Vec<Found> {
         }
     }
     let mut pages = vec![root.join("README.md")];
-    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            pages.push(path);
+    for folder in ["docs", "docs/steps"] {
+        for entry in std::fs::read_dir(root.join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
         }
     }
     for page in pages {

@@ -439,14 +439,7 @@ fn prepare_memory(
     let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
     let spec = start_container_spec(&inputs, None).ok()?;
     let flags = steps::server_memory::server_flags(&spec)?;
-    let step = &job.steps[at.step];
-    let step_name = step_label(step, at.step);
-    // Where the flags are written: the action's `args`, else the step's `command`.
-    let span = ["args", "command"]
-        .iter()
-        .find_map(|k| step.with.get(*k).map(|v| v.span))
-        .unwrap_or(step.span);
-    let at_text = format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
+    let at_text = flags_location(shared, job, at);
     Some((
         at.step,
         Ready {
@@ -478,14 +471,7 @@ fn prepare_server_cli(
     let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
     let spec = start_container_spec(&inputs, None).ok()?;
     let command = spec.command.clone()?;
-    let step = &job.steps[at.step];
-    let step_name = step_label(step, at.step);
-    // Where the flags are written: the action's `args`, else the step's `command`.
-    let span = ["args", "command"]
-        .iter()
-        .find_map(|k| step.with.get(*k).map(|v| v.span))
-        .unwrap_or(step.span);
-    let at_text = format!("{} (the step `{step_name}`)", shared.wf.file.location(span));
+    let at_text = flags_location(shared, job, at);
     // The whole command line is known unless the image's entrypoint comes before a command
     // of bare arguments; then it is read from the image when the check runs.
     let known = match &spec.entrypoint {
@@ -519,6 +505,21 @@ fn prepare_server_cli(
             container: Some((name, spec.harmless())),
         },
     ))
+}
+
+/// Where the server's flags of the `start-container` at `at` are written, for messages: the
+/// action's `args`, else the step's `command`, with the step's name.
+fn flags_location(shared: &Shared, job: &Job, at: StartAt) -> String {
+    let step = &job.steps[at.step];
+    let span = ["args", "command"]
+        .iter()
+        .find_map(|k| step.with.get(*k).map(|v| v.span))
+        .unwrap_or(step.span);
+    format!(
+        "{} (the step `{}`)",
+        shared.wf.file.location(span),
+        step_label(step, at.step)
+    )
 }
 
 /// How messages name the step at `index`: its `name`, else its `id`, else its number.
