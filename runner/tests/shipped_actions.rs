@@ -211,7 +211,10 @@ async fn sglang_server_passes_enable_metrics_to_the_server() {
     let port = free_port();
     let bin = Workspace::empty().file(
         "python3",
+        // No help of its own: preflight's `--help` of the server gets none (a warning) instead
+        // of a stand-in server that never ends.
         "#!/bin/sh\n\
+         case \" $* \" in *\" --help \"*) echo 'a stand-in without a help' >&2; exit 2;; esac\n\
          echo \"python3 $*\" > /tmp/argv\n\
          port=30000; previous=\n\
          for a in \"$@\"; do [ \"$previous\" = --port ] && port=$a; previous=$a; done\n\
