@@ -64,7 +64,8 @@ mkdir -p "$dir"
 
 say "installing vLLM's dependencies (images/vllm/requirements.txt, torch included: ~3.5 GB) from PyPI"
 "$python" -m venv "$dir/venv" || die "\`$python -m venv\` failed (apt-get install python3-venv)"
-pip=("$dir/venv/bin/pip" install -q --disable-pip-version-check --no-input)
+# No pip cache: the venv is the cache (~3.5 GB of wheels would be kept twice).
+pip=("$dir/venv/bin/pip" install -q --disable-pip-version-check --no-input --no-cache-dir)
 "${pip[@]}" --no-deps -r "$here/requirements.txt" \
   || die "pip could not install images/vllm/requirements.txt"
 
