@@ -33,9 +33,10 @@ impl ServerKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerFlags {
     pub kind: ServerKind,
-    /// The model's folder (`--model-path`, `--model`, or `vllm serve PATH`).
+    /// The model's folder (`--model-path`, `--model`, or `vllm serve PATH` / `sglang serve PATH`).
     pub model: String,
-    /// SGLang's speculative draft model's folder.
+    /// The speculative draft model's folder: SGLang's `--speculative-draft-model-path`, vLLM's
+    /// `--speculative-config` `model` or `--spec-model`.
     pub draft_model: Option<String>,
     pub tp: u64,
     /// `--mem-fraction-static` / `--gpu-memory-utilization`, when given.
@@ -77,6 +78,59 @@ fn number<T: std::str::FromStr>(words: &[String], names: &[&str]) -> Result<Opti
     }
 }
 
+/// A token count as the server's own parser reads it (`32k`, `128Ki`), `Some(None)` for
+/// vLLM's "the model's own length" (`auto`, `-1`); `None` when it is not one.
+/// - vLLM (`human_readable_int_or_auto`, vllm/utils/argparse_utils.py): `k m g t` ×10³ⁿ with
+///   decimals, `K M G T` ×2¹⁰ⁿ whole numbers only;
+/// - SGLang (`human_readable_int`, sglang/srt/utils/common.py): `k M G T` ×10³ⁿ with decimals,
+///   `Ki Mi Gi Ti` ×2¹⁰ⁿ whole numbers only; case-sensitive.
+fn token_count(kind: ServerKind, text: &str) -> Option<Option<u64>> {
+    let text = text.trim();
+    if kind == ServerKind::Vllm && (text == "-1" || text.eq_ignore_ascii_case("auto")) {
+        return Some(None);
+    }
+    if let Ok(n) = text.parse::<u64>() {
+        return Some(Some(n));
+    }
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, suffix) = text.split_at(split);
+    let (power, binary) = match (kind, suffix) {
+        (ServerKind::Vllm, "k") | (ServerKind::Sglang, "k") => (1, false),
+        (ServerKind::Vllm, "m") | (ServerKind::Sglang, "M") => (2, false),
+        (ServerKind::Vllm, "g") | (ServerKind::Sglang, "G") => (3, false),
+        (ServerKind::Vllm, "t") | (ServerKind::Sglang, "T") => (4, false),
+        (ServerKind::Vllm, "K") | (ServerKind::Sglang, "Ki") => (1, true),
+        (ServerKind::Vllm, "M") | (ServerKind::Sglang, "Mi") => (2, true),
+        (ServerKind::Vllm, "G") | (ServerKind::Sglang, "Gi") => (3, true),
+        (ServerKind::Vllm, "T") | (ServerKind::Sglang, "Ti") => (4, true),
+        _ => return None,
+    };
+    if binary {
+        let whole: u64 = number.parse().ok()?;
+        return Some(Some(whole << (10 * power)));
+    }
+    let value: f64 = number.parse().ok()?;
+    Some(Some((value * 1000f64.powi(power)) as u64))
+}
+
+/// The token count `--name` gives (see [`token_count`]); `Err` when it is not one.
+fn tokens(kind: ServerKind, words: &[String], names: &[&str]) -> Result<Option<u64>, String> {
+    match value(words, names) {
+        None => Ok(None),
+        Some(v) => token_count(kind, v)
+            .ok_or_else(|| format!("`{}` is `{v}`, not a number of tokens", names[0])),
+    }
+}
+
+/// The draft model of a vLLM speculative config: `--speculative-config '{"model": …}'`
+/// (`-sc`), else `--spec-model`.
+fn vllm_draft(words: &[String]) -> Option<String> {
+    let config = value(words, &["--speculative-config", "-sc"])
+        .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+        .and_then(|c| c.get("model").and_then(|m| m.as_str()).map(String::from));
+    config.or_else(|| value(words, &["--spec-model"]).map(String::from))
+}
+
 fn auto(v: Option<&str>) -> Option<String> {
     v.filter(|v| *v != "auto").map(String::from)
 }
@@ -111,8 +165,9 @@ impl ServerFlags {
             .and_then(|i| words.get(i + 1))
             .filter(|w| !w.starts_with('-'))
             .map(String::as_str);
+        // `vllm serve MODEL` and `sglang serve MODEL` both take it first.
         let model = match kind {
-            ServerKind::Sglang => value(words, &["--model-path", "--model"]),
+            ServerKind::Sglang => value(words, &["--model-path", "--model"]).or(serve_arg),
             ServerKind::Vllm => value(words, &["--model"]).or(serve_arg),
         };
         let Some(model) = model else {
@@ -130,11 +185,14 @@ impl ServerFlags {
         let (fraction, context) = match kind {
             ServerKind::Sglang => (
                 number(words, &["--mem-fraction-static"])?,
-                number(words, &["--context-length"])?,
+                tokens(kind, words, &["--context-length"])?,
             ),
             ServerKind::Vllm => (
-                number(words, &["--gpu-memory-utilization"])?,
-                number(words, &["--max-model-len"])?,
+                number(
+                    words,
+                    &["--gpu-memory-utilization", "--device-memory-utilization"],
+                )?,
+                tokens(kind, words, &["--max-model-len"])?,
             ),
         };
         if let Some(f) = fraction
@@ -148,21 +206,24 @@ impl ServerFlags {
         Ok(Some(Self {
             kind,
             model: model.to_string(),
-            draft_model: value(
-                words,
-                &[
-                    "--speculative-draft-model-path",
-                    "--speculative-draft-model",
-                ],
-            )
-            .map(String::from),
+            draft_model: match kind {
+                ServerKind::Sglang => value(
+                    words,
+                    &[
+                        "--speculative-draft-model-path",
+                        "--speculative-draft-model",
+                    ],
+                )
+                .map(String::from),
+                ServerKind::Vllm => vllm_draft(words),
+            },
             tp: tp.unwrap_or(1),
             fraction,
-            max_total_tokens: number(words, &["--max-total-tokens"])?,
+            max_total_tokens: tokens(kind, words, &["--max-total-tokens"])?,
             context,
             dtype: auto(value(words, &["--dtype"])),
             kv_cache_dtype: auto(value(words, &["--kv-cache-dtype"])),
-            quantization: value(words, &["--quantization"]).map(String::from),
+            quantization: value(words, &["--quantization", "-q"]).map(String::from),
         }))
     }
 
@@ -181,6 +242,55 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test_case::test_case(ServerKind::Vllm, "32k", Some(Some(32_000)) ; "vllm decimal k")]
+    #[test_case::test_case(ServerKind::Vllm, "32K", Some(Some(32_768)) ; "vllm binary K")]
+    #[test_case::test_case(ServerKind::Vllm, "25.6k", Some(Some(25_600)) ; "vllm decimal fraction")]
+    #[test_case::test_case(ServerKind::Vllm, "1M", Some(Some(1_048_576)) ; "vllm binary M")]
+    #[test_case::test_case(ServerKind::Vllm, "1.5K", None ; "vllm no decimals with binary")]
+    #[test_case::test_case(ServerKind::Vllm, "auto", Some(None) ; "vllm auto")]
+    #[test_case::test_case(ServerKind::Vllm, "-1", Some(None) ; "vllm minus one")]
+    #[test_case::test_case(ServerKind::Sglang, "128k", Some(Some(128_000)) ; "sglang si k")]
+    #[test_case::test_case(ServerKind::Sglang, "1M", Some(Some(1_000_000)) ; "sglang si M")]
+    #[test_case::test_case(ServerKind::Sglang, "128Ki", Some(Some(131_072)) ; "sglang iec Ki")]
+    #[test_case::test_case(ServerKind::Sglang, "128K", None ; "sglang case sensitive")]
+    #[test_case::test_case(ServerKind::Sglang, "auto", None ; "sglang has no auto")]
+    #[test_case::test_case(ServerKind::Sglang, "32768", Some(Some(32_768)) ; "plain")]
+    fn token_counts_as_the_servers_read_them(
+        kind: ServerKind,
+        text: &str,
+        expected: Option<Option<u64>>,
+    ) {
+        assert_eq!(token_count(kind, text), expected);
+    }
+
+    #[test]
+    fn every_form_the_servers_take_is_read() {
+        let f = ServerFlags::parse(&words(
+            "sglang serve /models/qwen --context-length 128k --max-total-tokens 1M",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(f.model, "/models/qwen");
+        assert_eq!(
+            (f.context, f.max_total_tokens),
+            (Some(128_000), Some(1_000_000))
+        );
+        let f = ServerFlags::parse(&words(
+            "vllm serve /models/qwen --max-model-len 32K --device-memory-utilization 0.8 -q fp8 \
+             --speculative-config {\"method\":\"eagle3\",\"model\":\"/models/eagle\",\"num_speculative_tokens\":3}",
+        ))
+        .unwrap()
+        .unwrap();
+        assert_eq!(f.context, Some(32_768));
+        assert_eq!(f.fraction, Some(0.8));
+        assert_eq!(f.quantization.as_deref(), Some("fp8"));
+        assert_eq!(f.draft_model.as_deref(), Some("/models/eagle"));
+        let f = ServerFlags::parse(&words("vllm serve /m --max-model-len auto --spec-model /d"))
+            .unwrap()
+            .unwrap();
+        assert_eq!((f.context, f.draft_model.as_deref()), (None, Some("/d")));
     }
 
     #[test]
