@@ -1,8 +1,9 @@
 //! What a server says it allocated for the KV cache, read from its log: the check of the
 //! estimate against reality.
 //!
-//! - SGLang: `KV Cache is allocated. #tokens: 183768, K size: 10.22 GB, V size: 10.22 GB`
-//!   (or `..., KV size: 19.36 GB` for latent attention);
+//! - SGLang: `KV Cache is allocated. dtype: torch.bfloat16, #tokens: 183768, K size: 10.22 GB,
+//!   V size: 10.22 GB` (or `..., KV size: 19.36 GB` for latent attention), or with post-capture
+//!   sizing `Post-capture KV sizing: KV cache allocated. dtype: …, #tokens: N, …`;
 //! - vLLM: `GPU KV cache size: 183,760 tokens, Maximum concurrency for …`, the pool's device
 //!   named (`CPU` on vLLM's CPU build, `GPU + host` with host offload): vLLM 0.32–0.34
 //!   `v1/core/kv_cache_utils.py`, `update_kv_cache_capacity`. (V0's `# GPU blocks:` line is
@@ -11,7 +12,11 @@
 /// The KV cache size in tokens a server's log line reports, if the line reports it.
 pub fn kv_tokens(line: &str) -> Option<u64> {
     let after = |marker: &str| line.find(marker).map(|i| &line[i + marker.len()..]);
-    if let Some(rest) = after("KV Cache is allocated.") {
+    // SGLang's default line, and its post-capture sizing's (`SGLANG_ENABLE_POST_CAPTURE_KV_SIZING=1`,
+    // sglang/srt/model_executor/model_runner_components/kv_pool_runtime.py).
+    if let Some(rest) =
+        after("KV Cache is allocated.").or_else(|| after("KV sizing: KV cache allocated."))
+    {
         let rest = &rest[rest.find("#tokens:")? + "#tokens:".len()..];
         return leading_number(rest);
     }
@@ -72,6 +77,12 @@ mod tests {
             Some(1_000)
         );
         assert_eq!(kv_tokens("the KV cache size: 12 tokens"), None);
+        assert_eq!(
+            kv_tokens(
+                "[2026-12-03 10:02:11 TP0] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, #tokens: 350257, K size: 0.21 GB, V size: 0.21 GB"
+            ),
+            Some(350_257)
+        );
         assert_eq!(kv_tokens("Load weight end. avail mem=62.10 GB"), None);
         assert_eq!(kv_tokens("KV Cache is allocated. #tokens: many"), None);
     }
