@@ -71,6 +71,11 @@ pub fn dtype_bytes(name: &str) -> Option<f64> {
 }
 
 /// Bits per weight of a `quantization_config`, or of a server's `--quantization` method.
+/// Read where the servers read them: awq/gptq's `bits` (`w_bit`, `weight_bits`);
+/// compressed-tensors' `config_groups.*.weights.num_bits` (the widest group, so the estimate
+/// never undercounts; vLLM's `compressed_tensors.py`); ModelOpt's `quant_algo`, at the top or
+/// under `quantization` (`FP8*`, `MXFP8`: 8 bits; `NVFP4`, `W4A16_NVFP4`: 4; vLLM's
+/// `modelopt.py` `LINEAR_ALGOS`; `MIXED_PRECISION` has no one width).
 pub fn quant_bits(method: &str, config: Option<&Value>) -> Option<f64> {
     let given = config.and_then(|q| {
         ["bits", "weight_bits", "w_bit"]
@@ -79,6 +84,31 @@ pub fn quant_bits(method: &str, config: Option<&Value>) -> Option<f64> {
     });
     if let Some(bits) = given {
         return Some(bits as f64);
+    }
+    let groups = config
+        .and_then(|q| q.get("config_groups"))
+        .and_then(Value::as_object)
+        .and_then(|groups| {
+            groups
+                .values()
+                .filter_map(|g| g.get("weights")?.get("num_bits")?.as_u64())
+                .max()
+        });
+    if let Some(bits) = groups {
+        return Some(bits as f64);
+    }
+    let algo = config.and_then(|q| {
+        q.get("quant_algo")
+            .or_else(|| q.get("quantization")?.get("quant_algo"))
+            .and_then(Value::as_str)
+    });
+    if let Some(algo) = algo {
+        let algo = algo.to_ascii_uppercase();
+        return match algo.as_str() {
+            a if a.starts_with("FP8") || a == "MXFP8" => Some(8.0),
+            "NVFP4" | "W4A16_NVFP4" => Some(4.0),
+            _ => None,
+        };
     }
     let method = method.to_ascii_lowercase();
     Some(match method.as_str() {
@@ -109,10 +139,19 @@ impl ModelShape {
         let quant = root
             .get("quantization_config")
             .or_else(|| c.get("quantization_config"));
-        let quant_bits = quant.and_then(|q| {
-            let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
-            quant_bits(method, Some(q))
-        });
+        // A quantization whose width is not known is said, never costed at the dtype's (2–4×
+        // the checkpoint's size would refuse servers that fit).
+        let quant_bits = match quant {
+            None => None,
+            Some(q) => {
+                let method = q.get("quant_method").and_then(Value::as_str).unwrap_or("");
+                Some(quant_bits(method, Some(q)).ok_or_else(|| {
+                    format!(
+                        "the checkpoint's `quantization_config` (`quant_method: {method}`) gives no weight width gpuflow can read"
+                    )
+                })?)
+            }
+        };
         let experts = ["n_routed_experts", "num_local_experts", "num_experts"]
             .iter()
             .find_map(|k| uint(c, k))
@@ -238,6 +277,52 @@ impl ModelShape {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn quantized_checkpoints_are_read_as_the_servers_read_them() {
+        let shape = |quant: &str| {
+            ModelShape::from_config_json(&format!(
+                r#"{{"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 1000, "intermediate_size": 14336, "quantization_config": {quant}}}"#
+            ))
+            .map(|m| m.quant_bits)
+        };
+        // compressed-tensors: the widest of its config groups' weights.
+        assert_eq!(
+            shape(
+                r#"{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float"}}}}"#
+            ),
+            Ok(Some(8.0))
+        );
+        assert_eq!(
+            shape(
+                r#"{"quant_method": "compressed-tensors", "config_groups": {"a": {"weights": {"num_bits": 4}}, "b": {"weights": {"num_bits": 8}}}}"#
+            ),
+            Ok(Some(8.0))
+        );
+        // ModelOpt: its algorithm, at the top or under `quantization`.
+        assert_eq!(
+            shape(r#"{"quant_method": "modelopt", "quant_algo": "NVFP4"}"#),
+            Ok(Some(4.0))
+        );
+        assert_eq!(
+            shape(
+                r#"{"quant_method": "modelopt", "quantization": {"quant_algo": "FP8_PER_CHANNEL_PER_TOKEN"}}"#
+            ),
+            Ok(Some(8.0))
+        );
+        assert_eq!(
+            shape(r#"{"quant_method": "awq", "bits": 4}"#),
+            Ok(Some(4.0))
+        );
+        // A width it cannot read is said, not costed at 16 bits.
+        let unknown = shape(r#"{"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}"#);
+        assert!(
+            unknown
+                .as_ref()
+                .is_err_and(|e| e.contains("quant_method: modelopt")),
+            "{unknown:?}"
+        );
+    }
 
     /// meta-llama/Meta-Llama-3-8B's config.json, as published.
     pub(crate) const LLAMA3_8B: &str = r#"{
