@@ -55,7 +55,7 @@ need slurm-client "runner/tests/slurm.rs and gpuflow's Slurm hosts: sbatch, sque
 need munge "runner/tests/slurm.rs: Slurm's authentication between its daemons and commands" \
   'command -v munged' 'test -x /usr/sbin/munged'
 need libnuma1 "real vLLM on the CPU (images/vllm): its CPU kernels link libnuma" \
-  'ldconfig -p | grep -q "libnuma.so.1 "'
+  '"$(command -v ldconfig || echo /sbin/ldconfig)" -p | grep -q "libnuma.so.1 "'
 need curl "docs/simulator.md's example asks the simulator with curl (runner/tests/doc_examples.rs runs it)" \
   'command -v curl'
 

