@@ -340,7 +340,8 @@ async fn a_run_in_process_adopts_what_the_one_before_kept_warm() {
 }
 
 /// A maximize search whose servers are kept warm: a cell's later round adopts the server its
-/// first round loaded.
+/// first round loaded. The cells' speeds are 40x apart so the round-1 winner does not depend on
+/// the machine's load (at 2000 vs 4000 tokens/s, 8 tokens are HTTP overhead and either can win).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_search_round_adopts_the_server_its_first_round_kept_warm() {
     let home = tempfile::tempdir().unwrap();
@@ -352,7 +353,7 @@ jobs:
   tune:
     strategy:
       matrix:
-        tps: [2000, 4000]
+        tps: [100, 4000]
       search:
         maximize: output_tok_s
         budget: {{ rounds: 2, keep: 0.5 }}
