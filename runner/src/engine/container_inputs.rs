@@ -160,7 +160,7 @@ fn list(v: Option<&Value>, input: &str) -> Result<Vec<String>, String> {
 
 /// A mapping, or (from an expression, such as a composite action's text input) `NAME=VALUE`
 /// lines; blank lines and `#` comments are left out, and a later line wins.
-fn map(v: &Value, input: &str) -> Result<IndexMap<String, String>, String> {
+pub(crate) fn map(v: &Value, input: &str) -> Result<IndexMap<String, String>, String> {
     match v {
         Value::Object(m) => Ok(m
             .iter()

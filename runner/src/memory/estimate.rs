@@ -1,38 +1,37 @@
 //! The estimate itself: from a model's shape, a server's memory flags and the memory of the
 //! GPUs it gets, the weights each GPU holds, the budget the server's fraction allows, the KV
-//! cache room left in tokens, and the margin. The same arithmetic the servers do, with the
-//! runtime's own use (CUDA context, NCCL buffers) as one fixed allowance:
+//! cache room left in tokens, and the margin. The servers' own arithmetic (docs/memory.md),
+//! with what only a GPU can measure taken as stated allowances:
 //!
 //! - SGLang: the KV pool is what is free after the weights load, less the share of the free
 //!   memory before the load that `--mem-fraction-static` leaves out:
-//!   `(gpu - runtime) × fraction - weights`; at 0 or less it stops with `ValueError: Loaded
-//!   weights leave no GPU memory for the KV cache`.
-//! - vLLM: `gpu × --gpu-memory-utilization - runtime - weights`; at 0 or less it stops with
-//!   "No available memory for the cache blocks".
+//!   `(gpu - preload) × fraction - weights`; at 0 or less it stops with `ValueError: Loaded
+//!   weights leave no GPU memory for the KV cache`. Its default fraction is derived from the
+//!   GPU ([`super::sglang::default_fraction`]); its cell from its own rules
+//!   ([`super::sglang::cell_bytes`]).
+//! - vLLM: `⌈gpu × --gpu-memory-utilization⌉ - preload - weights - activations and CUDA graphs`
+//!   ([`super::vllm`]); at 0 or less it stops with "No available memory for the cache blocks".
+//!
+//! `preload` is what each GPU loses before the weights load (CUDA context, NCCL and all-reduce
+//! buffers): [`PRELOAD_MIB`] unless the step says (`start-container`'s `preload-overhead`).
 
 use super::flags::{ServerFlags, ServerKind};
 use super::model::{ModelShape, dtype_bytes, quant_bits};
+use super::{sglang, vllm};
 
-/// What the CUDA context, NCCL and the allocator take on each GPU before any weight: an
-/// allowance, not a measurement (about what SGLang's "avail mem" shows below the card's size).
-pub const RUNTIME_MIB: f64 = 1024.0;
+/// What each GPU loses before any weight (the CUDA context, NCCL and all-reduce buffers),
+/// unless the step says: an allowance, not a measurement (about what SGLang's first
+/// "avail mem" shows below the card's size on one GPU; more GPUs take more for NCCL).
+pub const PRELOAD_MIB: f64 = 1024.0;
+
+/// The estimate's confidence margin: a server is refused only when its weights exceed the
+/// budget by more than this share of the budget (at least [`MARGIN_FLOOR_MIB`]). It covers
+/// what the estimate cannot see: the pre-load overhead being lower than its allowance, norms
+/// and quantization scales, and rounding in the servers' own arithmetic.
+pub const MARGIN_SHARE: f64 = 0.02;
+pub const MARGIN_FLOOR_MIB: f64 = 512.0;
 
 const MIB: f64 = 1024.0 * 1024.0;
-
-/// SGLang's `--mem-fraction-static` when none is given, by tensor-parallel size (its server
-/// arguments' defaults: more GPUs, more room for the communication buffers).
-pub fn sglang_default_fraction(tp: u64) -> f64 {
-    match tp {
-        16.. => 0.79,
-        8.. => 0.81,
-        4.. => 0.85,
-        2.. => 0.87,
-        _ => 0.88,
-    }
-}
-
-/// vLLM's `--gpu-memory-utilization` default.
-pub const VLLM_DEFAULT_FRACTION: f64 = 0.9;
 
 /// One estimate, per GPU.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +42,14 @@ pub struct Estimate {
     pub gpu_mib: u64,
     pub fraction: f64,
     pub fraction_given: bool,
+    /// How a default fraction came about (SGLang's derivation, vLLM's default), for messages.
+    pub fraction_origin: String,
+    /// What each GPU loses before the weights load, and whether the step said it.
+    pub runtime_mib: f64,
+    pub runtime_given: bool,
+    /// vLLM's activation peak and CUDA graphs, which it takes inside its budget (estimated;
+    /// 0 for SGLang, whose fraction leaves them out).
+    pub reserve_mib: f64,
     /// What the fraction allows for weights and KV cache.
     pub budget_mib: f64,
     pub params: u64,
@@ -60,6 +67,9 @@ pub struct Estimate {
     /// The context asked for (`--context-length` / `--max-model-len`), else vLLM's default
     /// (the model's own); SGLang's default is not checked (one request rarely fills it).
     pub context: Option<(u64, bool)>,
+    /// What the estimate leaves out for this command line (flags with which the server keeps
+    /// more memory back than the estimate does).
+    pub notes: Vec<String>,
 }
 
 fn gib(mib: f64) -> String {
@@ -101,17 +111,62 @@ impl Estimate {
             d.weight_bytes(Some(served_dtype(d)), None) / tp / MIB
         });
         let weights_mib = weights(model) + draft_weights_mib;
-        let kv_bytes_per_token = model.kv_bytes_per_token(flags.tp, kv_bytes)
-            + draft.map_or(0.0, |d| d.kv_bytes_per_token(flags.tp, kv_bytes));
-        let (fraction, fraction_given) = match (flags.fraction, flags.kind) {
-            (Some(f), _) => (f, true),
-            (None, ServerKind::Sglang) => (sglang_default_fraction(flags.tp), false),
-            (None, ServerKind::Vllm) => (VLLM_DEFAULT_FRACTION, false),
+        let kv_bytes_per_token = match (flags.kind, draft) {
+            // SGLang sizes an EAGLE-style draft as a share of the target's cell.
+            (ServerKind::Sglang, Some(d)) if flags.sglang.eagle_like() => {
+                sglang::cell_bytes(model, flags.tp, kv_bytes, Some(d.layers))
+            }
+            // Otherwise the draft's layers get their own KV cache of their own shape.
+            _ => {
+                model.kv_bytes_per_token(flags.tp, kv_bytes)
+                    + draft.map_or(0.0, |d| d.kv_bytes_per_token(flags.tp, kv_bytes))
+            }
         };
         let gpu = gpu_mib as f64;
-        let budget_mib = match flags.kind {
-            ServerKind::Sglang => (gpu - RUNTIME_MIB) * fraction,
-            ServerKind::Vllm => gpu * fraction - RUNTIME_MIB,
+        let runtime_mib = flags.overhead_mib.unwrap_or(PRELOAD_MIB);
+        let mut notes = Vec::new();
+        let (fraction, fraction_given, fraction_origin) = match (flags.fraction, flags.kind) {
+            (Some(f), _) => (f, true, String::new()),
+            (None, ServerKind::Sglang) => {
+                let d = sglang::default_fraction(
+                    &flags.sglang,
+                    gpu_mib,
+                    flags.tp,
+                    model.mla.is_some(),
+                    &flags.model,
+                );
+                if !flags.sglang.beyond.is_empty() {
+                    notes.push(format!(
+                        "with {} SGLang keeps more memory back than its plain default; the estimate is high",
+                        flags.sglang.beyond.join(", ")
+                    ));
+                }
+                (
+                    d.fraction,
+                    false,
+                    format!(
+                        "SGLang's default for this GPU: {} kept for activations and CUDA graphs (chunked prefill {}, decode graphs up to {})",
+                        gib(d.reserved_mib),
+                        d.chunked_prefill,
+                        d.decode_max_bs
+                    ),
+                )
+            }
+            (None, ServerKind::Vllm) => (
+                vllm::DEFAULT_UTILIZATION,
+                false,
+                vllm::DEFAULT_ORIGIN.to_string(),
+            ),
+        };
+        let (budget_mib, reserve_mib) = match flags.kind {
+            ServerKind::Sglang => ((gpu - runtime_mib) * fraction, 0.0),
+            ServerKind::Vllm => {
+                let reserve = vllm::in_budget_reserve_mib(model, &flags.vllm, flags.tp, gpu);
+                (
+                    vllm::requested_mib(gpu, fraction) - runtime_mib - reserve,
+                    reserve,
+                )
+            }
         };
         let kv_mib = budget_mib - weights_mib;
         let room = if kv_mib > 0.0 {
@@ -131,6 +186,10 @@ impl Estimate {
             gpu_mib,
             fraction,
             fraction_given,
+            fraction_origin,
+            runtime_mib,
+            runtime_given: flags.overhead_mib.is_some(),
+            reserve_mib,
             budget_mib,
             params: model.params(),
             weights_mib,
@@ -140,7 +199,20 @@ impl Estimate {
             kv_tokens,
             capped_by_max_total: kv_tokens < room,
             context,
+            notes,
         })
+    }
+
+    /// The confidence margin of a refusal, in MiB (see [`MARGIN_SHARE`]).
+    pub fn margin_mib(&self) -> f64 {
+        (self.budget_mib.abs() * MARGIN_SHARE).max(MARGIN_FLOOR_MIB)
+    }
+
+    /// Whether the estimate is sure the server cannot load: its weights exceed the budget by
+    /// more than the confidence margin. Short of that, a server that does not fit by the
+    /// estimate is too close to call, and runs.
+    pub fn sure_not_to_fit(&self) -> bool {
+        -self.kv_mib > self.margin_mib()
     }
 
     /// Whether the weights fit the budget with room for any KV cache.
@@ -152,19 +224,43 @@ impl Estimate {
     pub fn min_fraction(&self) -> f64 {
         let gpu = self.gpu_mib as f64;
         match self.kind {
-            ServerKind::Sglang => self.weights_mib / (gpu - RUNTIME_MIB),
-            ServerKind::Vllm => (self.weights_mib + RUNTIME_MIB) / gpu,
+            ServerKind::Sglang => self.weights_mib / (gpu - self.runtime_mib),
+            ServerKind::Vllm => (self.weights_mib + self.runtime_mib + self.reserve_mib) / gpu,
         }
+    }
+
+    /// Where the budget comes from, in words: the fraction and its origin, the GPU, what is
+    /// lost before the load and (vLLM) what is kept inside the budget.
+    fn budget_terms(&self) -> String {
+        let flag = self.kind.fraction_flag();
+        let origin = if self.fraction_given {
+            String::new()
+        } else {
+            format!(", {}", self.fraction_origin)
+        };
+        let preload = if self.runtime_given {
+            "as `preload-overhead` says"
+        } else {
+            "the default allowance; `preload-overhead` sets it"
+        };
+        let reserve = if self.reserve_mib > 0.0 {
+            format!(
+                ", and {} estimated for activations and CUDA graphs",
+                gib(self.reserve_mib)
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "{flag} {}{origin}; of a {} GPU, {} lost before the weights load ({preload}){reserve}",
+            self.fraction,
+            gib(self.gpu_mib as f64),
+            gib(self.runtime_mib),
+        )
     }
 
     /// The numbers, in one paragraph of lines.
     pub fn describe(&self) -> String {
-        let flag = self.kind.fraction_flag();
-        let given = if self.fraction_given {
-            ""
-        } else {
-            ", the default"
-        };
         let draft = if self.draft_weights_mib > 0.0 {
             format!(
                 " (the draft model's {} included)",
@@ -175,14 +271,12 @@ impl Estimate {
         };
         let mut s = format!(
             "weights: {} per GPU ({:.2e} parameters over TP {}){draft}\n\
-             budget: {} ({flag} {}{given}, of a {} GPU, {} kept for the CUDA runtime)\n",
+             budget: {} ({})\n",
             gib(self.weights_mib),
             self.params as f64,
             self.tp,
             gib(self.budget_mib),
-            self.fraction,
-            gib(self.gpu_mib as f64),
-            gib(RUNTIME_MIB),
+            self.budget_terms(),
         );
         if self.fits() {
             let cap = if self.capped_by_max_total {
@@ -197,10 +291,20 @@ impl Estimate {
                 gib(self.kv_mib),
             ));
         } else {
+            let sure = if self.sure_not_to_fit() {
+                "beyond"
+            } else {
+                "within"
+            };
             s.push_str(&format!(
-                "the weights alone exceed the budget by {}: no room for the KV cache",
-                gib(-self.kv_mib)
+                "the weights alone exceed the budget by {}: no room for the KV cache ({sure} the estimate's confidence margin of {}, {}% of the budget)",
+                gib(-self.kv_mib),
+                gib(self.margin_mib()),
+                MARGIN_SHARE * 100.0,
             ));
+        }
+        for note in &self.notes {
+            s.push_str(&format!("\nnote: {note}"));
         }
         s
     }
@@ -289,7 +393,7 @@ mod tests {
             "{d}"
         );
         assert!(
-            d.contains("--mem-fraction-static 0.85, of a 44.99 GiB GPU"),
+            d.contains("--mem-fraction-static 0.85; of a 44.99 GiB GPU, 1.00 GiB lost before the weights load (the default allowance; `preload-overhead` sets it)"),
             "{d}"
         );
     }
@@ -341,7 +445,9 @@ mod tests {
         let e = Estimate::new(
             &llama(),
             None,
-            &flags("vllm serve /m --gpu-memory-utilization 0.37"),
+            // 17275.5 MiB less 1 GiB before the load and 762.5 MiB of activations and
+            // graphs leaves 173 MiB past the weights: about 1400 tokens.
+            &flags("vllm serve /m --gpu-memory-utilization 0.375"),
             L40S,
         )
         .unwrap();
@@ -381,7 +487,9 @@ mod tests {
         .unwrap();
         assert_eq!(e.kv_tokens, 1000);
         assert!(e.capped_by_max_total);
-        assert_eq!(e.fraction, 0.88);
+        // SGLang's derived default on an L40S, its prefill graphs capped at the 1000 tokens
+        // (37 capture sizes, not 50: see the default-fraction test below).
+        assert_eq!(e.fraction, 0.845);
         let plain = Estimate::new(&llama(), None, &flags("sglang --model-path /m"), L40S).unwrap();
         let drafted = Estimate::new(
             &llama(),
@@ -392,6 +500,120 @@ mod tests {
         .unwrap();
         assert!((drafted.weights_mib - 2.0 * plain.weights_mib).abs() < 0.01);
         assert_eq!(drafted.kv_bytes_per_token, 2.0 * plain.kv_bytes_per_token);
+    }
+
+    #[test]
+    fn sglangs_default_fraction_is_derived_from_the_gpu_and_said() {
+        let e = Estimate::new(&llama(), None, &flags("sglang serve /m"), L40S).unwrap();
+        // 7248 MiB kept out of 46068: round(38820 / 46068, 3).
+        assert_eq!(e.fraction, 0.843);
+        assert!(!e.fraction_given);
+        let d = e.describe();
+        assert!(
+            d.contains("--mem-fraction-static 0.843, SGLang's default for this GPU: 7.08 GiB kept for activations and CUDA graphs (chunked prefill 4096, decode graphs up to 32)"),
+            "{d}"
+        );
+        // A larger chunk keeps more out.
+        let chunked = Estimate::new(
+            &llama(),
+            None,
+            &flags("sglang serve /m --chunked-prefill-size 8192"),
+            L40S,
+        )
+        .unwrap();
+        assert!(chunked.fraction < e.fraction, "{}", chunked.fraction);
+        // Flags with which SGLang keeps more back are noted.
+        let dp = Estimate::new(
+            &llama(),
+            None,
+            &flags("sglang serve /m --tp-size 2 --enable-dp-attention"),
+            L40S,
+        )
+        .unwrap();
+        assert!(
+            dp.describe().contains(
+                "note: with --enable-dp-attention SGLang keeps more memory back than its plain default"
+            ),
+            "{}",
+            dp.describe()
+        );
+    }
+
+    #[test]
+    fn the_preload_overhead_the_step_gives_replaces_the_allowance() {
+        let mut f = flags("sglang --model-path /m --mem-fraction-static 0.85");
+        f.overhead_mib = Some(3072.0);
+        let e = Estimate::new(&llama(), None, &f, L40S).unwrap();
+        assert_eq!(e.budget_mib, (46068.0 - 3072.0) * 0.85);
+        assert!(
+            e.describe()
+                .contains("3.00 GiB lost before the weights load (as `preload-overhead` says)"),
+            "{}",
+            e.describe()
+        );
+    }
+
+    #[test]
+    fn a_refusal_needs_the_weights_past_the_confidence_margin() {
+        // 0.3 leaves 13.20 GiB for 14.96 GiB of weights: 1.76 GiB short, past 2% of the
+        // budget (0.5 GiB, the floor).
+        let short = Estimate::new(
+            &llama(),
+            None,
+            &flags("sglang --model-path /m --mem-fraction-static 0.3"),
+            L40S,
+        )
+        .unwrap();
+        assert!(short.sure_not_to_fit());
+        assert!(
+            short
+                .describe()
+                .contains("beyond the estimate's confidence margin of 0.50 GiB")
+        );
+        // 0.34 leaves 14.96 GiB - 0.2 GiB: not enough by the estimate, but within its margin.
+        let close = Estimate::new(
+            &llama(),
+            None,
+            &flags("sglang --model-path /m --mem-fraction-static 0.336"),
+            L40S,
+        )
+        .unwrap();
+        assert!(
+            !close.fits() && !close.sure_not_to_fit(),
+            "{}",
+            close.kv_mib
+        );
+        assert!(
+            close
+                .describe()
+                .contains("within the estimate's confidence margin")
+        );
+    }
+
+    #[test]
+    fn an_eagle_draft_adds_its_share_of_the_targets_cell() {
+        let one_layer = ModelShape {
+            layers: 1,
+            ..llama()
+        };
+        let e = Estimate::new(
+            &llama(),
+            Some(&one_layer),
+            &flags("sglang --model-path /m --speculative-algorithm EAGLE3 --speculative-draft-model-path /d"),
+            L40S,
+        )
+        .unwrap();
+        // 128 KiB for 32 layers, plus 1/32 of it.
+        assert_eq!(e.kv_bytes_per_token, 131_072.0 + 4096.0);
+        // Without an EAGLE-style algorithm the draft's own layers are counted (vLLM's way).
+        let v = Estimate::new(
+            &llama(),
+            Some(&one_layer),
+            &flags("vllm serve /m --spec-model /d"),
+            L40S,
+        )
+        .unwrap();
+        assert_eq!(v.kv_bytes_per_token, 131_072.0 + 4096.0);
     }
 
     #[test]

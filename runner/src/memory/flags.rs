@@ -4,6 +4,9 @@
 //! folder, the dtypes and the quantization. Both `--flag value` and `--flag=value`.
 //! `gpuflow-sim` takes SGLang's flags, so it is read as SGLang.
 
+use super::sglang::SglangSizing;
+use super::vllm::VllmSizing;
+
 /// Which server's rules apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServerKind {
@@ -50,10 +53,17 @@ pub struct ServerFlags {
     pub kv_cache_dtype: Option<String>,
     /// `--quantization`.
     pub quantization: Option<String>,
+    /// What SGLang derives its default `--mem-fraction-static` from (defaults for vLLM).
+    pub sglang: SglangSizing,
+    /// What sizes vLLM's profiling pass (defaults for SGLang).
+    pub vllm: VllmSizing,
+    /// The memory each GPU loses before the weights load (CUDA context, NCCL and all-reduce
+    /// buffers), when the step says it (`start-container`'s `preload-overhead`).
+    pub overhead_mib: Option<f64>,
 }
 
 /// The value of `--name` (or one of its aliases) in `words`: `--name value` or `--name=value`.
-fn value<'a>(words: &'a [String], names: &[&str]) -> Option<&'a str> {
+pub(super) fn value<'a>(words: &'a [String], names: &[&str]) -> Option<&'a str> {
     let mut found = None;
     for (i, w) in words.iter().enumerate() {
         for name in names {
@@ -68,7 +78,10 @@ fn value<'a>(words: &'a [String], names: &[&str]) -> Option<&'a str> {
     found
 }
 
-fn number<T: std::str::FromStr>(words: &[String], names: &[&str]) -> Result<Option<T>, String> {
+pub(super) fn number<T: std::str::FromStr>(
+    words: &[String],
+    names: &[&str],
+) -> Result<Option<T>, String> {
     match value(words, names) {
         None => Ok(None),
         Some(v) => v
@@ -76,6 +89,34 @@ fn number<T: std::str::FromStr>(words: &[String], names: &[&str]) -> Result<Opti
             .map(Some)
             .map_err(|_| format!("`{}` is `{v}`, not a number", names[0])),
     }
+}
+
+/// The numbers of a flag that takes one or more (argparse's `nargs="+"`): `--name 1 2 4` (the
+/// words up to the next flag) or `--name=1`; the last use wins.
+pub(super) fn list(words: &[String], name: &str) -> Result<Option<Vec<u64>>, String> {
+    let mut found = None;
+    for (i, w) in words.iter().enumerate() {
+        let values: Vec<&String> = if w == name {
+            words[i + 1..]
+                .iter()
+                .take_while(|v| !v.starts_with('-'))
+                .collect()
+        } else if w.strip_prefix(name).is_some_and(|r| r.starts_with('=')) {
+            vec![w]
+        } else {
+            continue;
+        };
+        let numbers = values
+            .iter()
+            .map(|v| {
+                let v = v.rsplit('=').next().unwrap_or(v);
+                v.parse()
+                    .map_err(|_| format!("`{name}` has `{v}`, not a number"))
+            })
+            .collect::<Result<Vec<u64>, String>>()?;
+        found = Some(numbers);
+    }
+    Ok(found)
 }
 
 /// A token count as the server's own parser reads it (`32k`, `128Ki`), `Some(None)` for
@@ -114,7 +155,11 @@ fn token_count(kind: ServerKind, text: &str) -> Option<Option<u64>> {
 }
 
 /// The token count `--name` gives (see [`token_count`]); `Err` when it is not one.
-fn tokens(kind: ServerKind, words: &[String], names: &[&str]) -> Result<Option<u64>, String> {
+pub(super) fn tokens(
+    kind: ServerKind,
+    words: &[String],
+    names: &[&str],
+) -> Result<Option<u64>, String> {
     match value(words, names) {
         None => Ok(None),
         Some(v) => token_count(kind, v)
@@ -224,6 +269,18 @@ impl ServerFlags {
             dtype: auto(value(words, &["--dtype"])),
             kv_cache_dtype: auto(value(words, &["--kv-cache-dtype"])),
             quantization: value(words, &["--quantization", "-q"]).map(String::from),
+            sglang: match kind {
+                ServerKind::Sglang => SglangSizing {
+                    max_total_tokens: tokens(kind, words, &["--max-total-tokens"])?,
+                    ..SglangSizing::parse(words)?
+                },
+                ServerKind::Vllm => SglangSizing::default(),
+            },
+            vllm: match kind {
+                ServerKind::Vllm => VllmSizing::parse(words)?,
+                ServerKind::Sglang => VllmSizing::default(),
+            },
+            overhead_mib: None,
         }))
     }
 

@@ -12,6 +12,8 @@ pub mod estimate;
 pub mod flags;
 pub mod model;
 pub mod reported;
+pub mod sglang;
+pub mod vllm;
 
 pub use estimate::Estimate;
 pub use flags::{ServerFlags, ServerKind};

@@ -35,6 +35,8 @@ pub struct Moe {
     pub shared_intermediate: u64,
     /// Leading layers that stay dense (`first_k_dense_replace`).
     pub dense_layers: u64,
+    /// Experts each token goes to (`num_experts_per_tok`, Mixtral's too), for activations.
+    pub active: u64,
 }
 
 /// DeepSeek's multi-head latent attention.
@@ -165,6 +167,8 @@ impl ModelShape {
                     * uint(c, "moe_intermediate_size").unwrap_or(intermediate_size)
             }),
             dense_layers: uint(c, "first_k_dense_replace").unwrap_or(0),
+            // Without it, every expert: the activation estimate errs large.
+            active: uint(c, "num_experts_per_tok").unwrap_or(experts),
         });
         let mla = uint(c, "kv_lora_rank").map(|kv_lora_rank| Mla {
             q_lora_rank: uint(c, "q_lora_rank"),
@@ -260,13 +264,14 @@ impl ModelShape {
     }
 
     /// Bytes of KV cache one token takes on each of `tp` GPUs at `kv_bytes` per element. Key
-    /// and value heads are split across the GPUs, and replicated when there are fewer heads
-    /// than GPUs; MLA's latent is one vector per layer, on every GPU.
+    /// and value heads are split across the GPUs as both servers count them,
+    /// `max(1, heads // tp)` (SGLang's and vLLM's `get_num_kv_heads`: one each when there are
+    /// fewer heads than GPUs); MLA's latent is one vector per layer, on every GPU.
     pub fn kv_bytes_per_token(&self, tp: u64, kv_bytes: f64) -> f64 {
         let per_layer = match &self.mla {
             Some(m) => (m.kv_lora_rank + m.qk_rope_head_dim) as f64,
             None => {
-                let heads = self.kv_heads.div_ceil(tp.max(1)).max(1);
+                let heads = (self.kv_heads / tp.max(1)).max(1);
                 (2 * heads * self.head_dim) as f64
             }
         };
@@ -373,6 +378,10 @@ pub(crate) mod tests {
         assert_eq!(m.kv_bytes_per_token(2, 2.0), 65_536.0);
         assert_eq!(m.kv_bytes_per_token(16, 2.0), 16_384.0);
         assert_eq!(m.max_context, Some(8192));
+        // Heads TP does not divide: both servers floor (`max(1, heads // tp)`), so 6 heads
+        // over 4 GPUs are 1 each, not 2.
+        let six = ModelShape { kv_heads: 6, ..m };
+        assert_eq!(six.kv_bytes_per_token(4, 2.0), 16_384.0);
     }
 
     #[test]

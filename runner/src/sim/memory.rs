@@ -12,7 +12,6 @@
 //!   memory while capturing CUDA graphs.
 
 use super::config::SimConfig;
-use crate::memory::estimate::RUNTIME_MIB;
 use crate::memory::{Estimate, ModelShape, ServerFlags, ServerKind};
 
 /// vLLM's default `--block-size` on CUDA, in tokens: its KV cache is a whole number of blocks.
@@ -63,6 +62,12 @@ pub fn plan(config: &SimConfig) -> Result<Option<MemoryPlan>, String> {
         dtype: None,
         kv_cache_dtype: config.kv_cache_dtype.clone(),
         quantization: None,
+        sglang: crate::memory::sglang::SglangSizing {
+            max_total_tokens: config.max_total_tokens,
+            ..Default::default()
+        },
+        vllm: Default::default(),
+        overhead_mib: None,
     };
     let estimate = Estimate::new(&model, draft.as_ref(), &flags, config.gpu_memory_mib)?;
     let kv_tokens = match kind {
@@ -125,10 +130,11 @@ pub fn sglang_scheduler_traceback(
 
 fn failure(e: &Estimate, config: &SimConfig) -> Option<(f64, String)> {
     let gpu = e.gpu_mib as f64;
-    if e.weights_mib > gpu - RUNTIME_MIB {
+    let preload = e.runtime_mib;
+    if e.weights_mib > gpu - preload {
         let message = format!(
             "Traceback (most recent call last):\n  File \"model_loader/loader.py\", line 412, in load_model\n{}",
-            torch_oom(1024.0, e, gpu - RUNTIME_MIB - e.weights_mib + 1024.0)
+            torch_oom(1024.0, e, gpu - preload - e.weights_mib + 1024.0)
         );
         return Some((0.25, message));
     }
@@ -136,7 +142,7 @@ fn failure(e: &Estimate, config: &SimConfig) -> Option<(f64, String)> {
         let message = match e.kind {
             // The weights took the whole share: the common case.
             ServerKind::Sglang if e.kv_mib <= 0.0 => {
-                let pre = gib(gpu - RUNTIME_MIB);
+                let pre = gib(gpu - preload);
                 sglang_scheduler_traceback(
                     "mem_cache/kv_cache_configurator.py",
                     3051,
@@ -160,7 +166,7 @@ fn failure(e: &Estimate, config: &SimConfig) -> Option<(f64, String)> {
         return Some((0.7, message));
     }
     let outside = match e.kind {
-        ServerKind::Sglang => (gpu - RUNTIME_MIB) * (1.0 - e.fraction),
+        ServerKind::Sglang => (gpu - preload) * (1.0 - e.fraction),
         ServerKind::Vllm => gpu * (1.0 - e.fraction),
     };
     let activation = config.activation_mib as f64;
@@ -181,7 +187,7 @@ impl MemoryPlan {
     /// in the server's words.
     pub fn lines(&self) -> Vec<(f64, String)> {
         let e = &self.estimate;
-        let avail = gib(e.gpu_mib as f64 - RUNTIME_MIB);
+        let avail = gib(e.gpu_mib as f64 - e.runtime_mib);
         let after = avail - gib(e.weights_mib);
         let kv_gb = self.kv_tokens as f64 * e.kv_bytes_per_token / f64::from(1u32 << 30);
         match e.kind {

@@ -2,7 +2,8 @@
 //! `start-container` whose command is an SGLang or vLLM server with its model in a folder, the
 //! model's `config.json` is read in the throw-away container (the same volumes), the GPUs the
 //! job will lease are the ones of its `gpus:` on its host's inventory, and a server whose
-//! weights alone exceed its budget is refused with the estimate. The estimate itself is
+//! weights alone exceed its budget by more than the estimate's confidence margin is refused
+//! with the estimate. The estimate itself is
 //! `start-container`'s ([`crate::steps::server_memory`]); the check is prepared with the others
 //! ([`super::prepare`]).
 
@@ -61,11 +62,34 @@ pub(super) async fn run(
             flags.model
         )));
     };
-    if !estimate.fits() {
+    if estimate.sure_not_to_fit() {
         return Err(format!(
             "{}\n  --> {at}",
             server_memory::refusal(&estimate, flags, &gpus, name)
         ));
+    }
+    if !estimate.fits() {
+        // Short of the weights by less than the confidence margin: too close to call, so the
+        // server is started and speaks for itself.
+        let numbers: String = estimate
+            .describe()
+            .lines()
+            .map(|l| format!("\n  {l}"))
+            .collect();
+        shared.emit(EventKind::Warning {
+            job: Some(jref.clone()),
+            message: format!(
+                "container `{name}`: the weights of `{}` may not fit the memory `{} {}` leaves on {}: too close for the estimate to call, so the server is started{numbers}\n  --> {at}",
+                flags.model,
+                estimate.kind.fraction_flag(),
+                estimate.fraction,
+                gpus.described
+            ),
+        });
+        return Ok(Some(format!(
+            "too close to call: {}",
+            server_memory::summary(&estimate, &gpus)
+        )));
     }
     if let Some(warning) = estimate.context_warning() {
         shared.emit(EventKind::Warning {

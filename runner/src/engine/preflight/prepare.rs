@@ -438,7 +438,9 @@ fn prepare_memory(
     };
     let (name, inputs) = start_inputs(shared, job, at, (ctx, env))?;
     let spec = start_container_spec(&inputs, None).ok()?;
-    let flags = steps::server_memory::server_flags(&spec)?;
+    // A `preload-overhead` that does not read is the step's to refuse when it runs (before
+    // its server starts); preflight does not estimate without it.
+    let flags = steps::server_memory::server_flags(&spec, &inputs).ok()??;
     let at_text = flags_location(shared, job, at);
     Some((
         at.step,

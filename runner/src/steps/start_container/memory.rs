@@ -12,6 +12,7 @@ use indexmap::IndexMap;
 use crate::backend::ContainerSpec;
 use crate::engine::containers::JobContainers;
 use crate::events::{EventKind, JobRef, Stream};
+use crate::expr::Value;
 use crate::gpu::{Fit, Inventory, Request};
 use crate::memory::{Estimate, ModelShape, ServerFlags};
 use crate::steps::{FileInContainer as InContainer, FilePlace as _, StepGpus, StepHost};
@@ -20,12 +21,52 @@ use crate::steps::{FileInContainer as InContainer, FilePlace as _, StepGpus, Ste
 const CONFIG_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// The memory flags of the server `spec` runs, when it is an SGLang or vLLM server (or
-/// `gpuflow-sim` with SGLang's flags) whose model is a folder in the container.
-pub fn server_flags(spec: &ContainerSpec) -> Option<ServerFlags> {
-    let words = spec.command.as_deref()?;
+/// `gpuflow-sim` with SGLang's flags) whose model is a folder in the container, with the
+/// step's `preload-overhead` for its tensor-parallel size; `Err` for a `preload-overhead`
+/// that does not read.
+pub fn server_flags(
+    spec: &ContainerSpec,
+    inputs: &IndexMap<String, Value>,
+) -> Result<Option<ServerFlags>, String> {
+    let Some(words) = spec.command.as_deref() else {
+        return Ok(None);
+    };
     // A flag with a value that is not a number is the server's to refuse, in its words.
-    let flags = ServerFlags::parse(words).ok()??;
-    ServerFlags::config_path(&flags.model).map(|_| flags)
+    let Some(mut flags) = ServerFlags::parse(words).ok().flatten() else {
+        return Ok(None);
+    };
+    if ServerFlags::config_path(&flags.model).is_none() {
+        return Ok(None);
+    }
+    if let Some(table) = inputs.get("preload-overhead") {
+        flags.overhead_mib = preload_overhead(table, flags.tp)?;
+    }
+    Ok(Some(flags))
+}
+
+/// `preload-overhead`'s figure for `tp` GPUs: the entry of the largest GPU count at most `tp`
+/// (`{1: 1g, 8: 3g}` gives 1 GiB at TP 4), `None` when every count given is larger.
+fn preload_overhead(table: &Value, tp: u64) -> Result<Option<f64>, String> {
+    let mut best: Option<(u64, f64)> = None;
+    for (count, size) in crate::engine::container_inputs::map(table, "preload-overhead")? {
+        let gpus: u64 = count
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                format!(
+                    "`preload-overhead` has the key `{count}`: the keys are GPU counts (`1`, `8`)"
+                )
+            })?;
+        let bytes = crate::engine::container_inputs::byte_size(&size).ok_or_else(|| {
+            format!("`preload-overhead` gives `{size}` for {gpus} GPUs, not a size (`1g`, `1536m`)")
+        })?;
+        if gpus <= tp && best.is_none_or(|(c, _)| gpus > c) {
+            best = Some((gpus, bytes as f64 / (1024.0 * 1024.0)));
+        }
+    }
+    Ok(best.map(|(_, mib)| mib))
 }
 
 /// The GPUs a server gets, for messages (`1 × NVIDIA L40S`), and the smallest one's memory.

@@ -53,6 +53,15 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let spec = start_container_spec(call.inputs, call.job_gpus.take())?;
     let pull = call.text("pull");
     let options = server_options(&call)?;
+    // Read before the server starts: a `preload-overhead` that does not read fails the step
+    // with nothing started.
+    let server = memory::server_flags(&spec, call.inputs).map_err(|e| {
+        StepError::input(
+            "preload-overhead",
+            e,
+            Some("write it as GPU counts to sizes: `{1: 1g, 8: 3g}`".into()),
+        )
+    })?;
     let (inputs, host, job) = (call.inputs, call.host, call.job);
     let action_inputs = call.step.action_inputs.clone();
     let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
@@ -113,7 +122,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
             obtained.reused.map_or(0, |(cells, _)| cells).to_string(),
         ),
     ]);
-    if let (Some(flags), Some(gpus)) = (memory::server_flags(&spec), &step_gpus) {
+    if let (Some(flags), Some(gpus)) = (server, &step_gpus) {
         let at = memory::Started {
             host,
             job,

@@ -85,6 +85,13 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             doc: "A memory limit for the container (swap included). Past it the kernel OOM-kills the container, and a `wait-for-health` watching it fails at once saying so.",
         },
         InputSpec {
+            name: "preload-overhead",
+            ty: InputType::Map,
+            required: false,
+            default: None,
+            doc: "For the memory estimate of an SGLang or vLLM server (docs/memory.md): what each GPU loses before the weights load (the CUDA context, NCCL and custom all-reduce buffers), by the server's tensor-parallel size: `{1: 1g, 8: 3g}` (a size applies from its GPU count up to the next one given). Default 1 GiB at every size, an allowance, not a measurement; set it from what the server's log says is free before its load (SGLang's first `avail mem`).",
+        },
+        InputSpec {
             name: "restart",
             ty: InputType::String,
             required: false,
