@@ -41,12 +41,12 @@ What runs for real (vLLM 0.32.0's code, as installed):
     (`max(1, total // tensor_parallel_size)`, 1 with MLA), `get_head_size()` (MLA:
     kv_lora_rank + qk_rope_head_dim), `kv_cache_dtype_str_to_dtype` and `get_kv_quant_mode`,
     the pure equivalents vLLM itself uses to size a layer before any model exists
-    (platforms/interface.py:859, `per_token_page_bytes`). The spec's `page_size_bytes` over
+    (platforms/interface.py:862, `per_token_page_bytes`). The spec's `page_size_bytes` over
     its `block_size` is one token of one layer; times
     `ModelConfig.get_num_layers_by_block_type(parallel_config, "attention")`.
     Not applied: the attention backend's `customize_spec`, which changes the page only for
     NVFP4 and per-token-head quantized KV caches (flashinfer.py:433, triton_attn.py:284,
-    MLACommonBackend in mla_attention.py:1576), neither of which these cases use: the backend
+    MLACommonBackend in mla_attention.py:1578), neither of which these cases use: the backend
     is chosen by probing the GPU.
   - The requested memory: `request_memory(init_snapshot, cache_config)` (v1/worker/utils.py:716),
     `ceil(total_memory × gpu_memory_utilization)`, with a `MemorySnapshot` (the real dataclass,
