@@ -103,6 +103,8 @@ import traceback
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# parser.py is loaded from the clone: no __pycache__ left beside it.
+sys.dont_write_bytecode = True
 
 
 def _load_harness():
