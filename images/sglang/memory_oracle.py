@@ -78,8 +78,12 @@ What is stubbed, and why (inputs only; each stub is also commented where it is m
     not run; its shape derivations named above are.
   - The runtime's published config bags SGLang's pool code reads after the server is set up
     (`get_parallel()`, `get_schedule()`, `get_memory()`, `get_spec()`): objects carrying the
-    parsed server arguments' values for the fields read (tensor-parallel size, no decode context
-    parallelism, no `--max-total-tokens`, no HiSparse, the draft's path).
+    parsed server arguments' values for the fields read (tensor-parallel size,
+    `--max-total-tokens`, the draft's path; no decode context parallelism, no HiSparse).
+  - ModelConfig's `is_multimodal` is `is_multimodal_model(architectures)` (SGLang's own
+    list): `__init__` also counts vision and audio sub-configs, which these configs lack.
+  - No model object (`model=None` where SGLang passes the loaded model): one pipeline stage
+    holds every layer, and the checkpoint asks for no FP8 KV cache of its own.
   - `mambaish_config` is None and `compute_page_shard_scratch_bytes` is 0: the models here
     have no Mamba or linear-attention layers (the real function walks SGLang's registry of
     hybrid configs, all transformers classes), and logical-page KV sharding
