@@ -172,8 +172,12 @@ impl Case {
     }
 
     fn label(&self) -> String {
+        let share = match self.server {
+            Server::Sglang => "fraction",
+            Server::Vllm => "utilization",
+        };
         format!(
-            "{:?} {} ({} MiB) {} TP {} kv {}{}{}",
+            "{:?} {} ({} MiB) {} TP {} kv {} {}{}",
             self.server,
             self.gpu,
             self.gpu_mib,
@@ -181,9 +185,7 @@ impl Case {
             self.tp,
             self.kv_dtype,
             self.fraction
-                .map_or(" default fraction".to_string(), |f| format!(
-                    " fraction {f}"
-                )),
+                .map_or(format!("default {share}"), |f| format!("{share} {f}")),
             if self.draft.is_some() {
                 " + EAGLE3 draft"
             } else {
