@@ -30,6 +30,7 @@ mod injection;
 mod llama_process;
 mod llama_server;
 mod memory;
+mod memory_oracle;
 mod mounts;
 mod preflight;
 mod remote;

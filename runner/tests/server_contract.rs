@@ -37,7 +37,7 @@ struct Found {
 
 /// The folder `images/sglang/sglang-parser.sh` prints: `bin/sglang-serve-parser`,
 /// `bin/sglang-launch-server-parser`, `lib/sglang/` (the wheel's sources), `venv/`.
-fn sglang_dir() -> &'static Path {
+pub(crate) fn sglang_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = Command::new("bash")
