@@ -342,7 +342,11 @@ fn compare(case: &Case, answer: &Value, rows: &mut Vec<Row>) {
         }
         Server::Vllm => {
             let f = number(answer, "gpu_memory_utilization");
-            let budget = number(answer, "requested_mib") - e.runtime_mib;
+            // vLLM measures its activation peak and CUDA graphs on the GPU (a profiling
+            // forward pass, then graph capture): no function of its computes them without
+            // one, so both sides take gpuflow's stated estimate of them (`reserve_mib`) and
+            // what is compared is vLLM's own budget and per-token cost.
+            let budget = number(answer, "requested_mib") - e.runtime_mib - e.reserve_mib;
             (
                 "gpu_memory_utilization",
                 f,
@@ -372,6 +376,15 @@ fn compare(case: &Case, answer: &Value, rows: &mut Vec<Row>) {
         e.fits().to_string(),
         format!("{fits} ({kv_mib:.0} MiB for the KV cache)"),
         e.fits() == fits,
+    );
+    // Preflight refuses only past its confidence margin: never where the servers' arithmetic
+    // fits; and where it is short by more than the margin, refused.
+    let refuse_expected = -kv_mib > e.margin_mib();
+    row(
+        "refused by preflight",
+        e.sure_not_to_fit().to_string(),
+        format!("{refuse_expected} (the margin {:.0} MiB)", e.margin_mib()),
+        e.sure_not_to_fit() == refuse_expected && !(fits && e.sure_not_to_fit()),
     );
     if fits && e.fits() {
         let off = (e.kv_tokens as f64 - tokens as f64).abs() / tokens as f64;
@@ -433,6 +446,18 @@ fn the_estimate_agrees_with_the_servers_own_memory_arithmetic() {
             r.server
         )
     };
+    // The table holds servers on both sides of the line, so the refusal is tested both ways.
+    let refused = |answer: &str| {
+        rows.iter()
+            .filter(|r| r.field == "refused by preflight" && r.gpuflow == answer)
+            .count()
+    };
+    assert!(
+        refused("true") > 0 && refused("false") > 0,
+        "the table has {} refused and {} started servers: it needs both",
+        refused("true"),
+        refused("false")
+    );
     let failed: Vec<String> = rows.iter().filter(|r| !r.ok).map(line).collect();
     if !failed.is_empty() {
         // The whole table first (every case, every field), then what differs.
