@@ -65,8 +65,8 @@ async fn weights_over_the_share_are_refused_in_preflight_with_the_estimate() {
     for expected in [
         "the weights of `/models/llama3-8b` do not fit the memory `--mem-fraction-static 0.3` leaves on 1 × NVIDIA L40S of 46068 MiB, stand-in: container `server` would fail its load with no memory left for the KV cache",
         "weights: 14.96 GiB per GPU (8.03e9 parameters over TP 1)",
-        "budget: 13.20 GiB (--mem-fraction-static 0.3, of a 44.99 GiB GPU, 1.00 GiB kept for the CUDA runtime)",
-        "the weights alone exceed the budget by 1.76 GiB: no room for the KV cache",
+        "budget: 13.20 GiB (--mem-fraction-static 0.3; of a 44.99 GiB GPU, 1.00 GiB lost before the weights load (the default allowance; `preload-overhead` sets it))",
+        "the weights alone exceed the budget by 1.76 GiB: no room for the KV cache (beyond the estimate's confidence margin of 0.50 GiB, 2% of the budget)",
         "help: raise `--mem-fraction-static` above 0.34",
         "a larger tensor-parallel size, now 1",
         // The step's `command:` (line 14, column 20).

@@ -16,7 +16,7 @@ use super::vllm_process::{
     SERVED_NAME, VLLM_CPU_ENV, VllmServer, scrape, vllm_dir, vllm_site_packages,
 };
 use crate::support::bench::{config, run_ok};
-use crate::support::{Workspace, free_port, images, shipped};
+use crate::support::{Workspace, free_port, images, repo_root, shipped};
 
 /// Eager (no torch.compile warm-up: ~40 s to ready instead of ~110 s), a context of 512.
 const EAGER: [&str; 3] = ["--enforce-eager", "--max-model-len", "512"];
@@ -301,6 +301,52 @@ async fn in_a_workflow_the_vllm_server_action_serves_the_benchmark_from_a_contai
     assert!(
         text.contains("ready=true kv=2097152 errors=0"),
         "the action's outputs: ready, vLLM's KV line read, no failed request:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_workflow_the_memory_estimate_is_checked_against_what_vllm_allocated() {
+    // The job leases one stand-in L40S, so preflight and `start-container` estimate the
+    // server's memory; vLLM runs on the CPU (the container gets no GPU) with its KV cache
+    // sized by `--kv-cache-memory-bytes` (1 GiB, as VLLM_CPU_KVCACHE_SPACE also says), which
+    // gpuflow reads as vLLM does: its estimate is set beside vLLM's own `CPU KV cache size`.
+    let port = free_port();
+    let yaml = vllm_action_workflow(port, "--max-model-len 512 --kv-cache-memory-bytes 1G", "")
+        .replacen("  serve:\n    steps:", "  serve:\n    gpus: 1\n    steps:", 1)
+        .replacen(
+            "kv=${{ steps.server.outputs.kv-cache-tokens }}",
+            "kv=${{ steps.server.outputs.kv-cache-tokens }} estimated=${{ steps.server.outputs.kv-cache-tokens-estimate }}",
+            1,
+        );
+    assert!(
+        yaml.contains("gpus: 1") && yaml.contains("estimated="),
+        "{yaml}"
+    );
+    let Some(dir) = repository(&yaml).await else {
+        return;
+    };
+    let out = dir
+        .gpuflow()
+        .env(
+            "GPUFLOW_GPU_INVENTORY",
+            repo_root().join("examples/stand-in-8gpu-pcie.toml"),
+        )
+        .args(["run", "--plain", "w.yml"])
+        .output();
+    let text = out.all();
+    assert_eq!(out.code(), Some(0), "{text}");
+    // 1 GiB at 2 layers × 2 KV heads × 32 dims × K and V × 2 bytes = 512 bytes a token.
+    assert!(
+        text.contains("ready=true kv=2097152 estimated=2097152 errors=0"),
+        "vLLM's KV line and gpuflow's estimate of it:\n{text}"
+    );
+    assert!(
+        text.contains("estimated KV room 2097152 tokens, server allocated 2097152 (+0.0%)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("preflight: the memory of the server in container"),
+        "preflight estimated it before the start:\n{text}"
     );
 }
 

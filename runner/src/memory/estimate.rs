@@ -16,8 +16,8 @@
 //! buffers): [`PRELOAD_MIB`] unless the step says (`start-container`'s `preload-overhead`).
 
 use super::flags::{ServerFlags, ServerKind};
-use super::model::{ModelShape, dtype_bytes, quant_bits};
-use super::{sglang, vllm};
+use super::model::ModelShape;
+use super::sizing::{MIB, Widths, budget_of, fraction_of, gib, kv_per_token, kv_room};
 
 /// What each GPU loses before any weight (the CUDA context, NCCL and all-reduce buffers),
 /// unless the step says: an allowance, not a measurement (about what SGLang's first
@@ -30,8 +30,6 @@ pub const PRELOAD_MIB: f64 = 1024.0;
 /// and quantization scales, and rounding in the servers' own arithmetic.
 pub const MARGIN_SHARE: f64 = 0.02;
 pub const MARGIN_FLOOR_MIB: f64 = 512.0;
-
-const MIB: f64 = 1024.0 * 1024.0;
 
 /// One estimate, per GPU.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,10 +70,6 @@ pub struct Estimate {
     pub notes: Vec<String>,
 }
 
-fn gib(mib: f64) -> String {
-    format!("{:.2} GiB", mib / 1024.0)
-}
-
 impl Estimate {
     /// The estimate for `model` (and its speculative `draft`) served with `flags` on GPUs of
     /// `gpu_mib` each.
@@ -85,90 +79,22 @@ impl Estimate {
         flags: &ServerFlags,
         gpu_mib: u64,
     ) -> Result<Self, String> {
-        let dtype = match &flags.dtype {
-            None => None,
-            Some(d) => Some(
-                dtype_bytes(d)
-                    .ok_or_else(|| format!("`--dtype {d}` is not a dtype gpuflow knows"))?,
-            ),
-        };
-        let quant = match &flags.quantization {
-            None => None,
-            Some(q) => Some(quant_bits(q, None).ok_or_else(|| {
-                format!("`--quantization {q}` is not a method gpuflow knows the size of")
-            })?),
-        };
-        // `auto` serves a float32 checkpoint in 16 bits, as both servers do.
-        let served_dtype = |m: &ModelShape| dtype.unwrap_or(m.dtype_bytes.min(2.0));
-        let kv_bytes = match &flags.kv_cache_dtype {
-            None => served_dtype(model),
-            Some(d) => dtype_bytes(d)
-                .ok_or_else(|| format!("`--kv-cache-dtype {d}` is not a dtype gpuflow knows"))?,
-        };
+        let widths = Widths::of(model, flags)?;
         let tp = flags.tp.max(1) as f64;
-        let weights = |m: &ModelShape| m.weight_bytes(Some(served_dtype(m)), quant) / tp / MIB;
         let draft_weights_mib = draft.map_or(0.0, |d| {
-            d.weight_bytes(Some(served_dtype(d)), None) / tp / MIB
+            d.weight_bytes(Some(widths.served(d)), None) / tp / MIB
         });
-        let weights_mib = weights(model) + draft_weights_mib;
-        let kv_bytes_per_token = match (flags.kind, draft) {
-            // SGLang sizes an EAGLE-style draft as a share of the target's cell.
-            (ServerKind::Sglang, Some(d)) if flags.sglang.eagle_like() => {
-                sglang::cell_bytes(model, flags.tp, kv_bytes, Some(d.layers))
-            }
-            // Otherwise the draft's layers get their own KV cache of their own shape.
-            _ => {
-                model.kv_bytes_per_token(flags.tp, kv_bytes)
-                    + draft.map_or(0.0, |d| d.kv_bytes_per_token(flags.tp, kv_bytes))
-            }
-        };
+        let weights_mib =
+            model.weight_bytes(Some(widths.served(model)), widths.quant_bits) / tp / MIB
+                + draft_weights_mib;
+        let kv_bytes_per_token = kv_per_token(model, draft, flags, widths.kv_bytes);
         let gpu = gpu_mib as f64;
         let runtime_mib = flags.overhead_mib.unwrap_or(PRELOAD_MIB);
         let mut notes = Vec::new();
-        let (fraction, fraction_given, fraction_origin) = match (flags.fraction, flags.kind) {
-            (Some(f), _) => (f, true, String::new()),
-            (None, ServerKind::Sglang) => {
-                let d = sglang::default_fraction(
-                    &flags.sglang,
-                    gpu_mib,
-                    flags.tp,
-                    model.mla.is_some(),
-                    &flags.model,
-                );
-                if !flags.sglang.beyond.is_empty() {
-                    notes.push(format!(
-                        "with {} SGLang keeps more memory back than its plain default; the estimate is high",
-                        flags.sglang.beyond.join(", ")
-                    ));
-                }
-                (
-                    d.fraction,
-                    false,
-                    format!(
-                        "SGLang's default for this GPU: {} kept for activations and CUDA graphs (chunked prefill {}, decode graphs up to {})",
-                        gib(d.reserved_mib),
-                        d.chunked_prefill,
-                        d.decode_max_bs
-                    ),
-                )
-            }
-            (None, ServerKind::Vllm) => (
-                vllm::DEFAULT_UTILIZATION,
-                false,
-                vllm::DEFAULT_ORIGIN.to_string(),
-            ),
-        };
-        let (budget_mib, reserve_mib) = match flags.kind {
-            ServerKind::Sglang => ((gpu - runtime_mib) * fraction, 0.0),
-            ServerKind::Vllm => {
-                let reserve = vllm::in_budget_reserve_mib(model, &flags.vllm, flags.tp, gpu);
-                (
-                    vllm::requested_mib(gpu, fraction) - runtime_mib - reserve,
-                    reserve,
-                )
-            }
-        };
-        let kv_mib = budget_mib - weights_mib;
+        let (fraction, fraction_given, fraction_origin) =
+            fraction_of(model, flags, gpu_mib, &mut notes);
+        let (budget_mib, reserve_mib) = budget_of(model, flags, gpu, (fraction, runtime_mib));
+        let kv_mib = kv_room(flags, budget_mib - weights_mib, &mut notes);
         let room = if kv_mib > 0.0 {
             (kv_mib * MIB / kv_bytes_per_token) as u64
         } else {
@@ -614,6 +540,104 @@ mod tests {
         )
         .unwrap();
         assert_eq!(v.kv_bytes_per_token, 131_072.0 + 4096.0);
+    }
+
+    #[test]
+    fn vllms_explicit_kv_cache_bytes_size_the_cache_whatever_the_utilization() {
+        let e = Estimate::new(
+            &llama(),
+            None,
+            &flags("vllm serve /m --kv-cache-memory-bytes 8G"),
+            L40S,
+        )
+        .unwrap();
+        // 8 GiB (vLLM's `G` is binary) at 128 KiB a token.
+        assert_eq!(e.kv_tokens, 65_536);
+        assert!(
+            e.describe()
+                .contains("ignored: `--kv-cache-memory-bytes` sizes the KV cache")
+        );
+        let too_much = Estimate::new(
+            &llama(),
+            None,
+            &flags("vllm serve /m --kv-cache-memory-bytes 40G"),
+            L40S,
+        )
+        .unwrap();
+        assert!(
+            too_much.describe().contains("its allocation will fail"),
+            "{}",
+            too_much.describe()
+        );
+    }
+
+    #[test]
+    fn every_form_the_servers_take_that_gpuflow_cannot_size_is_not_estimated_with_its_reason() {
+        for (line, reason) in [
+            (
+                "sglang --model-path /m --kv-cache-dtype nvfp4",
+                "`--kv-cache-dtype nvfp4` is not a dtype gpuflow knows",
+            ),
+            (
+                "sglang --model-path /m --kv-cache-dtype mxfp8",
+                "`--kv-cache-dtype mxfp8` is not a dtype gpuflow knows",
+            ),
+            (
+                "sglang --model-path /m --kv-cache-dtype fp4_mx_block16",
+                "`--kv-cache-dtype fp4_mx_block16` is not a dtype gpuflow knows",
+            ),
+            (
+                "vllm serve /m --kv-cache-dtype int8_per_token_head",
+                "`--kv-cache-dtype int8_per_token_head` is not a dtype gpuflow knows",
+            ),
+            (
+                "vllm serve /m --kv-cache-dtype turboquant_3bit",
+                "`--kv-cache-dtype turboquant_3bit` is not a dtype gpuflow knows",
+            ),
+            (
+                "vllm serve /m -q modelopt",
+                "`--quantization modelopt` is not a method gpuflow knows the size of",
+            ),
+            (
+                "vllm serve /m --quantization compressed-tensors",
+                "`--quantization compressed-tensors` is not a method gpuflow knows the size of",
+            ),
+            (
+                "vllm serve /m --quantization gguf",
+                "`--quantization gguf` is not a method gpuflow knows the size of",
+            ),
+            (
+                "sglang --model-path /m --quantization moe_wna16",
+                "`--quantization moe_wna16` is not a method gpuflow knows the size of",
+            ),
+            (
+                "vllm serve /m --quantization quark",
+                "`--quantization quark` is not a method gpuflow knows the size of",
+            ),
+        ] {
+            let e = Estimate::new(&llama(), None, &flags(line), L40S).unwrap_err();
+            assert_eq!(e, reason, "{line}");
+        }
+        // The plain ones are known.
+        for dtype in ["fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"] {
+            let line = format!("vllm serve /m --kv-cache-dtype {dtype}");
+            assert!(
+                Estimate::new(&llama(), None, &flags(&line), L40S).is_ok(),
+                "{dtype}"
+            );
+        }
+        // A method that only names the kernel for a checkpoint that says its width is sized
+        // by the checkpoint.
+        let mut fp8_checkpoint = llama();
+        fp8_checkpoint.quant_bits = Some(8.0);
+        let e = Estimate::new(
+            &fp8_checkpoint,
+            None,
+            &flags("vllm serve /m --quantization compressed-tensors"),
+            L40S,
+        )
+        .unwrap();
+        assert!(e.weights_mib < 9000.0, "{}", e.weights_mib);
     }
 
     #[test]

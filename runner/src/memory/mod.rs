@@ -10,10 +10,13 @@
 
 pub mod estimate;
 pub mod flags;
+pub mod kind;
 pub mod model;
 pub mod reported;
 pub mod sglang;
+pub mod sizing;
 pub mod vllm;
+pub mod words;
 
 pub use estimate::Estimate;
 pub use flags::{ServerFlags, ServerKind};

@@ -12,8 +12,8 @@
 //! `runner/tests/memory_oracle.rs` runs SGLang's own functions over a table of GPUs and models
 //! and holds these to them.
 
-use super::flags::{list, number, value};
 use super::model::ModelShape;
+use super::words::{list, number, value};
 
 /// The flags SGLang's default fraction is derived from, read from its command line.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,8 +13,9 @@
 //! as such in every message. vLLM 0.34 changed the default to 1.0 with its extensible KV cache
 //! (docs/memory.md): against it these rules are low, never a refusal of what runs.
 
-use super::flags::{ServerKind, number, tokens, value};
+use super::kind::ServerKind;
 use super::model::ModelShape;
+use super::words::{number, tokens, value};
 
 /// vLLM 0.32.0's `gpu_memory_utilization` default (`CacheConfig`).
 pub const DEFAULT_UTILIZATION: f64 = 0.92;
@@ -31,6 +32,9 @@ pub struct VllmSizing {
     pub max_num_seqs: Option<u64>,
     /// `--enforce-eager`: no CUDA graphs.
     pub eager: bool,
+    /// `--kv-cache-memory-bytes`: the KV cache's size itself, the utilization ignored
+    /// (`vllm/v1/worker/gpu_worker.py`; on CPUs also `VLLM_CPU_KVCACHE_SPACE`, in GiB).
+    pub kv_cache_memory_bytes: Option<u64>,
 }
 
 impl VllmSizing {
@@ -40,6 +44,8 @@ impl VllmSizing {
             max_num_seqs: number(words, &["--max-num-seqs"])?,
             eager: words.iter().any(|w| w == "--enforce-eager")
                 || value(words, &["--enforce-eager"]) == Some("true"),
+            // vLLM reads it with the same `human_readable_int` as its token counts.
+            kv_cache_memory_bytes: tokens(ServerKind::Vllm, words, &["--kv-cache-memory-bytes"])?,
         })
     }
 }

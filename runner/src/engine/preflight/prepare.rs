@@ -121,7 +121,8 @@ pub(super) enum Check {
     /// The memory estimate of the model server a `start-container` starts: its flags, the
     /// GPUs the job asks for, and where the job writes the flags (`file:line:col`).
     Memory {
-        flags: crate::memory::ServerFlags,
+        /// Boxed: the flags are the largest of the checks' fields.
+        flags: Box<crate::memory::ServerFlags>,
         request: crate::gpu::Request,
         at: String,
     },
@@ -448,7 +449,7 @@ fn prepare_memory(
             jref: jref.clone(),
             step_key: (at.step + 1).to_string(),
             check: Check::Memory {
-                flags,
+                flags: Box::new(flags),
                 request,
                 at: at_text,
             },
