@@ -40,6 +40,18 @@ pub enum BackendError {
         endpoint: String,
         reason: String,
     },
+    /// A pull whose progress did not change for the stall time.
+    #[error(
+        "pulling `{image}` on {endpoint} made no progress for {}: it stopped at {at}, after {done}",
+        humantime::format_duration(*stalled)
+    )]
+    ImagePullStalled {
+        image: String,
+        endpoint: String,
+        stalled: std::time::Duration,
+        at: String,
+        done: String,
+    },
     /// `NVIDIA_VISIBLE_DEVICES` in the container's env disagrees with its GPU request.
     #[error(
         "`NVIDIA_VISIBLE_DEVICES={value}` in the container's env conflicts with its GPU request ({requested})"
@@ -101,6 +113,11 @@ impl BackendError {
                 Some("upgrade Docker on that host to 19.03 or later".into())
             }
             Self::ImagePullFailed { image, .. } => Some(pull_hint(image)),
+            Self::ImagePullStalled { .. } => Some(
+                "check that the registry answers (`curl https://REGISTRY/v2/`) and the node's network; \
+                 a slow registry may need a longer stall time: GPUFLOW_PULL_STALL=15m"
+                    .into(),
+            ),
             Self::VisibleDevicesConflict { .. } => Some(
                 "remove `NVIDIA_VISIBLE_DEVICES` from `env`: gpuflow sets the devices from \
                  `gpus`, and the NVIDIA runtime would otherwise expose other GPUs than those \

@@ -1,12 +1,16 @@
-//! Images on the engine: pulling one that is missing, and saying why a pull failed.
+//! Images on the engine: pulling one that is missing, watched (progress, stalls), and saying
+//! why a pull failed.
 //!
 //! A pull of gpuflow's own test images (`gpuflow-*`) can only fail (they are in no registry),
 //! so their error points at `make test-images` rather than at registry access.
+
+use std::time::{Duration, Instant};
 
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use futures_util::StreamExt;
 
 use super::error::describe;
+use super::pull_progress::PullProgress;
 use super::{BackendError, DockerBackend};
 
 impl DockerBackend {
@@ -51,34 +55,100 @@ impl DockerBackend {
         ))
     }
 
-    /// Pulls `image` from its registry; the engine's progress is not shown.
+    /// Pulls `image` from its registry, nothing shown; a pull that makes no progress for
+    /// [`PULL_STALL`] fails.
     pub async fn pull_image(&self, image: &str) -> Result<(), BackendError> {
+        self.pull_image_watched(image, &mut |_, _, _| {}).await.map(|_| ())
+    }
+
+    /// Pulls `image`, handing `on` what is done so far at most every [`PULL_REPORT_EVERY`]
+    /// and once at the end (`true`), with the time since the pull began. A pull whose
+    /// progress does not change for [`pull_stall`] fails, naming the layer it stopped at.
+    pub async fn pull_image_watched(
+        &self,
+        image: &str,
+        on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
+    ) -> Result<PullProgress, BackendError> {
         let (repository, tag) = split_reference(image);
         let options = CreateImageOptionsBuilder::new()
             .from_image(repository)
             .tag(tag)
             .build();
-        let mut progress = self
+        let mut stream = self
             .api("create_image", image)
             .create_image(Some(options), None, None);
-        while let Some(item) = progress.next().await {
-            let failure = match item {
-                Ok(info) => info
-                    .error_detail
-                    .and_then(|d| d.message)
-                    .filter(|m| !m.is_empty()),
-                Err(e) => Some(describe(&e)),
+        let stall = pull_stall();
+        let started = Instant::now();
+        let mut progress = PullProgress::default();
+        let mut changed_at = Instant::now();
+        let mut reported_at: Option<Instant> = None;
+        loop {
+            let left = stall.saturating_sub(changed_at.elapsed());
+            let item = match tokio::time::timeout(left, stream.next()).await {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(_) => {
+                    return Err(BackendError::ImagePullStalled {
+                        image: image.to_string(),
+                        endpoint: self.endpoint_text(),
+                        stalled: stall,
+                        at: progress
+                            .stuck_layer()
+                            .unwrap_or_else(|| "before the first layer".into()),
+                        done: progress.line(started.elapsed()),
+                    });
+                }
             };
-            if let Some(reason) = failure {
+            let info = match item {
+                Ok(info) => info,
+                Err(e) => {
+                    return Err(BackendError::ImagePullFailed {
+                        image: image.to_string(),
+                        endpoint: self.endpoint_text(),
+                        reason: describe(&e),
+                    });
+                }
+            };
+            if let Some(reason) = info
+                .error_detail
+                .as_ref()
+                .and_then(|d| d.message.clone())
+                .filter(|m| !m.is_empty())
+            {
                 return Err(BackendError::ImagePullFailed {
                     image: image.to_string(),
                     endpoint: self.endpoint_text(),
                     reason,
                 });
             }
+            if progress.take(&info) {
+                changed_at = Instant::now();
+                if reported_at.is_none_or(|t| t.elapsed() >= PULL_REPORT_EVERY) {
+                    reported_at = Some(Instant::now());
+                    on(&progress, started.elapsed(), false);
+                }
+            }
         }
-        Ok(())
+        on(&progress, started.elapsed(), true);
+        Ok(progress)
     }
+}
+
+/// How often a watched pull reports: live views redraw at this rate, `--plain` prints a line.
+pub const PULL_REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// A pull whose progress has not changed for this long fails (`GPUFLOW_PULL_STALL`, a duration
+/// such as `90s` or `10m`, changes it): long enough for a registry under load, short enough
+/// that a dead connection is not mistaken for a large image.
+pub const PULL_STALL: Duration = Duration::from_secs(300);
+
+/// [`PULL_STALL`], or `GPUFLOW_PULL_STALL` when it reads as a duration.
+pub fn pull_stall() -> Duration {
+    std::env::var("GPUFLOW_PULL_STALL")
+        .ok()
+        .and_then(|v| humantime::parse_duration(v.trim()).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(PULL_STALL)
 }
 
 /// `registry:5000/name:tag` → (`registry:5000/name`, `tag`); no tag means `latest` (without a

@@ -24,6 +24,7 @@ mod lease_container;
 mod log_line;
 mod logs;
 mod network;
+pub mod pull_progress;
 pub mod runner_lock;
 
 pub use attach::AttachedOutput;

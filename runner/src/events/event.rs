@@ -347,6 +347,24 @@ pub enum EventKind {
         job: Option<JobRef>,
         message: String,
     },
+    /// An image being pulled for a job, at most once a second and once when done
+    /// (`backend::pull_progress`): preflight's pull (`step: None`) or a step's.
+    ImagePull {
+        job: JobRef,
+        step: Option<String>,
+        image: String,
+        layers_done: usize,
+        layers_total: usize,
+        bytes_done: u64,
+        /// The sizes known so far: a layer's size is known once its download begins.
+        bytes_total: u64,
+        #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
+        elapsed: Duration,
+        finished: bool,
+        /// The progress in words (`412.0 MiB of 1.13 GiB, 2 of 5 layers, 52.1 MiB/s, about
+        /// 14s left`), as the views show it.
+        text: String,
+    },
     /// A check run before any job starts (docs/running.md, "Preflight").
     PreflightCheck {
         job: JobRef,
@@ -475,6 +493,13 @@ impl EventKind {
                 message,
                 ..
             } => job.and(m, step.iter_mut().chain(message).chain([name])),
+            K::ImagePull {
+                job,
+                step,
+                image,
+                text,
+                ..
+            } => job.and(m, step.iter_mut().chain([image, text])),
             K::BenchmarkResult(b) => b.strings_mut(m),
             K::ComparisonResult(c) => c.strings_mut(m),
             K::ReportWritten(r) => r.strings_mut(m),

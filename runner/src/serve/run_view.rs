@@ -151,6 +151,7 @@ pub fn job_of(kind: &EventKind) -> Option<&JobRef> {
         | EventKind::StepStarted { job, .. }
         | EventKind::StepFinished { job, .. }
         | EventKind::StepProgress { job, .. }
+        | EventKind::ImagePull { job, .. }
         | EventKind::LogLine { job, .. } => Some(job),
         _ => None,
     }
@@ -166,6 +167,20 @@ impl JobView {
             EventKind::JobWaiting { reason, .. } => {
                 self.state = "waiting".into();
                 self.reason = Some(reason.clone());
+            }
+            // The page says what the job is pulling, then how long the pull took.
+            EventKind::ImagePull {
+                image,
+                text,
+                finished,
+                elapsed,
+                ..
+            } => {
+                self.reason = Some(if *finished {
+                    format!("pulled `{image}` in {:.1}s: {text}", elapsed.as_secs_f64())
+                } else {
+                    format!("pulling `{image}`: {text}")
+                });
             }
             EventKind::JobSkipped { reason, .. } | EventKind::JobCannotRun { reason, .. } => {
                 self.reason = Some(reason.clone());

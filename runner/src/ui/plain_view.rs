@@ -60,7 +60,33 @@ fn line(event: &Event, names: &mut StepNames) -> Option<String> {
         EventKind::PreflightCheck { .. } | EventKind::PreflightFinished { .. } => {
             preflight_line(kind)
         }
+        EventKind::ImagePull { .. } => pull_line(kind),
     }
+}
+
+/// An image pull's progress (at most a line a second: the engine's stream is throttled where
+/// it is read) and its end.
+fn pull_line(kind: &EventKind) -> Option<String> {
+    let EventKind::ImagePull {
+        job,
+        image,
+        elapsed,
+        finished,
+        text,
+        ..
+    } = kind
+    else {
+        return None;
+    };
+    Some(if *finished {
+        format!(
+            "{} image `{image}` pulled in {:.1}s: {text}",
+            prefix(job),
+            elapsed.as_secs_f64()
+        )
+    } else {
+        format!("{} pulling `{image}`: {text}", prefix(job))
+    })
 }
 
 /// The run's start and end, and warnings.

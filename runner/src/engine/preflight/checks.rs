@@ -103,7 +103,13 @@ async fn image_problem(shared: &Shared, image: &str, pull: bool, jref: &JobRef) 
             Ok(false) if !pull => Some(format!(
                 "the image `{image}` is not on the engine and `pull: never` was asked"
             )),
-            Ok(false) => docker.pull_image(image).await.err().map(|e| {
+            Ok(false) => docker
+                .pull_image_watched(image, &mut |progress, elapsed, finished| {
+                    shared.emit(progress.event(jref, None, image, elapsed, finished));
+                })
+                .await
+                .err()
+                .map(|e| {
                 let mut m = format!(
                     "the image `{image}` is not on the engine and could not be pulled: {e}"
                 );

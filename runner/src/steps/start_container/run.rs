@@ -67,11 +67,16 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
     let containers = call.engine()?;
     match pull.as_deref() {
-        Some("always") => containers
-            .docker
-            .pull_image(&spec.image)
-            .await
-            .map_err(|e| e.to_string())?,
+        Some("always") => {
+            let image = spec.image.clone();
+            containers
+                .docker
+                .pull_image_watched(&image, &mut |progress, elapsed, finished| {
+                    host.emit(progress.event(job, Some(&key), &image, elapsed, finished));
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         Some("never") => {
             let has = containers
                 .docker

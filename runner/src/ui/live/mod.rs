@@ -168,6 +168,34 @@ impl Board {
                     row.last_line = Some(cut(message));
                 }
             }
+            // A step's pull shows on its row; preflight's on the job's, until the job starts.
+            EventKind::ImagePull {
+                job,
+                step,
+                image,
+                finished,
+                text,
+                ..
+            } => {
+                let line = format!("pulling `{image}`: {text}");
+                match step {
+                    Some(step) => {
+                        if let Some(row) = self.job(job).steps.get_mut(step) {
+                            row.last_line = Some(cut(&line));
+                        }
+                    }
+                    None => {
+                        let row = self.job(job);
+                        if *finished {
+                            if matches!(row.state, State::Waiting { .. }) {
+                                row.state = State::Queued;
+                            }
+                        } else if matches!(row.state, State::Queued | State::Waiting { .. }) {
+                            row.state = State::Waiting { reason: line };
+                        }
+                    }
+                }
+            }
             EventKind::BenchmarkProgress {
                 job,
                 step,
