@@ -56,6 +56,10 @@ need munge "runner/tests/slurm.rs: Slurm's authentication between its daemons an
   'command -v munged' 'test -x /usr/sbin/munged'
 need libnuma1 "real vLLM on the CPU (images/vllm): its CPU kernels link libnuma" \
   '"$(command -v ldconfig || echo /sbin/ldconfig)" -p | grep -q "libnuma.so.1 "'
+need docker-registry "runner/tests/registry.rs starts its own image registry (CNCF Distribution) on 127.0.0.1" \
+  'command -v docker-registry'
+need apache2-utils "runner/tests/registry.rs: htpasswd writes the bcrypt password file of the registry with basic auth" \
+  'command -v htpasswd'
 need curl "docs/simulator.md's example asks the simulator with curl (runner/tests/doc_examples.rs runs it)" \
   'command -v curl'
 

@@ -80,6 +80,7 @@ pages! {
     serve => "docs/serve.md",
     simulator => "docs/simulator.md",
     slurm => "docs/slurm.md",
+    testing => "docs/testing.md",
     triggers => "docs/triggers.md",
     workflow_syntax => "docs/workflow-syntax.md",
     steps_readme => "docs/steps/README.md",

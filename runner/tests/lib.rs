@@ -33,6 +33,7 @@ mod memory;
 mod memory_oracle;
 mod mounts;
 mod preflight;
+mod registry;
 mod remote;
 mod remote_actions;
 mod report;

@@ -13,6 +13,9 @@ pub(crate) const SIM: &str = "gpuflow-sim:test";
 pub(crate) const PYTHON: &str = "gpuflow-python:test";
 /// llama.cpp's real `llama-server`.
 pub(crate) const LLAMACPP: &str = "gpuflow-llamacpp:test";
+/// The base plus four layers of 288 MiB of random bytes: 1152 MiB a gzip cannot shrink, for
+/// pulls that take a while (`images/big/build.sh`).
+pub(crate) const BIG: &str = "gpuflow-big:test";
 /// Python 3.11 with a `vllm` command running real vLLM from a mounted `site-packages`.
 pub(crate) const VLLM: &str = "gpuflow-vllm:test";
 

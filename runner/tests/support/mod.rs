@@ -9,6 +9,8 @@
 //! - [`images`]: the test images `make test-images` builds, checked once with a clear message.
 //! - [`sim`]: the simulator as a process, as a container of a workflow, or in this process.
 //! - [`engine`]: a workflow run through the engine's API, on the host or on Docker, and [`Ran`].
+//! - [`registry`]: a real image registry (Debian's `docker-registry`) on 127.0.0.1, plain or
+//!   with basic auth; images pushed to it; killed, paused or restarted under a pull.
 //! - [`git`], [`ports`]: a git helper with a throw-away identity; a free port of 127.0.0.1.
 //! - [`process`]: a spawned `gpuflow` a test talks to while it runs, killed when dropped;
 //!   [`wait_until`] and [`poll_until`], the one polling loop with a deadline.
@@ -23,6 +25,7 @@ pub(crate) mod git;
 pub(crate) mod images;
 pub(crate) mod ports;
 pub(crate) mod process;
+pub(crate) mod registry;
 pub(crate) mod sim;
 pub(crate) mod slurm;
 pub(crate) mod workspace;
