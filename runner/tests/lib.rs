@@ -25,6 +25,7 @@ mod gpus;
 mod health;
 mod health_no_engine;
 mod hosts;
+mod image_pulls;
 mod imports;
 mod injection;
 mod llama_process;

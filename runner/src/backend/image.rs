@@ -58,7 +58,9 @@ impl DockerBackend {
     /// Pulls `image` from its registry, nothing shown; a pull that makes no progress for
     /// [`PULL_STALL`] fails.
     pub async fn pull_image(&self, image: &str) -> Result<(), BackendError> {
-        self.pull_image_watched(image, &mut |_, _, _| {}).await.map(|_| ())
+        self.pull_image_watched(image, &mut |_, _, _| {})
+            .await
+            .map(|_| ())
     }
 
     /// Pulls `image`, handing `on` what is done so far at most every [`PULL_REPORT_EVERY`]

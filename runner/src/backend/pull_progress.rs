@@ -50,7 +50,10 @@ impl PullProgress {
         let layer = self.layers.entry(id.to_string()).or_default();
         let detail = info.progress_detail.as_ref();
         let current = detail.and_then(|d| d.current).map(|c| c.max(0) as u64);
-        let total = detail.and_then(|d| d.total).filter(|t| *t > 0).map(|t| t as u64);
+        let total = detail
+            .and_then(|d| d.total)
+            .filter(|t| *t > 0)
+            .map(|t| t as u64);
         match status {
             "Downloading" => {
                 layer.current = current.unwrap_or(layer.current);
@@ -241,7 +244,11 @@ mod tests {
             assert!(p.take(&msg(id, "Pulling fs layer", None)));
         }
         assert!(p.take(&msg("aaaaaaaaaaaa", "Already exists", None)));
-        assert!(p.take(&msg("bbbbbbbbbbbb", "Downloading", Some((100 * mib, 300 * mib)))));
+        assert!(p.take(&msg(
+            "bbbbbbbbbbbb",
+            "Downloading",
+            Some((100 * mib, 300 * mib))
+        )));
         assert_eq!(p.bytes(), (100 * mib as u64, 300 * mib as u64));
         assert_eq!(p.sizes_unknown(), 1);
         let line = p.line(Duration::from_secs(2));

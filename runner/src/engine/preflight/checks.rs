@@ -110,14 +110,14 @@ async fn image_problem(shared: &Shared, image: &str, pull: bool, jref: &JobRef) 
                 .await
                 .err()
                 .map(|e| {
-                let mut m = format!(
-                    "the image `{image}` is not on the engine and could not be pulled: {e}"
-                );
-                if let Some(h) = e.hint() {
-                    m.push_str(&format!(" (help: {h})"));
-                }
-                m
-            }),
+                    let mut m = format!(
+                        "the image `{image}` is not on the engine and could not be pulled: {e}"
+                    );
+                    if let Some(h) = e.hint() {
+                        m.push_str(&format!(" (help: {h})"));
+                    }
+                    m
+                }),
             Err(e) => Some(e.to_string()),
         },
     }
