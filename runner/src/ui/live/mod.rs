@@ -176,26 +176,12 @@ impl Board {
                 finished,
                 text,
                 ..
-            } => {
-                let line = format!("pulling `{image}`: {text}");
-                match step {
-                    Some(step) => {
-                        if let Some(row) = self.job(job).steps.get_mut(step) {
-                            row.last_line = Some(cut(&line));
-                        }
-                    }
-                    None => {
-                        let row = self.job(job);
-                        if *finished {
-                            if matches!(row.state, State::Waiting { .. }) {
-                                row.state = State::Queued;
-                            }
-                        } else if matches!(row.state, State::Queued | State::Waiting { .. }) {
-                            row.state = State::Waiting { reason: line };
-                        }
-                    }
-                }
-            }
+            } => self.pulling(
+                job,
+                step.as_deref(),
+                format!("pulling `{image}`: {text}"),
+                *finished,
+            ),
             EventKind::BenchmarkProgress {
                 job,
                 step,
@@ -220,6 +206,29 @@ impl Board {
             }
             EventKind::RunHeadline(h) => self.headline = Some(h.clone()),
             _ => {}
+        }
+    }
+
+    /// An image pull's progress: on the step's row, or (preflight's) on the job's while it
+    /// has not started.
+    fn pulling(&mut self, job: &JobRef, step: Option<&str>, line: String, finished: bool) {
+        let row = self.job(job);
+        match step {
+            Some(step) => {
+                if let Some(step) = row.steps.get_mut(step) {
+                    step.last_line = Some(cut(&line));
+                }
+            }
+            None if finished => {
+                if matches!(row.state, State::Waiting { .. }) {
+                    row.state = State::Queued;
+                }
+            }
+            None => {
+                if matches!(row.state, State::Queued | State::Waiting { .. }) {
+                    row.state = State::Waiting { reason: line };
+                }
+            }
         }
     }
 

@@ -189,6 +189,50 @@ fn a_wait_shows_the_servers_latest_line_and_a_benchmark_its_progress() {
 }
 
 #[test]
+fn a_pull_shows_on_the_steps_row_and_preflights_on_the_jobs() {
+    let pull = |step: Option<&str>, finished: bool| EventKind::ImagePull {
+        job: job("bench"),
+        step: step.map(String::from),
+        image: "lmsysorg/sglang:v0.5.23".into(),
+        layers_done: 2,
+        layers_total: 5,
+        bytes_done: 412 << 20,
+        bytes_total: 1157 << 20,
+        elapsed: Duration::from_secs(8),
+        finished,
+        text: "412.0 MiB of 1.13 GiB, 2 of 5 layers, 51.5 MiB/s, about 14s left".into(),
+    };
+    let mut events = events();
+    events.push(at(3.5, pull(Some("2"), false)));
+    let on_step = board(&events).render(Duration::from_secs(5));
+    assert!(
+        on_step
+            .contains("│ pulling `lmsysorg/sglang:v0.5.23`: 412.0 MiB of 1.13 GiB, 2 of 5 layers"),
+        "{on_step}"
+    );
+    // Before its job starts, preflight's pull is what the job waits for, then it is queued.
+    let mut early: Vec<Event> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::RunStarted { .. } | EventKind::JobQueued { .. }
+            )
+        })
+        .cloned()
+        .collect();
+    early.push(at(0.5, pull(None, false)));
+    let waiting = board(&early).render(Duration::from_secs(1));
+    assert!(
+        waiting.contains("pulling `lmsysorg/sglang:v0.5.23`"),
+        "{waiting}"
+    );
+    early.push(at(0.9, pull(None, true)));
+    let done = board(&early).render(Duration::from_secs(1));
+    assert!(!done.contains("pulling"), "{done}");
+}
+
+#[test]
 fn a_job_waiting_for_gpus_says_so_until_it_starts() {
     let mut events = events();
     events.push(at(
