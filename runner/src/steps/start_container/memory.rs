@@ -220,3 +220,33 @@ pub async fn record(
     }
     outputs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(pairs: &[(&str, &str)]) -> Value {
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn the_preload_overhead_of_the_largest_gpu_count_at_most_the_servers_applies() {
+        let t = table(&[("1", "1g"), ("8", "3g")]);
+        assert_eq!(preload_overhead(&t, 1).unwrap(), Some(1024.0));
+        assert_eq!(preload_overhead(&t, 4).unwrap(), Some(1024.0));
+        assert_eq!(preload_overhead(&t, 8).unwrap(), Some(3072.0));
+        assert_eq!(preload_overhead(&t, 16).unwrap(), Some(3072.0));
+        // Every count larger than the server's: the default applies.
+        assert_eq!(preload_overhead(&table(&[("8", "3g")]), 2).unwrap(), None);
+        // A bad key or size says which and how to write it.
+        let e = preload_overhead(&table(&[("eight", "3g")]), 8).unwrap_err();
+        assert!(e.contains("the keys are GPU counts"), "{e}");
+        let e = preload_overhead(&table(&[("8", "lots")]), 8).unwrap_err();
+        assert!(e.contains("gives `lots` for 8 GPUs, not a size"), "{e}");
+    }
+}

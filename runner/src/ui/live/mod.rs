@@ -169,19 +169,7 @@ impl Board {
                 }
             }
             // A step's pull shows on its row; preflight's on the job's, until the job starts.
-            EventKind::ImagePull {
-                job,
-                step,
-                image,
-                finished,
-                text,
-                ..
-            } => self.pulling(
-                job,
-                step.as_deref(),
-                format!("pulling `{image}`: {text}"),
-                *finished,
-            ),
+            EventKind::ImagePull { .. } => self.pulling(&event.kind),
             EventKind::BenchmarkProgress {
                 job,
                 step,
@@ -211,11 +199,23 @@ impl Board {
 
     /// An image pull's progress: on the step's row, or (preflight's) on the job's while it
     /// has not started.
-    fn pulling(&mut self, job: &JobRef, step: Option<&str>, line: String, finished: bool) {
+    fn pulling(&mut self, kind: &EventKind) {
+        let EventKind::ImagePull {
+            job,
+            step,
+            image,
+            finished,
+            text,
+            ..
+        } = kind
+        else {
+            return;
+        };
+        let (line, finished) = (format!("pulling `{image}`: {text}"), *finished);
         let row = self.job(job);
         match step {
             Some(step) => {
-                if let Some(step) = row.steps.get_mut(step) {
+                if let Some(step) = row.steps.get_mut(step.as_str()) {
                     step.last_line = Some(cut(&line));
                 }
             }
