@@ -128,3 +128,61 @@ async fn a_registry_that_stops_answering_fails_the_pull_as_a_stall_naming_the_im
     );
     assert!(took < Duration::from_secs(60), "{took:?}");
 }
+
+#[tokio::test]
+async fn a_registry_gone_mid_run_is_tried_again_and_a_missing_tag_is_named_at_once() {
+    if docker_with(&[BASE]).await.is_none() {
+        return;
+    }
+    let mut registry = Registry::start();
+    registry.push_unique("back:1", &[8]);
+    let image = registry.image("back:1");
+    let dir = Workspace::repository()
+        .file("w.yml", &starting(&image))
+        .committed("pull");
+    // Gone when the pull starts: the engine's connection is refused, gpuflow says it tries
+    // again, and the registry is back before that try.
+    registry.kill();
+    let mut run = dir.gpuflow().args(["run", "--plain", "w.yml"]).spawn();
+    let mut seen = Vec::new();
+    loop {
+        let line = run.line();
+        assert!(!line.is_empty(), "no retry said:\n{}", seen.join("\n"));
+        seen.push(line.clone());
+        if line.contains("try 2 (the last failed: ") {
+            assert!(line.contains("connection refused"), "{line}");
+            break;
+        }
+    }
+    registry.restart();
+    let rest = run.rest();
+    let (status, stderr) = run.wait();
+    assert!(status.success(), "{}\n{rest}\n{stderr}", seen.join("\n"));
+    assert!(
+        rest.contains(&format!("image `{image}` pulled in ")),
+        "{rest}"
+    );
+    registry.delete_local(&image);
+
+    // Gone for good: three tries, then the engine's reason.
+    registry.kill();
+    let out = dir.gpuflow().args(["run", "--plain", "w.yml"]).output();
+    let text = out.all();
+    assert_eq!(out.code(), Some(1), "{text}");
+    assert!(
+        text.contains("connection refused") && text.contains("(tried 3 times)"),
+        "{text}"
+    );
+
+    // A tag the registry does not have is its answer at once, not retried.
+    registry.restart();
+    let missing = registry.image("back:2");
+    let dir = Workspace::repository()
+        .file("w.yml", &starting(&missing))
+        .committed("pull");
+    let out = dir.gpuflow().args(["run", "--plain", "w.yml"]).output();
+    let text = out.all();
+    assert_eq!(out.code(), Some(1), "{text}");
+    assert!(text.contains("manifest unknown"), "{text}");
+    assert!(!text.contains("tried") && !text.contains("try 2"), "{text}");
+}

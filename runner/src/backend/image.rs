@@ -65,10 +65,51 @@ impl DockerBackend {
 
     /// Pulls `image`, handing `on` what is done so far at most every [`PULL_REPORT_EVERY`]
     /// and once at the end (`true`), with the time since the pull began. A pull whose
-    /// progress does not change for [`pull_stall`] fails, naming the layer it stopped at.
+    /// progress does not change for [`pull_stall`] fails, naming the layer it stopped at. A
+    /// failure of the connection to the registry (refused, reset, cut short, a 5xx) is tried
+    /// again, [`PULL_TRIES`] times in all, after 2, then 4 seconds, each retry said in the
+    /// progress; the engine keeps the layers it finished, so a retry resumes.
     pub async fn pull_image_watched(
         &self,
         image: &str,
+        on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
+    ) -> Result<PullProgress, BackendError> {
+        let started = Instant::now();
+        let mut retry = None;
+        for attempt in 1..=PULL_TRIES {
+            match self.pull_once(image, started, retry.take(), on).await {
+                Err(BackendError::ImagePullFailed { reason, .. })
+                    if attempt < PULL_TRIES && transient(&reason) =>
+                {
+                    let wait = Duration::from_secs(2 << (attempt - 1));
+                    let said = PullProgress::new(Some((attempt + 1, reason.clone())));
+                    on(&said, started.elapsed(), false);
+                    tokio::time::sleep(wait).await;
+                    retry = Some((attempt + 1, reason));
+                }
+                Err(BackendError::ImagePullFailed {
+                    image,
+                    endpoint,
+                    reason,
+                }) if attempt > 1 => {
+                    return Err(BackendError::ImagePullFailed {
+                        image,
+                        endpoint,
+                        reason: format!("{reason} (tried {attempt} times)"),
+                    });
+                }
+                other => return other,
+            }
+        }
+        unreachable!("the last try returns")
+    }
+
+    /// One try of [`Self::pull_image_watched`].
+    async fn pull_once(
+        &self,
+        image: &str,
+        started: Instant,
+        retry: Option<(u32, String)>,
         on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
     ) -> Result<PullProgress, BackendError> {
         let (repository, tag) = split_reference(image);
@@ -80,8 +121,7 @@ impl DockerBackend {
             .api("create_image", image)
             .create_image(Some(options), None, None);
         let stall = pull_stall();
-        let started = Instant::now();
-        let mut progress = PullProgress::default();
+        let mut progress = PullProgress::new(retry);
         let mut changed_at = Instant::now();
         let mut reported_at: Option<Instant> = None;
         loop {
@@ -136,6 +176,28 @@ impl DockerBackend {
     }
 }
 
+/// How many times a pull is tried when the connection to the registry fails.
+pub const PULL_TRIES: u32 = 3;
+
+/// Whether the engine's reason for a failed pull is the connection's, not the image's: worth
+/// another try. A missing tag, a refused login or a full disk is not.
+fn transient(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    [
+        "connection refused",
+        "connection reset",
+        "unexpected eof",
+        "broken pipe",
+        "i/o timeout",
+        "tls handshake timeout",
+        "502 bad gateway",
+        "503 service unavailable",
+        "504 gateway timeout",
+    ]
+    .iter()
+    .any(|t| reason.contains(t))
+}
+
 /// How often a watched pull reports: live views redraw at this rate, `--plain` prints a line.
 pub const PULL_REPORT_EVERY: Duration = Duration::from_secs(1);
 
@@ -181,5 +243,15 @@ mod tests {
     #[test_case("sglang@sha256:abcd", "sglang", "sha256:abcd" ; "digest")]
     fn splits(image: &str, repository: &str, tag: &str) {
         assert_eq!(split_reference(image), (repository, tag));
+    }
+
+    #[test_case("Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused", true ; "registry gone")]
+    #[test_case("unexpected EOF", true ; "cut short")]
+    #[test_case("received unexpected HTTP status: 503 Service Unavailable", true ; "unavailable")]
+    #[test_case("manifest for 127.0.0.1:5000/big:2 not found: manifest unknown: manifest unknown", false ; "missing tag")]
+    #[test_case("unauthorized: authentication required", false ; "refused login")]
+    #[test_case("write /var/lib/docker/tmp/x: no space left on device", false ; "full disk")]
+    fn retried_only_for_the_connection(reason: &str, retried: bool) {
+        assert_eq!(transient(reason), retried);
     }
 }

@@ -31,9 +31,19 @@ pub struct PullProgress {
     layers: BTreeMap<String, Layer>,
     /// `sha256:…` from the engine's `Digest:` line, once it said it.
     pub digest: Option<String>,
+    /// This is try N of the pull, after the last one failed for this reason.
+    pub retry: Option<(u32, String)>,
 }
 
 impl PullProgress {
+    /// A new pull, try `retry.0` after a failure for `retry.1` when given.
+    pub fn new(retry: Option<(u32, String)>) -> Self {
+        Self {
+            retry,
+            ..Default::default()
+        }
+    }
+
     /// Takes one message of the engine's stream; `true` when it changed what is known.
     pub fn take(&mut self, info: &CreateImageInfo) -> bool {
         let status = info.status.as_deref().unwrap_or_default();
@@ -130,6 +140,14 @@ impl PullProgress {
 
     /// One line: `412.0 MiB of 1.13 GiB, 2 of 5 layers, 52.1 MiB/s, about 14s left`.
     pub fn line(&self, elapsed: Duration) -> String {
+        let retry = match &self.retry {
+            Some((attempt, reason)) => format!("try {attempt} (the last failed: {reason}); "),
+            None => String::new(),
+        };
+        retry + &self.counts(elapsed)
+    }
+
+    fn counts(&self, elapsed: Duration) -> String {
         let (done, total) = self.bytes();
         let secs = elapsed.as_secs_f64();
         let mut s = format!(
