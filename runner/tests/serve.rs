@@ -491,6 +491,50 @@ fn an_event_stream_carries_every_event_from_where_it_is_asked() {
     );
 }
 
+#[test]
+fn a_run_stopped_by_preflight_shows_each_failed_check_with_its_message() {
+    // `assert-file` on the host runs in preflight: the missing file stops the run before any
+    // job starts, and the page says which check failed and why, as the terminal does.
+    let dir = Workspace::new().file(
+        "w.yml",
+        "on: workflow_dispatch\njobs:\n  a:\n    steps:\n      - uses: assert-file\n        with: { path: /nonexistent/gpuflow-model/config.json }\n",
+    );
+    let out = dir.gpuflow().args(["run", "--plain", "w.yml"]).output();
+    assert_eq!(out.code(), Some(1), "{}", out.all());
+    assert!(
+        out.all().contains("/nonexistent/gpuflow-model/config.json"),
+        "{}",
+        out.all()
+    );
+    let home = Workspace::empty();
+    let served = Served::start(dir.path(), home.path(), &[], &[]);
+    let id = served.json("/runs")["runs"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let view = &served.json(&format!("/runs/{id}"))["view"];
+    let failed = view["preflight"].as_array().unwrap();
+    assert_eq!(failed.len(), 1, "{view}");
+    assert_eq!(failed[0]["job"], "a");
+    assert!(
+        failed[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/gpuflow-model/config.json"),
+        "{view}"
+    );
+    let (status, _, page) = served.get(&format!("/runs/{id}"));
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("Preflight failed: nothing was started"),
+        "{page}"
+    );
+    assert!(
+        page.contains("/nonexistent/gpuflow-model/config.json"),
+        "{page}"
+    );
+}
+
 /// Cancel through the page: refused without the token (401, the run goes on), with it the
 /// run ends cancelled and its container is gone.
 #[tokio::test]

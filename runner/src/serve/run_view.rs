@@ -28,8 +28,19 @@ pub struct RunView {
     /// The run's answer (benchmarks, verdicts, reports), once it is there.
     pub headline: Option<crate::events::Headline>,
     pub warnings: Vec<String>,
+    /// The checks preflight failed, as the terminal names them: a run stopped there started
+    /// no job, so this is the page's answer to why.
+    pub preflight: Vec<PreflightFailure>,
     #[serde(skip)]
     index: HashMap<(String, usize, String), usize>,
+}
+
+/// A failed preflight check: the job run, what was checked, why it failed and the fix.
+#[derive(Debug, Serialize)]
+pub struct PreflightFailure {
+    pub job: String,
+    pub name: String,
+    pub message: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -104,6 +115,20 @@ impl RunView {
             }
             EventKind::Warning { message, .. } => {
                 self.warnings.push(message.clone());
+                None
+            }
+            EventKind::PreflightCheck {
+                job,
+                name,
+                outcome,
+                message,
+                ..
+            } if *outcome == crate::events::StepOutcome::Failure => {
+                self.preflight.push(PreflightFailure {
+                    job: job.display.clone(),
+                    name: name.clone(),
+                    message: message.clone().unwrap_or_default(),
+                });
                 None
             }
             EventKind::JobQueued { job, matrix, needs } => {
