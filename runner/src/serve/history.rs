@@ -313,7 +313,14 @@ fn axes(svg: &mut String, scale: &Scale, metric: &str, s: &SeriesView) {
             escape(&crate::compare::format_value(v, ""))
         );
     }
-    for (t, anchor) in [(t0, "start"), (t1, "end")] {
+    // One moment (a single point, or results finished in the same second) is one label,
+    // centred under it: a first and a last label would print over each other.
+    let labels: &[(f64, &str)] = if t1 > t0 {
+        &[(t0, "start"), (t1, "end")]
+    } else {
+        &[(t0, "middle")]
+    };
+    for &(t, anchor) in labels {
         let day = crate::report::rfc3339((t * 1000.0) as i64);
         let _ = write!(
             svg,
@@ -330,4 +337,61 @@ fn axes(svg: &mut String, scale: &Scale, metric: &str, s: &SeriesView) {
         escape(&s.unit),
         escape(&s.direction)
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(finished_at: f64, median: f64) -> PointView {
+        PointView {
+            result_id: 1,
+            run_id: "r".into(),
+            job: "j".into(),
+            step: "s".into(),
+            finished_at,
+            commit: None,
+            git_ref: None,
+            status: "success".into(),
+            n: 3,
+            median,
+            mean: median,
+            q1: median - 1.0,
+            q3: median + 1.0,
+            verdict: None,
+        }
+    }
+
+    fn series(points: Vec<PointView>) -> SeriesView {
+        SeriesView {
+            key: "k".into(),
+            short: "k".into(),
+            identity: None,
+            unit: "tok/s".into(),
+            direction: "higher".into(),
+            points,
+            baselines: Vec::new(),
+            chart_svg: String::new(),
+        }
+    }
+
+    /// The time labels under the chart.
+    fn time_labels(svg: &str) -> Vec<&str> {
+        svg.split("<text ")
+            .filter(|t| t.contains(" UTC<"))
+            .collect()
+    }
+
+    #[test]
+    fn one_point_has_one_time_label_and_two_have_a_first_and_a_last() {
+        let one = chart("output_tok_s", &series(vec![point(1.8e9, 100.0)]));
+        let labels = time_labels(&one);
+        assert_eq!(labels.len(), 1, "{one}");
+        assert!(labels[0].contains(r#"text-anchor="middle""#), "{one}");
+        let two = chart(
+            "output_tok_s",
+            &series(vec![point(1.8e9, 100.0), point(1.8e9 + 86400.0, 110.0)]),
+        );
+        assert_eq!(time_labels(&two).len(), 2, "{two}");
+    }
 }
