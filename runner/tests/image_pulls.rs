@@ -91,6 +91,11 @@ async fn a_gibibyte_pull_shows_its_progress_in_plain_lines_and_json_events() {
             .any(|l| l.contains(&format!("image `{image}` pulled in ")) && l.contains("GiB")),
         "{text}"
     );
+    // Preflight's pull is in no step's time: the run's headline says it.
+    assert!(
+        text.contains(&format!("  pulled     [pull] `{image}`: ")),
+        "{text}"
+    );
     registry.delete_local(&image);
 }
 

@@ -188,6 +188,22 @@ pub struct Headline {
     pub benchmarks: Vec<BenchmarkFigure>,
     pub comparisons: Vec<ComparisonFigure>,
     pub reports: Vec<ReportFile>,
+    /// The images pulled for the run and how long each took (runs stored before pulls were
+    /// counted read as none).
+    #[serde(default)]
+    pub pulls: Vec<PullFigure>,
+}
+
+/// An image pulled for a job run: its size and the time the pull took, which no step's time
+/// holds when preflight pulled it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PullFigure {
+    pub job: JobRef,
+    pub image: String,
+    pub bytes: u64,
+    pub layers: usize,
+    #[serde(serialize_with = "seconds", deserialize_with = "from_seconds")]
+    pub took: Duration,
 }
 
 /// Which output stream a log line came from.
@@ -521,6 +537,10 @@ impl Headline {
         self.benchmarks.iter_mut().for_each(|b| b.strings_mut(m));
         self.comparisons.iter_mut().for_each(|c| c.strings_mut(m));
         self.reports.iter_mut().for_each(|r| r.strings_mut(m));
+        for p in &mut self.pulls {
+            p.job.strings_mut(m);
+            m(&mut p.image);
+        }
     }
 }
 

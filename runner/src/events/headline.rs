@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::event::{Event, EventKind, EventSink, Headline, JobResult};
+use super::event::{Event, EventKind, EventSink, Headline, JobResult, PullFigure};
 
 /// Passes every event on to `inner`, keeping the figures a headline is made of.
 pub struct HeadlineSink {
@@ -23,6 +23,7 @@ impl HeadlineSink {
                 benchmarks: Vec::new(),
                 comparisons: Vec::new(),
                 reports: Vec::new(),
+                pulls: Vec::new(),
             }),
         }
     }
@@ -48,6 +49,21 @@ impl EventSink for HeadlineSink {
                 EventKind::BenchmarkResult(b) => h.benchmarks.push(b.clone()),
                 EventKind::ComparisonResult(c) => h.comparisons.push(c.clone()),
                 EventKind::ReportWritten(r) => h.reports.push(r.clone()),
+                EventKind::ImagePull {
+                    job,
+                    image,
+                    bytes_total,
+                    layers_total,
+                    elapsed,
+                    finished: true,
+                    ..
+                } => h.pulls.push(PullFigure {
+                    job: job.clone(),
+                    image: image.clone(),
+                    bytes: *bytes_total,
+                    layers: *layers_total,
+                    took: *elapsed,
+                }),
                 _ => {}
             }
         }

@@ -11,7 +11,7 @@ mod mask;
 
 pub use event::{
     BenchmarkFigure, CollectSink, ComparisonFigure, Event, EventKind, EventSink, Headline, JobRef,
-    JobResult, LOCAL_HOST, ReportFile, StepOutcome, Stream, Tee,
+    JobResult, LOCAL_HOST, PullFigure, ReportFile, StepOutcome, Stream, Tee,
 };
 pub use headline::HeadlineSink;
 pub use job_summary::JobSummary;

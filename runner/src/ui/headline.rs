@@ -34,6 +34,17 @@ pub fn headline_text(h: &Headline) -> String {
             }
         }
     }
+    for p in &h.pulls {
+        let _ = writeln!(
+            out,
+            "  pulled     [{}] `{}`: {} in {} layers, {:.1}s",
+            p.job.display,
+            p.image,
+            crate::backend::pull_progress::bytes_text(p.bytes),
+            p.layers,
+            p.took.as_secs_f64()
+        );
+    }
     let _ = writeln!(out, "  logs       {}", h.log_dir);
     out
 }
@@ -138,7 +149,29 @@ mod tests {
                 path: ".gpuflow/runs/20261130-091940-4e4fa1c07e3b/report/report.md".into(),
                 commit: None,
             }],
+            pulls: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_image_pulled_for_the_run_is_in_the_headline_with_its_size_and_time() {
+        let mut h = headline();
+        h.pulls.push(crate::events::PullFigure {
+            job: JobRef {
+                job: "serve".into(),
+                cell: 0,
+                display: "serve".into(),
+            },
+            image: "lmsysorg/sglang:v0.5.23".into(),
+            bytes: 1_213_000_000,
+            layers: 5,
+            took: std::time::Duration::from_millis(23_400),
+        });
+        let text = headline_text(&h);
+        assert!(
+            text.contains("  pulled     [serve] `lmsysorg/sglang:v0.5.23`: 1.13 GiB in 5 layers, 23.4s\n  logs"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -364,6 +364,7 @@ fn the_final_frame_ends_with_the_runs_headline() {
             path: ".gpuflow/runs/20261130-090000-ab12/report/report.md".into(),
             commit: None,
         }],
+        pulls: Vec::new(),
     };
     events.push(at(4.2, EventKind::RunHeadline(headline)));
     insta::assert_snapshot!(board(&events).render(Duration::from_secs(9)), @r"
