@@ -246,6 +246,20 @@ def _cuda_mem_fallback(reason: str):
     raise RuntimeError(f"gpuflow memory oracle: the fake nvidia-smi did not answer ({reason})")
 
 
+
+# The resolution bookkeeping overrides.py takes from model_override_base.py and re-exports.
+BASE_REEXPORTS = (
+    "ResolvedView",
+    "ResolvingConfig",
+    "resolving_view",
+    "_declaration_overlay",
+    "resolved_view",
+    "record_of",
+    "attention_backends_of",
+    "use_mla_backend",
+    "model_config_of",
+)
+
 def install() -> types.SimpleNamespace:
     """The import shims of parser.py, then the modules the memory step needs."""
     harness.install_import_shims()
@@ -335,18 +349,7 @@ def install() -> types.SimpleNamespace:
         "sglang.srt.arg_groups.model_override_base",
         "imports sglang.srt.platforms (torch)",
         "sglang/srt/arg_groups/model_override_base.py",
-        [
-            "ResolvedView",
-            "ResolvingConfig",
-            "resolving_view",
-            "_declaration_overlay",
-            "resolved_view",
-            "record_of",
-            "attention_backends_of",
-            "use_mla_backend",
-            "model_config_of",
-            "ep_scale_joiner_of",
-        ],
+        [*BASE_REEXPORTS, "ep_scale_joiner_of"],
         logger=runtime_context.logger,
     )
     overrides = _partial(
@@ -365,17 +368,7 @@ def install() -> types.SimpleNamespace:
         ).prefill_buffer_ceiling_of,
     )
     # overrides.py re-exports model_override_base's names (its own `from ... import`).
-    for attr in (
-        "ResolvedView",
-        "ResolvingConfig",
-        "resolving_view",
-        "_declaration_overlay",
-        "resolved_view",
-        "record_of",
-        "attention_backends_of",
-        "use_mla_backend",
-        "model_config_of",
-    ):
+    for attr in BASE_REEXPORTS:
         setattr(overrides, attr, getattr(base, attr))
 
     # The connectors import torch; cuda_graph_hook imports ConnectorType but the CUDA-graph

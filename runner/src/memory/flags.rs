@@ -142,10 +142,7 @@ impl ServerFlags {
             kv_cache_dtype: auto(value(words, &["--kv-cache-dtype"])),
             quantization: value(words, &["--quantization", "-q"]).map(String::from),
             sglang: match kind {
-                ServerKind::Sglang => SglangSizing {
-                    max_total_tokens: tokens(kind, words, &["--max-total-tokens"])?,
-                    ..SglangSizing::parse(words)?
-                },
+                ServerKind::Sglang => SglangSizing::parse(words)?,
                 ServerKind::Vllm => SglangSizing::default(),
             },
             vllm: match kind {

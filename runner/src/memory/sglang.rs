@@ -34,7 +34,6 @@ pub struct SglangSizing {
     /// Prefill (breakable) CUDA graphs captured, SGLang's default on CUDA.
     pub prefill_graphs: bool,
     pub max_running_requests: Option<u64>,
-    pub max_total_tokens: Option<u64>,
     /// `--speculative-algorithm` (EAGLE, EAGLE3, STANDALONE size the draft into the cell).
     pub speculative_algorithm: Option<String>,
     /// Flags with which SGLang reserves more than this derivation does (DP attention, DeepEP,
@@ -57,7 +56,6 @@ impl Default for SglangSizing {
             decode_graphs: true,
             prefill_graphs: true,
             max_running_requests: None,
-            max_total_tokens: None,
             speculative_algorithm: None,
             beyond: Vec::new(),
         }
@@ -113,7 +111,6 @@ impl SglangSizing {
                     Some("full" | "breakable")
                 ),
             max_running_requests: number(words, &["--max-running-requests"])?,
-            max_total_tokens: None,
             speculative_algorithm: value(words, &["--speculative-algorithm"]).map(String::from),
             beyond,
         })
@@ -160,13 +157,13 @@ pub struct DefaultFraction {
 
 /// SGLang's default `--mem-fraction-static` on GPUs of `gpu_mib` (the smallest, as
 /// `nvidia-smi` gives it) at tensor-parallel size `tp`, for a model that uses latent attention
-/// when `mla`, served from `model_path`.
+/// when `mla`, served from `model_path`, its pool capped at `max_total_tokens` when given.
 pub fn default_fraction(
     s: &SglangSizing,
     gpu_mib: u64,
     tp: u64,
     mla: bool,
-    model_path: &str,
+    (model_path, max_total_tokens): (&str, Option<u64>),
 ) -> DefaultFraction {
     let gpu = gpu_mib as f64;
     const GIB: f64 = 1024.0;
@@ -206,7 +203,7 @@ pub fn default_fraction(
             if s.pp > 1 && max > 8192 {
                 max = 8192;
             }
-            if let Some(total) = s.max_total_tokens {
+            if let Some(total) = max_total_tokens {
                 max = max.min(total as i64);
             }
             if model_path.to_lowercase().contains("llama-2") {
@@ -277,11 +274,17 @@ mod tests {
     #[test]
     fn a_large_gpu_keeps_at_least_ten_gib_out_and_a_small_one_its_computed_reserve() {
         // 46068 MiB: chunk 4096, decode 32 → 512 + 6144 + 128 + 64 + 50·8.
-        let l40s = default_fraction(&sizing("sglang"), 46068, 1, false, "/m");
+        let l40s = default_fraction(&sizing("sglang"), 46068, 1, false, ("/m", None));
         assert_eq!(l40s.reserved_mib, 512.0 + 6144.0 + 128.0 + 64.0 + 400.0);
         assert_eq!(l40s.fraction, 0.843);
         // 143771 MiB at TP 8: chunk 8192, decode 512 → 512 + 12288 + 1024 + 1024 + 58·8.
-        let h200 = default_fraction(&sizing("sglang --tp-size 8"), 143_771, 8, false, "/m");
+        let h200 = default_fraction(
+            &sizing("sglang --tp-size 8"),
+            143_771,
+            8,
+            false,
+            ("/m", None),
+        );
         assert_eq!(h200.reserved_mib, 15312.0);
         assert_eq!(h200.fraction, 0.893);
         // Small chunks and few graphs on an 80 GB GPU: the 10 GiB floor.
@@ -292,7 +295,7 @@ mod tests {
             81559,
             1,
             false,
-            "/m",
+            ("/m", None),
         );
         assert_eq!(floor.reserved_mib, 10240.0);
         assert_eq!(floor.fraction, 0.874);
@@ -305,7 +308,7 @@ mod tests {
             46068,
             1,
             false,
-            "/m",
+            ("/m", None),
         );
         assert_eq!(off.reserved_mib, 512.0 + 6144.0 + 128.0);
         let decode_only = sizing("sglang --cuda-graph-backend-prefill disabled");

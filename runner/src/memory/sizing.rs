@@ -111,7 +111,7 @@ pub(super) fn fraction_of(
                 gpu_mib,
                 flags.tp,
                 model.mla.is_some(),
-                &flags.model,
+                (&flags.model, flags.max_total_tokens),
             );
             if !flags.sglang.beyond.is_empty() {
                 notes.push(format!(

@@ -62,10 +62,7 @@ pub fn plan(config: &SimConfig) -> Result<Option<MemoryPlan>, String> {
         dtype: None,
         kv_cache_dtype: config.kv_cache_dtype.clone(),
         quantization: None,
-        sglang: crate::memory::sglang::SglangSizing {
-            max_total_tokens: config.max_total_tokens,
-            ..Default::default()
-        },
+        sglang: Default::default(),
         vllm: Default::default(),
         overhead_mib: None,
     };
