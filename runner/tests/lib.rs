@@ -40,6 +40,7 @@ mod remote_actions;
 mod report;
 mod run_docker;
 mod run_headline;
+mod run_images;
 mod run_results;
 mod secret_leaks;
 mod serve;

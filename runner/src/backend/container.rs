@@ -109,10 +109,12 @@ impl DockerBackend {
                         name: spec.name.clone(),
                     });
                 }
-                // Only a missing image is pulled: a missing network is a 404 too.
+                // Only a missing image is pulled: a missing network is a 404 too. An image the
+                // run resolved to an id is not pulled again by its tag, which may have moved.
                 Err(e)
                     if status_code(&e) == Some(404)
                         && describe(&e).contains("No such image")
+                        && spec.image_id.is_none()
                         && !pulled =>
                 {
                     tracing::debug!(image = %spec.image, "image missing: pulling it, then creating again");

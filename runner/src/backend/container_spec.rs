@@ -25,6 +25,10 @@ const STACK_BYTES: i64 = 67_108_864;
 pub struct ContainerSpec {
     /// An image reference (`name:tag`, `registry/name@sha256:…`).
     pub image: String,
+    /// The local image id (`sha256:…`) the run resolved `image` to: the container is created
+    /// from it when set, so a tag that moved since is not followed ([`super::RunImages`]).
+    /// `image` stays what the step wrote, for what is shown.
+    pub image_id: Option<String>,
     /// The container's name; the engine picks one when `None`.
     pub name: Option<String>,
     /// Replaces the image's `CMD`.
@@ -166,6 +170,7 @@ impl ContainerSpec {
     pub fn new(image: impl Into<String>) -> Self {
         Self {
             image: image.into(),
+            image_id: None,
             name: None,
             command: None,
             entrypoint: None,
@@ -243,7 +248,7 @@ impl ContainerSpec {
         };
 
         Ok(ContainerCreateBody {
-            image: Some(self.image.clone()),
+            image: Some(self.image_id.clone().unwrap_or_else(|| self.image.clone())),
             cmd: self.command.clone(),
             entrypoint: self.entrypoint.clone(),
             env: Some(self.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),

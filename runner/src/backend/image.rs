@@ -23,6 +23,16 @@ impl DockerBackend {
         }
     }
 
+    /// The id (`sha256:…`) of the local image `image` names, or `None` when the engine does
+    /// not have it.
+    pub async fn local_image_id(&self, image: &str) -> Result<Option<String>, BackendError> {
+        match self.api("inspect_image", image).inspect_image(image).await {
+            Ok(inspected) => Ok(Some(inspected.id.unwrap_or_else(|| image.to_string()))),
+            Err(e) if super::error::status_code(&e) == Some(404) => Ok(None),
+            Err(e) => Err(self.engine_error("inspect an image", &e)),
+        }
+    }
+
     /// The id (`sha256:…`) of the local image `image` names: what a tag points at now, so a
     /// server key changes when the image is rebuilt under the same tag.
     pub async fn image_id(&self, image: &str) -> Result<String, BackendError> {

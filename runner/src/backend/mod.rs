@@ -25,6 +25,8 @@ mod log_line;
 mod logs;
 mod network;
 pub mod pull_progress;
+mod pull_room;
+mod run_images;
 pub mod runner_lock;
 
 pub use attach::AttachedOutput;
@@ -46,3 +48,4 @@ pub use lease_container::{
 };
 pub use log_line::{LineSink, LineSplitter, LogLine, MAX_LINE_BYTES, OutputStream};
 pub use logs::LogStart;
+pub use run_images::{PullPolicy, Resolved, RunImages, Unresolved, pulls_at_once};

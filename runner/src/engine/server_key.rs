@@ -12,7 +12,10 @@ pub async fn server_key(
     docker: &DockerBackend,
     spec: &ContainerSpec,
 ) -> Result<String, BackendError> {
-    let image_id = docker.image_id(&spec.image).await?;
+    let image_id = match &spec.image_id {
+        Some(id) => id.clone(),
+        None => docker.image_id(&spec.image).await?,
+    };
     Ok(key_of(&image_id, spec))
 }
 
@@ -23,6 +26,7 @@ pub async fn server_key(
 pub fn key_of(image_id: &str, spec: &ContainerSpec) -> String {
     let mut shaping = spec.clone();
     shaping.image = image_id.to_string();
+    shaping.image_id = None;
     shaping.name = None;
     shaping.network_aliases.clear();
     let digest = Sha256::digest(format!("{shaping:?}").as_bytes());

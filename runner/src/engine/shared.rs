@@ -9,6 +9,7 @@ use indexmap::IndexMap;
 
 use super::engines::Engines;
 use super::options::RunOptions;
+use crate::backend::RunImages;
 use crate::events::Masker;
 use crate::events::{Event, EventKind, EventSink};
 use crate::expr::Value;
@@ -30,6 +31,9 @@ pub struct Shared {
     pub base: IndexMap<String, Value>,
     /// Servers the cells of a job share ([`super::server_pool`]).
     pub servers: Arc<super::server_pool::ServerPool>,
+    /// Each image resolved once per engine for the whole run ([`RunImages`]): preflight
+    /// starts the pulls, every container of the run is created from what they resolved to.
+    pub images: RunImages,
 }
 
 impl Shared {

@@ -42,4 +42,8 @@ impl StepHost for Shared {
     fn github(&self) -> Option<&Value> {
         self.base.get("github")
     }
+
+    fn images(&self) -> Option<&crate::backend::RunImages> {
+        Some(&self.images)
+    }
 }

@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::backend::RunImages;
 use crate::events::Masker;
 use crate::events::{EventKind, JobRef};
 use crate::expr::Value;
@@ -27,4 +28,9 @@ pub trait StepHost: Send + Sync {
     fn host_of(&self, job: &JobRef) -> Option<&str>;
     /// The `github` context (commit, ref, event), for what a result records.
     fn github(&self) -> Option<&Value>;
+    /// The run's images, each resolved once ([`RunImages`]); `None` where the step runs
+    /// outside a run (then it resolves its image itself).
+    fn images(&self) -> Option<&RunImages> {
+        None
+    }
 }

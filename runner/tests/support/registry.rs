@@ -193,6 +193,13 @@ impl Registry {
         std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
     }
 
+    /// The engine's data root (`/var/lib/docker`): the disk pulls write to.
+    pub(crate) fn docker_root(&self) -> String {
+        let mut info = self.docker();
+        info.args(["info", "--format", "{{.DockerRootDir}}"]);
+        cli(info, None).unwrap().trim().to_owned()
+    }
+
     /// The `docker` CLI with this registry's `DOCKER_CONFIG`.
     pub(crate) fn docker(&self) -> Command {
         let mut docker = Command::new("docker");

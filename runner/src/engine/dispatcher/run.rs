@@ -134,6 +134,7 @@ pub(super) fn start_run(
         started: Instant::now(),
         base,
         opts,
+        images: Default::default(),
     });
     shared.emit(EventKind::RunStarted {
         run_id: shared.opts.run_id.clone(),

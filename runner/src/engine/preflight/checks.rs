@@ -1,16 +1,19 @@
-//! Running the prepared checks ([`super::prepare`]): first that every image a `start-container`
-//! step needs is on its host's engine (or pullable), then each job run's checks, in one
-//! throw-away container per image (started on first use, removed after). Each check is told
-//! through a `preflight_check` event.
+//! Running the prepared checks ([`super::prepare`]): every image a `start-container` step
+//! needs resolved for the run on its host's engine (pulled when missing, all started at once),
+//! and beside those pulls each job run's checks, in one throw-away container per image
+//! (started on first use, once its image is there; removed after). Each check is told through
+//! a `preflight_check` event.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::StreamExt;
 use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
 use super::prepare::{Check, MountSource, Ready, prepare_all};
-use crate::backend::ContainerSpec;
+use crate::backend::{ContainerSpec, PullPolicy};
 use crate::engine::containers::{ContainerError, JobContainers};
 use crate::engine::shared::Shared;
 use crate::engine::step_inputs;
@@ -46,6 +49,10 @@ impl PreflightReport {
 
 /// Runs every preflight check of `runs`; says what it does through events. Checks with the
 /// same inputs in several matrix cells run once.
+///
+/// Every image the run needs is started at once (the run's [`crate::backend::RunImages`]
+/// bounds how many pull together), and the job runs' checks go on beside the pulls: a check
+/// waits only for the image its own throw-away container is made of.
 pub async fn run(
     shared: &Arc<Shared>,
     runs: &[PlannedJob],
@@ -53,29 +60,48 @@ pub async fn run(
     cancel: &CancellationToken,
 ) -> PreflightReport {
     let started = Instant::now();
-    let mut report = PreflightReport::default();
     let prepared = prepare_all(shared, runs, refs);
     if prepared.is_empty() {
-        return report;
+        return PreflightReport::default();
     }
-    for (image, (pull, jref)) in &prepared.images {
-        let t = Instant::now();
-        let problem = image_problem(shared, image, *pull, jref).await;
-        report.tell(
-            shared,
-            EventKind::PreflightCheck {
-                job: jref.clone(),
-                step: None,
-                name: format!("image `{image}`"),
-                outcome: outcome(problem.is_none()),
-                message: problem,
-                duration: t.elapsed(),
-            },
-        );
-    }
-    for ready in prepared.by_run {
-        run_job_checks(shared, ready, &mut report, cancel).await;
-    }
+    let policies: Policies = prepared
+        .images
+        .iter()
+        .map(|(image, (pull, _))| (image.clone(), *pull))
+        .collect();
+    // Resolved together, told in the plan's order (so a run's output reads the same each
+    // time): an image's check is said once it and the images before it are done.
+    let images = async {
+        let mut told = Vec::new();
+        let mut resolving = futures_util::stream::iter(
+            prepared
+                .images
+                .iter()
+                .map(|(image, (pull, jref))| check_image(shared, image, *pull, jref)),
+        )
+        .buffered(prepared.images.len().max(1));
+        while let Some(check) = resolving.next().await {
+            told.push(matches!(
+                check,
+                EventKind::PreflightCheck {
+                    outcome: StepOutcome::Success,
+                    ..
+                }
+            ));
+            shared.emit(check);
+        }
+        told
+    };
+    let checks = async {
+        let mut report = PreflightReport::default();
+        for ready in prepared.by_run {
+            run_job_checks(shared, ready, &policies, &mut report, cancel).await;
+        }
+        report
+    };
+    let (images, mut report) = tokio::join!(images, checks);
+    report.checks += images.len();
+    report.failed += images.iter().filter(|passed| !**passed).count();
     shared.emit(EventKind::PreflightFinished {
         checks: report.checks,
         failed: report.failed,
@@ -83,6 +109,9 @@ pub async fn run(
     });
     report
 }
+
+/// How each image of the run may be pulled (`pull:` of its first step).
+type Policies = HashMap<String, PullPolicy>;
 
 fn outcome(passed: bool) -> StepOutcome {
     if passed {
@@ -92,46 +121,54 @@ fn outcome(passed: bool) -> StepOutcome {
     }
 }
 
+/// Resolves `image` for the run on `jref`'s engine (pulling it as `pull` says): the check's
+/// event.
+async fn check_image(shared: &Shared, image: &str, pull: PullPolicy, jref: &JobRef) -> EventKind {
+    let t = Instant::now();
+    let problem = image_problem(shared, image, pull, jref).await;
+    EventKind::PreflightCheck {
+        job: jref.clone(),
+        step: None,
+        name: format!("image `{image}`"),
+        outcome: outcome(problem.is_none()),
+        message: problem,
+        duration: t.elapsed(),
+    }
+}
+
 /// Why `image` cannot be used by `jref`'s job, if it cannot: not on the engine and not to be
 /// (or not able to be) pulled.
-async fn image_problem(shared: &Shared, image: &str, pull: bool, jref: &JobRef) -> Option<String> {
+async fn image_problem(
+    shared: &Shared,
+    image: &str,
+    pull: PullPolicy,
+    jref: &JobRef,
+) -> Option<String> {
     // Each image is looked for on the engine of the host its job runs on.
-    match shared.engines.for_job(jref).await {
-        Err(e) => Some(e),
-        Ok(docker) => match docker.has_image(image).await {
-            Ok(true) => None,
-            Ok(false) if !pull => Some(format!(
-                "the image `{image}` is not on the engine and `pull: never` was asked"
-            )),
-            Ok(false) => docker
-                .pull_image_watched(image, &mut |progress, elapsed, finished| {
-                    shared.emit(progress.event(jref, None, image, elapsed, finished));
-                })
-                .await
-                .err()
-                .map(|e| {
-                    let mut m = format!(
-                        "the image `{image}` is not on the engine and could not be pulled: {e}"
-                    );
-                    if let Some(h) = e.hint() {
-                        m.push_str(&format!(" (help: {h})"));
-                    }
-                    m
-                }),
-            Err(e) => Some(e.to_string()),
-        },
-    }
+    let docker = match shared.engines.for_job(jref).await {
+        Ok(docker) => docker,
+        Err(e) => return Some(e),
+    };
+    shared
+        .images
+        .resolve(&docker, image, pull, &mut |progress, elapsed, finished| {
+            shared.emit(progress.event(jref, None, image, elapsed, finished));
+        })
+        .await
+        .err()
+        .map(|e| e.describe(image))
 }
 
 /// The checks of one job run, in one throw-away container per image (started on first use).
 async fn run_job_checks(
     shared: &Arc<Shared>,
     ready: Vec<Ready>,
+    policies: &Policies,
     report: &mut PreflightReport,
     cancel: &CancellationToken,
 ) {
     let Some(first) = ready.first() else { return };
-    let mut place = Throwaway::new(shared, &first.jref).await;
+    let mut place = Throwaway::new(shared, &first.jref, policies).await;
     for check in ready {
         let t = Instant::now();
         let result = place.run_check(&check, cancel).await;
@@ -163,10 +200,11 @@ struct Throwaway {
     containers: Option<JobContainers>,
     /// Throw-away name → the name the steps use for it.
     renamed: Vec<(String, String)>,
+    policies: Policies,
 }
 
 impl Throwaway {
-    async fn new(shared: &Arc<Shared>, jref: &JobRef) -> Self {
+    async fn new(shared: &Arc<Shared>, jref: &JobRef, policies: &Policies) -> Self {
         let pref = JobRef {
             job: format!("preflight-{}", jref.job),
             cell: jref.cell,
@@ -184,6 +222,7 @@ impl Throwaway {
             pref,
             containers,
             renamed: Vec::new(),
+            policies: policies.clone(),
         }
     }
 
@@ -284,6 +323,17 @@ impl Throwaway {
         if containers.started.contains_key(name) {
             return Ok(());
         }
+        // The image as the run resolved it: the pull preflight started is waited for here,
+        // never started a second time by the engine's create.
+        let policy = self.policies.get(&spec.image).copied().unwrap_or_default();
+        let resolved = self
+            .shared
+            .images
+            .resolve(&containers.docker, &spec.image, policy, &mut |_, _, _| {})
+            .await
+            .map_err(|e| e.describe(&spec.image))?;
+        let mut spec = spec.clone();
+        spec.image_id = Some(resolved.id);
         let temp = format!("preflight-{name}");
         // A host folder that does not exist stops the container's creation: said with
         // the input that gives it and where, as a missing path is.
@@ -294,7 +344,7 @@ impl Throwaway {
         containers
             .start(&self.host, &self.pref, &temp, spec.clone())
             .await
-            .map_err(|e| start_error(&e, spec, sources))?;
+            .map_err(|e| start_error(&e, &spec, sources))?;
         // The step names the container as the job will: `server`, not `preflight-server`.
         if let Some(s) = containers.started.shift_remove(&temp) {
             containers.started.insert(name.to_string(), s);

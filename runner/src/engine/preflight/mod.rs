@@ -19,8 +19,8 @@
 //! - [`refusals`]: steps gpuflow cannot run, refused before anything starts;
 //! - [`qualify`]: which checks of a job qualify (the walk over its steps);
 //! - [`prepare`]: the qualifying checks with their inputs evaluated for one job run;
-//! - [`checks`]: running them: images first, then each job run's checks in throw-away
-//!   containers;
+//! - [`checks`]: running them: every image's pull started at once, each job run's checks in
+//!   throw-away containers beside the pulls;
 //! - [`server_cli`]: a model server's command line against its own help in the image;
 //! - [`memory`]: the memory estimate of a model server (docs/memory.md);
 //! - [`server_lines`]: every server command line of a workflow, for the contract test.

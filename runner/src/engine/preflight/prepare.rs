@@ -11,7 +11,7 @@ use indexmap::IndexMap;
 use super::qualify::{
     Candidate, StartAt, candidates, does, memory_checks, path_checks, static_inputs,
 };
-use crate::backend::{ContainerSpec, VolumeMount};
+use crate::backend::{ContainerSpec, PullPolicy, VolumeMount};
 use crate::diag::SourceFile;
 use crate::engine::container_inputs::start_container_spec;
 use crate::engine::evaluate::{eval_string, eval_value, matrix_value};
@@ -25,8 +25,8 @@ use crate::workflow::model::{Action, Job, Step, Uses, Workflow};
 
 /// Everything preflight will check, prepared.
 pub(super) struct Prepared {
-    /// Image → whether it may be pulled, and the first job run using it.
-    pub(super) images: IndexMap<String, (bool, JobRef)>,
+    /// Image → how it may be pulled, and the first job run using it.
+    pub(super) images: IndexMap<String, (PullPolicy, JobRef)>,
     /// Per job run, its checks in order.
     pub(super) by_run: Vec<Vec<Ready>>,
 }
@@ -223,7 +223,7 @@ fn ctx_for(
 
 /// The image an unconditional `start-container` step with inputs known at the start uses, and
 /// whether it may be pulled.
-fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String, bool)> {
+fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String, PullPolicy)> {
     let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
         return None;
     };
@@ -235,16 +235,8 @@ fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String
         return None;
     }
     let inputs = step_inputs::inputs(name, step, ctx, &shared.wf.file).ok()?;
-    if inputs
-        .get("pull")
-        .is_some_and(|p| p.to_expr_string() == "always")
-    {
-        // It is pulled at its place anyway.
-        return None;
-    }
-    let pull = inputs
-        .get("pull")
-        .is_none_or(|p| p.to_expr_string() != "never");
+    // `always` is pulled here too: once per run, the step then uses what this pull got.
+    let pull = PullPolicy::from_input(inputs.get("pull").map(|p| p.to_expr_string()).as_deref());
     inputs.get("image").map(|i| (i.to_expr_string(), pull))
 }
 

@@ -5,6 +5,7 @@
 use indexmap::IndexMap;
 
 use super::{memory, required_paths};
+use crate::backend::{PullPolicy, RunImages, Unresolved};
 use crate::engine::container_inputs::start_container_spec;
 use crate::engine::server_reuse::ServerOptions;
 use crate::gpu::warm_claim::MAX_KEEP_WARM;
@@ -44,6 +45,50 @@ fn server_options(call: &StepCall<'_, '_>) -> Result<ServerOptions, StepError> {
     Ok(ServerOptions { reuse, keep_warm })
 }
 
+/// `spec` with its image resolved for the run ([`crate::backend::RunImages`]): pulled as
+/// `pull:` asks (watched, its progress told as the step's), or the id an earlier step or
+/// preflight resolved it to, so every container of the run is of one image.
+async fn resolve_image(
+    containers: &crate::engine::containers::JobContainers,
+    host: &std::sync::Arc<dyn crate::steps::StepHost>,
+    (job, key): (&crate::events::JobRef, &str),
+    spec: &crate::backend::ContainerSpec,
+    pull: Option<&str>,
+) -> Result<crate::backend::ContainerSpec, StepError> {
+    let own;
+    let images = match host.images() {
+        Some(images) => images,
+        None => {
+            own = RunImages::new(1);
+            &own
+        }
+    };
+    let image = spec.image.clone();
+    let resolved = images
+        .resolve(
+            &containers.docker,
+            &image,
+            PullPolicy::from_input(pull),
+            &mut |progress, elapsed, finished| {
+                host.emit(progress.event(job, Some(key), &image, elapsed, finished));
+            },
+        )
+        .await;
+    match resolved {
+        Ok(resolved) => {
+            let mut run_spec = spec.clone();
+            run_spec.image_id = Some(resolved.id);
+            Ok(run_spec)
+        }
+        Err(Unresolved::NotOnEngine) => Err(StepError::input(
+            "pull",
+            Unresolved::NotOnEngine.describe(&image),
+            Some("build or load the image on that engine first, or let it be pulled (`pull: missing`)".into()),
+        )),
+        Err(other) => Err(other.describe(&image).into()),
+    }
+}
+
 /// Runs the step; returns `name` and `id`.
 pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let container = call
@@ -66,36 +111,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let action_inputs = call.step.action_inputs.clone();
     let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
     let containers = call.engine()?;
-    match pull.as_deref() {
-        Some("always") => {
-            let image = spec.image.clone();
-            containers
-                .docker
-                .pull_image_watched(&image, &mut |progress, elapsed, finished| {
-                    host.emit(progress.event(job, Some(&key), &image, elapsed, finished));
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        Some("never") => {
-            let has = containers
-                .docker
-                .has_image(&spec.image)
-                .await
-                .map_err(|e| e.to_string())?;
-            if !has {
-                return Err(StepError::input(
-                    "pull",
-                    format!(
-                        "the image `{}` is not on the engine and `pull: never` was asked",
-                        spec.image
-                    ),
-                    Some("build or load the image on that engine first, or let it be pulled (`pull: missing`)".into()),
-                ));
-            }
-        }
-        _ => {}
-    }
+    let run_spec = resolve_image(containers, host, (job, &key), &spec, pull.as_deref()).await?;
     // A missing host folder is named by the action's input that gave it (`models`), else by
     // the step's `volumes`.
     let origin = |path: &str| {
@@ -108,7 +124,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
             .await?;
     }
     let obtained = containers
-        .start_or_adopt(host, job, &container, spec.clone(), options)
+        .start_or_adopt(host, job, &container, run_spec, options)
         .await
         .map_err(|e| {
             format!(

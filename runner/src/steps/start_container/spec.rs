@@ -138,7 +138,7 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             ty: InputType::Enum(&["missing", "always", "never"]),
             required: false,
             default: Some("missing"),
-            doc: "When to pull the image.",
+            doc: "When to pull the image: `missing` pulls it when the engine lacks it, `always` pulls it once per run (at preflight, before any job starts), `never` refuses an image the engine lacks. Each tag is resolved once per run: every container of the run is created from the image it named then, even if the tag moves meanwhile.",
         },
         InputSpec {
             name: "init",
