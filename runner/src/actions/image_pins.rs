@@ -2,17 +2,16 @@
 //! reference of the workflows (`vllm/vllm-openai:v0.32.0`) is pinned to, so a tag moved in
 //! its registry changes nothing until `gpuflow images update` moves the pin (docs/running.md).
 //!
-//! This file is data only: what a pin is, how a reference is matched to one, and the reference
-//! a run pulls and runs for a pinned image ([`LockFile::image_to_run`]). Asking a registry
-//! what a tag names now is the engine's (`backend`), choosing which images to pin the CLI's.
+//! This file is data only: what a pin is, how a reference is matched to one, and what a run
+//! pulls and runs for a pinned image ([`ImageToRun`], which `LockFile::image_to_run` gives).
+//! Asking a registry what a tag names now is the engine's (`backend`), choosing which images
+//! to pin the CLI's.
 //!
 //! A pin's `image` and `digest` come with whatever repository is opened, and the digest is
 //! handed to the engine as part of an image reference: both are checked when the file is read
 //! ([`problem`]), so a hand edit cannot make a reference the engine would read otherwise.
 
 use serde::Deserialize;
-
-use super::lock_file::LockFile;
 
 /// One image reference and the repository digest it is pinned to.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -78,30 +77,6 @@ impl ImagePin {
         repo_digests
             .iter()
             .any(|r| r.rsplit_once('@').is_some_and(|(_, d)| d == self.digest))
-    }
-}
-
-impl LockFile {
-    /// The pin of `image` (matched as the engine reads references: `ubuntu` is
-    /// `docker.io/library/ubuntu:latest`), if the lock has one.
-    pub fn image_pin(&self, image: &str) -> Option<&ImagePin> {
-        let wanted = normalise(image);
-        self.images.iter().find(|p| normalise(&p.image) == wanted)
-    }
-
-    /// What a run pulls and runs for `image`: the pinned `repo@sha256:…` when the lock pins
-    /// it, else `image` as written (a digest reference is pinned by itself).
-    pub fn image_to_run<'a>(&'a self, image: &'a str) -> ImageToRun<'a> {
-        if is_digest_reference(image) {
-            return ImageToRun::AsWritten(image);
-        }
-        match self.image_pin(image) {
-            Some(pin) => ImageToRun::Pinned {
-                reference: pin.reference(),
-                pin,
-            },
-            None => ImageToRun::AsWritten(image),
-        }
     }
 }
 
@@ -180,6 +155,7 @@ pub fn problem(pin: &ImagePin) -> Option<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::actions::LockFile;
     use test_case::test_case;
 
     const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

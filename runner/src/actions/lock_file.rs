@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::image_pins::{self, ImagePin};
+use super::image_pins::{self, ImagePin, ImageToRun};
 use crate::diag::{Diagnostic, SourceFile, Span};
 
 /// The lock file's name, in the workspace root.
@@ -268,6 +268,32 @@ fn refused_source(file: &Arc<SourceFile>, e: &LockEntry) -> Option<Box<Diagnosti
                 "restore `{LOCK_FILE}` from a commit you trust, or delete the entry and run `gpuflow validate` to pin the action again from the sources of `gpuflow.toml`"
             )),
         ))
+}
+
+impl LockFile {
+    /// The pin of `image` (matched as the engine reads references: `ubuntu` is
+    /// `docker.io/library/ubuntu:latest`), if the lock has one.
+    pub fn image_pin(&self, image: &str) -> Option<&ImagePin> {
+        let wanted = image_pins::normalise(image);
+        self.images
+            .iter()
+            .find(|p| image_pins::normalise(&p.image) == wanted)
+    }
+
+    /// What a run pulls and runs for `image`: the pinned `repo@sha256:…` when the lock pins
+    /// it, else `image` as written (a digest reference is pinned by itself).
+    pub fn image_to_run<'a>(&'a self, image: &'a str) -> ImageToRun<'a> {
+        if image_pins::is_digest_reference(image) {
+            return ImageToRun::AsWritten(image);
+        }
+        match self.image_pin(image) {
+            Some(pin) => ImageToRun::Pinned {
+                reference: pin.reference(),
+                pin,
+            },
+            None => ImageToRun::AsWritten(image),
+        }
+    }
 }
 
 /// An image pin that cannot be used as read ([`image_pins::problem`]), at its place: the

@@ -193,15 +193,7 @@ impl ServerFacts {
                     running: info.state.and_then(|s| s.running).unwrap_or(false),
                     argv: argv.clone(),
                     env: config.env.unwrap_or_default(),
-                    mounts: info
-                        .mounts
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|m| {
-                            let part = |p: Option<String>| p.unwrap_or_default();
-                            format!("{}:{}", part(m.source), part(m.destination))
-                        })
-                        .collect(),
+                    mounts: mounts(info.mounts.unwrap_or_default()),
                 };
                 let (digest, version) =
                     image_facts(containers, &image, config.image.as_deref(), &server).await;
@@ -250,6 +242,15 @@ async fn image_facts(
     )
     .await;
     (digest, version)
+}
+
+/// A container's mounts as `SOURCE:TARGET`.
+fn mounts(mounts: Vec<bollard::models::MountPoint>) -> Vec<String> {
+    let part = |p: Option<String>| p.unwrap_or_default();
+    mounts
+        .into_iter()
+        .map(|m| format!("{}:{}", part(m.source), part(m.destination)))
+        .collect()
 }
 
 /// Of an image's `RepoDigests`, the one of the repository the container named it by

