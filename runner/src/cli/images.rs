@@ -223,10 +223,10 @@ fn lock_workspace(
     let mut all = true;
     for (image, at) in images {
         if is_digest_reference(image) {
-            eprintln!("{image}: a digest reference, pinned as written ({at})");
+            eprintln!("`{image}` is a digest reference: pinned as written ({at})");
         } else if let Some(pin) = lock.image_pin(image) {
             eprintln!(
-                "{image}: already pinned to {} (`gpuflow images update {image}` moves it)",
+                "`{image}` is already pinned to {} (`gpuflow images update {image}` moves it)",
                 pin.digest
             );
         } else {
@@ -237,10 +237,12 @@ fn lock_workspace(
                     resolved: Some(resolved_at.clone()),
                 }),
                 Resolved::Local => {
-                    eprintln!("{image}: built on this engine, in no registry: not pinned ({at})");
+                    eprintln!(
+                        "`{image}` was built on this engine and is in no registry: not pinned ({at})"
+                    );
                 }
                 Resolved::Failed(why) => {
-                    eprintln!("error: {image} is not pinned: {why} ({at})");
+                    eprintln!("error: `{image}` is not pinned: {why} ({at})");
                     all = false;
                 }
             }
