@@ -104,6 +104,32 @@ pub fn create_state_dir_all(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes `text` to `path` for this user alone: the folder made (0700) when missing, the file
+/// (0600) written beside it and renamed over `path`, so a reader never sees half of it. For
+/// what gpuflow keeps in the user's state folder (caches of what images answered).
+pub fn write_private(path: &Path, text: &str) -> io::Result<()> {
+    let dir = path.parent().ok_or_else(|| io::Error::other("no folder"))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        io::Write::write_all(&mut file, text.as_bytes())?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

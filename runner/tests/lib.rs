@@ -25,6 +25,8 @@ mod gpus;
 mod health;
 mod health_no_engine;
 mod hosts;
+mod image_lock;
+mod image_pins;
 mod image_pulls;
 mod imports;
 mod injection;

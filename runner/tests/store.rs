@@ -106,6 +106,7 @@ fn judge(
         git_ref: Some("main"),
         identity,
         node: None,
+        server_version: None,
     };
     let spec = BaselineSpec::parse(spec, 10).unwrap();
     let baseline = resolve(
@@ -613,6 +614,7 @@ fn pinned_baselines_per_metric_and_for_all() {
         git_ref: None,
         identity: &id,
         node: None,
+        server_version: None,
     };
     store.set_baseline("nccl", "r1", None).unwrap();
     let err = resolve(
@@ -1176,6 +1178,7 @@ fn a_baseline_from_another_slurm_node_is_compared_and_says_so() {
             git_ref: Some("main"),
             identity: &id,
             node,
+            server_version: None,
         };
         let spec = BaselineSpec::parse("previous", 10).unwrap();
         resolve(&store, &spec, &current, "output_tok_s", "tok/s", false)
@@ -1194,4 +1197,77 @@ fn a_baseline_from_another_slurm_node_is_compared_and_says_so() {
     );
     assert!(!ask(Some("gpu1")).description.contains("node"));
     assert!(!ask(None).description.contains("node"));
+}
+
+/// A baseline whose server said another version than this run's: `compare-to-baseline` says
+/// which, for `previous`, a pinned run and a window (how many of its runs), and nothing when
+/// the versions agree or one side does not know its own.
+#[test]
+fn a_baseline_from_another_server_version_says_so() {
+    let tmp = tmp_store();
+    let mut store = ResultStore::open(&tmp.path).unwrap();
+    let id = identity();
+    let with_version = |run: &str, at: i64, version: Option<&str>| {
+        let mut r = result(run, at, &id, &NCCL);
+        r.fingerprint.info.server_version = version.map(String::from);
+        r
+    };
+    store
+        .record(&with_version("old-1", 1_000_000, Some("vllm 0.31.0")))
+        .unwrap();
+    store
+        .record(&with_version("old-2", 2_000_000, Some("vllm 0.31.0")))
+        .unwrap();
+    store
+        .record(&with_version("same", 3_000_000, Some("vllm 0.32.0")))
+        .unwrap();
+    let now = store
+        .record(&with_version("now", 4_000_000, Some("vllm 0.32.0")))
+        .unwrap();
+    let current = store.result(now).unwrap().unwrap();
+    store.set_baseline("v031", "old-2", None).unwrap();
+    let judged = |baseline: &str| {
+        let inputs = StepInputs {
+            metrics: vec!["output_tok_s".into()],
+            baseline: baseline.into(),
+            ..StepInputs::default()
+        };
+        let report = compare_result(&store, &current, &inputs).unwrap();
+        report.comparisons[0].clone()
+    };
+    let pinned = judged("v031");
+    assert_eq!(
+        pinned.baseline,
+        "pinned baseline `v031` (run `old-2`, 5 samples; server version differs: baseline vllm 0.31.0, this run vllm 0.32.0)"
+    );
+    // Same series (the image digest is the same here): judged as usual.
+    assert_eq!(pinned.verdict, Verdict::Unchanged);
+    let window = judged("window");
+    assert_eq!(
+        window.baseline,
+        "a window of the last 3 comparable runs on `main`, of 10 asked for (server version differs: baseline vllm 0.31.0 in 2 of 3 runs, this run vllm 0.32.0)"
+    );
+    // The previous run had the same version: nothing said.
+    assert_eq!(
+        judged("previous").baseline,
+        "the previous comparable run `same` (5 samples)"
+    );
+    // A baseline recorded before versions were: nothing to say either.
+    store
+        .record(&with_version("unknown", 5_000_000, None))
+        .unwrap();
+    let later = store
+        .record(&with_version("later", 6_000_000, Some("vllm 0.32.0")))
+        .unwrap();
+    let current = store.result(later).unwrap().unwrap();
+    let inputs = StepInputs {
+        metrics: vec!["output_tok_s".into()],
+        baseline: "previous".into(),
+        ..StepInputs::default()
+    };
+    let report = compare_result(&store, &current, &inputs).unwrap();
+    assert_eq!(
+        report.comparisons[0].baseline,
+        "the previous comparable run `unknown` (5 samples)"
+    );
 }

@@ -1,6 +1,11 @@
-//! `gpuflow.lock`: the commit each remote action runs at, beside the workflows' repository
-//! root. One `[[action]]` table per `owner/repo@ref`, sorted, one key a line, so a change is
-//! a one-line diff in review.
+//! `gpuflow.lock`: the commit each remote action runs at, and the digest each pinned image
+//! runs at ([`super::image_pins`]), beside the workflows' repository root. One `[[action]]`
+//! table per `owner/repo@ref`, then one `[[image]]` table per image, sorted, one key a line,
+//! so a change is a one-line diff in review.
+//!
+//! Version 1 holds actions only; a file with image pins is written as version 2, so a gpuflow
+//! that does not know pins says the file is newer than it instead of running unpinned. Both
+//! are read.
 //!
 //! Changes go through [`LockFile::update`]: under an exclusive lock (in the cache folder, so
 //! nothing is left beside the file), the file as it is on disk now is read, changed and
@@ -13,12 +18,16 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::image_pins::{self, ImagePin, ImageToRun};
 use crate::diag::{Diagnostic, SourceFile, Span};
 
 /// The lock file's name, in the workspace root.
 pub const LOCK_FILE: &str = "gpuflow.lock";
 
+/// The version of a file of action entries only (what gpuflow before image pins wrote).
 const VERSION: u32 = 1;
+/// The version of a file with image pins.
+const VERSION_WITH_IMAGES: u32 = 2;
 
 /// The commit one `owner/repo@ref` is pinned to, and where it was fetched from.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -48,12 +57,16 @@ struct Document {
     version: u32,
     #[serde(default, rename = "action")]
     actions: Vec<LockEntry>,
+    #[serde(default, rename = "image")]
+    images: Vec<ImagePin>,
 }
 
 /// A lock file's entries, as read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LockFile {
     pub entries: Vec<LockEntry>,
+    /// The pinned images, sorted by reference.
+    pub images: Vec<ImagePin>,
 }
 
 impl LockFile {
@@ -82,13 +95,13 @@ impl LockFile {
                     .hint(fix.clone()),
             )
         })?;
-        if doc.version != VERSION {
+        if !(VERSION..=VERSION_WITH_IMAGES).contains(&doc.version) {
             return Err(Box::new(
                 Diagnostic::error(
                     &file,
                     Span::default(),
                     format!(
-                        "`{LOCK_FILE}` has version {}, this gpuflow reads version {VERSION}",
+                        "`{LOCK_FILE}` has version {}, this gpuflow reads versions {VERSION} and {VERSION_WITH_IMAGES}",
                         doc.version
                     ),
                 )
@@ -127,8 +140,12 @@ impl LockFile {
         if let Some(refused) = doc.actions.iter().find_map(|e| refused_source(&file, e)) {
             return Err(refused);
         }
+        if let Some(refused) = doc.images.iter().find_map(|p| refused_pin(&file, p)) {
+            return Err(refused);
+        }
         let mut lock = Self {
             entries: doc.actions,
+            images: doc.images,
         };
         lock.sort();
         Ok(lock)
@@ -146,6 +163,12 @@ impl LockFile {
             .sort_by(|a, b| (&a.repo, &a.git_ref).cmp(&(&b.repo, &b.git_ref)));
         self.entries
             .dedup_by(|a, b| a.repo == b.repo && a.git_ref == b.git_ref);
+        self.images.sort_by(|a, b| a.image.cmp(&b.image));
+        // One pin per image as the engine reads the name (`ubuntu` and
+        // `docker.io/library/ubuntu:latest` are one image), which sorting does not put together.
+        let mut seen = std::collections::HashSet::new();
+        self.images
+            .retain(|p| seen.insert(image_pins::normalise(&p.image)));
     }
 
     /// The file's text: a header saying what it is, then one table per entry.
@@ -154,9 +177,17 @@ impl LockFile {
         let mut out = format!(
             "# {LOCK_FILE}: the commit each remote action (`uses: owner/repo[/path]@ref`) runs at.\n\
              # Written by gpuflow; `gpuflow actions update [owner/repo@ref]` moves an entry \
-             (docs/actions.md).\n\
-             version = {VERSION}\n"
+             (docs/actions.md).\n"
         );
+        if self.images.is_empty() {
+            out.push_str(&format!("version = {VERSION}\n"));
+        } else {
+            out.push_str(&format!(
+                "# `[[image]]`: the digest each pinned image runs at; `gpuflow images update [IMAGE]` \
+                 moves one (docs/running.md).\n\
+                 version = {VERSION_WITH_IMAGES}\n"
+            ));
+        }
         for e in &self.entries {
             out.push_str(&format!(
                 "\n[[action]]\nrepo = {}\nref = {}\ncommit = {}\nsource = {}\n",
@@ -165,6 +196,16 @@ impl LockFile {
                 quote(&e.commit),
                 quote(&e.source)
             ));
+        }
+        for p in &self.images {
+            out.push_str(&format!(
+                "\n[[image]]\nimage = {}\ndigest = {}\n",
+                quote(&p.image),
+                quote(&p.digest)
+            ));
+            if let Some(resolved) = &p.resolved {
+                out.push_str(&format!("resolved = {}\n", quote(resolved)));
+            }
         }
         out
     }
@@ -230,6 +271,59 @@ fn refused_source(file: &Arc<SourceFile>, e: &LockEntry) -> Option<Box<Diagnosti
                 "restore `{LOCK_FILE}` from a commit you trust, or delete the entry and run `gpuflow validate` to pin the action again from the sources of `gpuflow.toml`"
             )),
         ))
+}
+
+impl LockFile {
+    /// The pin of `image` (matched as the engine reads references: `ubuntu` is
+    /// `docker.io/library/ubuntu:latest`), if the lock has one.
+    pub fn image_pin(&self, image: &str) -> Option<&ImagePin> {
+        let wanted = image_pins::normalise(image);
+        self.images
+            .iter()
+            .find(|p| image_pins::normalise(&p.image) == wanted)
+    }
+
+    /// What a run pulls and runs for `image`: the pinned `repo@sha256:…` when the lock pins
+    /// it, else `image` as written (a digest reference is pinned by itself).
+    pub fn image_to_run<'a>(&'a self, image: &'a str) -> ImageToRun<'a> {
+        if image_pins::is_digest_reference(image) {
+            return ImageToRun::AsWritten(image);
+        }
+        match self.image_pin(image) {
+            Some(pin) => ImageToRun::Pinned {
+                reference: pin.reference(),
+                pin,
+            },
+            None => ImageToRun::AsWritten(image),
+        }
+    }
+}
+
+/// An image pin that cannot be used as read ([`image_pins::problem`]), at its place: the
+/// digest becomes part of the reference the engine pulls.
+fn refused_pin(file: &Arc<SourceFile>, pin: &ImagePin) -> Option<Box<Diagnostic>> {
+    let (field, message) = image_pins::problem(pin)?;
+    let value = if field == "digest" {
+        &pin.digest
+    } else {
+        &pin.image
+    };
+    let written = format!("{field} = {}", toml::Value::String(value.clone()));
+    let span = file.text.find(&written).map_or_else(Span::default, |at| {
+        let start = at + field.len() + 3;
+        Span::new(start, at + written.len())
+    });
+    Some(Box::new(
+        Diagnostic::error(file, span, message)
+            .label(if field == "digest" {
+                "expected `sha256:` and 64 hexadecimal digits"
+            } else {
+                "expected `registry/repository:tag`"
+            })
+            .hint(format!(
+                "restore `{LOCK_FILE}` from a commit you trust, or delete the `[[image]]` table and run `gpuflow images lock` to pin the image again"
+            )),
+    ))
 }
 
 /// An exclusive lock for `path`, as a file under `lock_dir` named by a hash of the path;
@@ -349,6 +443,105 @@ mod tests {
             }
         });
         assert_eq!(LockFile::read(&path).unwrap().entries.len(), 8);
+    }
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    fn pin(image: &str) -> ImagePin {
+        ImagePin {
+            image: image.into(),
+            digest: DIGEST.into(),
+            resolved: Some("2026-05-01T12:00:00Z".into()),
+        }
+    }
+
+    #[test]
+    fn image_pins_are_written_after_the_actions_as_version_2_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let locks = dir.path().join("locks");
+        LockFile::update(&path, &locks, |l| {
+            l.entries.push(entry("team/a", "v1", "aa"));
+        })
+        .unwrap();
+        let actions_only = std::fs::read_to_string(&path).unwrap();
+        assert!(actions_only.contains("\nversion = 1\n"), "{actions_only}");
+        LockFile::update(&path, &locks, |l| {
+            l.images.push(pin("registry.example/vllm:v1"));
+            l.images.push(pin("127.0.0.1:5000/sim:1"));
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\nversion = 2\n"), "{text}");
+        // The action entry as it was, then the images in order.
+        assert!(
+            text.ends_with(&format!(
+                "[[action]]\nrepo = \"team/a\"\nref = \"v1\"\ncommit = \"aa\"\nsource = \"file:///srv/team/a.git\"\n\n[[image]]\nimage = \"127.0.0.1:5000/sim:1\"\ndigest = \"{DIGEST}\"\nresolved = \"2026-05-01T12:00:00Z\"\n\n[[image]]\nimage = \"registry.example/vllm:v1\"\ndigest = \"{DIGEST}\"\nresolved = \"2026-05-01T12:00:00Z\"\n"
+            )),
+            "{text}"
+        );
+        let lock = LockFile::read(&path).unwrap();
+        assert_eq!(lock.entries.len(), 1);
+        assert_eq!(
+            lock.image_pin("127.0.0.1:5000/sim:1").unwrap().digest,
+            DIGEST
+        );
+        assert!(lock.image_pin("127.0.0.1:5000/sim:2").is_none());
+        // Without its pins, the file goes back to version 1 for older readers.
+        LockFile::update(&path, &locks, |l| l.images.clear()).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), actions_only);
+    }
+
+    #[test]
+    fn a_file_written_before_image_pins_reads_as_it_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        let old = "# gpuflow.lock: the commit each remote action (`uses: owner/repo[/path]@ref`) runs at.\n# Written by gpuflow; `gpuflow actions update [owner/repo@ref]` moves an entry (docs/actions.md).\nversion = 1\n\n[[action]]\nrepo = \"team/a\"\nref = \"v1\"\ncommit = \"aa\"\nsource = \"file:///srv/team/a.git\"\n";
+        std::fs::write(&path, old).unwrap();
+        let lock = LockFile::read(&path).unwrap();
+        assert_eq!(lock.get("team/a", "v1").unwrap().commit, "aa");
+        assert!(lock.images.is_empty());
+        assert_eq!(lock.render(), old);
+        std::fs::write(&path, old.replace("version = 1", "version = 3")).unwrap();
+        let d = LockFile::read(&path).unwrap_err();
+        assert_eq!(
+            d.message,
+            "`gpuflow.lock` has version 3, this gpuflow reads versions 1 and 2"
+        );
+    }
+
+    #[test]
+    fn a_pinned_digest_that_is_not_one_is_refused_where_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(LOCK_FILE);
+        for (digest, image) in [
+            ("sha256:abc", "sim:1"),
+            ("sha256:--x", "sim:1"),
+            (DIGEST, "--entrypoint=sh"),
+        ] {
+            std::fs::write(
+                &path,
+                format!("version = 2\n\n[[image]]\nimage = \"{image}\"\ndigest = \"{digest}\"\n"),
+            )
+            .unwrap();
+            let d = LockFile::read(&path).unwrap_err();
+            if image == "sim:1" {
+                assert_eq!(
+                    d.message,
+                    format!(
+                        "`gpuflow.lock` pins `sim:1` to `{digest}`, which is not an image digest"
+                    )
+                );
+                assert_eq!(d.location(), format!("{}:5:10", path.display()));
+            } else {
+                assert_eq!(
+                    d.message,
+                    "`gpuflow.lock` pins `--entrypoint=sh`, which is not an image reference"
+                );
+                assert_eq!(d.location(), format!("{}:4:9", path.display()));
+            }
+            assert!(d.hints[0].contains("gpuflow images lock"), "{d:?}");
+        }
     }
 
     #[test]

@@ -48,6 +48,13 @@ impl ActionResolver {
         self.workspace.join(LOCK_FILE)
     }
 
+    /// The folder of the lock that guards writes to `gpuflow.lock` (in the actions cache, so
+    /// nothing is left beside the file): every writer of the file, action pins and image pins
+    /// alike, takes the same one.
+    pub fn lock_dir(&mut self) -> Result<PathBuf, Box<Diagnostic>> {
+        Ok(GitCache::new(&self.config()?.cache).root().join("locks"))
+    }
+
     /// `gpuflow.toml`'s `[actions]`, read once, when a remote action is first met.
     fn config(&mut self) -> Result<ActionsConfig, Box<Diagnostic>> {
         let config = self

@@ -65,6 +65,45 @@ impl DockerBackend {
         ))
     }
 
+    /// What the local image `image` says of itself ([`ImageFacts`]).
+    pub async fn image_facts(&self, image: &str) -> Result<ImageFacts, BackendError> {
+        let inspected = self
+            .api("inspect_image", image)
+            .inspect_image(image)
+            .await
+            .map_err(|e| self.engine_error("inspect an image", &e))?;
+        let config = inspected.config.unwrap_or_default();
+        Ok(ImageFacts {
+            id: inspected.id.unwrap_or_else(|| image.to_string()),
+            repo_digests: inspected.repo_digests.unwrap_or_default(),
+            labels: config.labels.unwrap_or_default().into_iter().collect(),
+            env: config.env.unwrap_or_default(),
+        })
+    }
+
+    /// The digest (`sha256:…`) the registry of `image` gives for it now: of its manifest, or
+    /// of its index for a multi-platform image, as a pull of it records. Asked through the
+    /// engine (`/distribution/NAME/json`), so the engine's own way to the registry is used,
+    /// its mirrors and proxies included; nothing is pulled.
+    pub async fn registry_digest(&self, image: &str) -> Result<String, BackendError> {
+        let found = self
+            .api("inspect_registry_image", image)
+            .inspect_registry_image(image, None)
+            .await
+            .map_err(|e| {
+                self.engine_error(&format!("ask the registry what `{image}` names"), &e)
+            })?;
+        found
+            .descriptor
+            .digest
+            .filter(|d| d.starts_with("sha256:"))
+            .ok_or_else(|| BackendError::Engine {
+                operation: format!("ask the registry what `{image}` names"),
+                endpoint: self.endpoint_text(),
+                message: "the answer named no sha256 digest".into(),
+            })
+    }
+
     /// Pulls `image` from its registry, nothing shown; a pull that makes no progress for
     /// [`PULL_STALL`] fails.
     pub async fn pull_image(&self, image: &str) -> Result<(), BackendError> {
@@ -184,6 +223,20 @@ impl DockerBackend {
         on(&progress, started.elapsed(), true);
         Ok(progress)
     }
+}
+
+/// What a local image says of itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// Its id (`sha256:…` of its config).
+    pub id: String,
+    /// `repository@sha256:…` for each repository it was pulled from or pushed to; empty for an
+    /// image built here and never pushed.
+    pub repo_digests: Vec<String>,
+    /// Its config's labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Its config's environment, `NAME=VALUE`.
+    pub env: Vec<String>,
 }
 
 /// How many times a pull is tried when the connection to the registry fails.

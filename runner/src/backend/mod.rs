@@ -38,6 +38,7 @@ pub use endpoint::{DEFAULT_SOCKET, Endpoint};
 pub use error::BackendError;
 pub use exec::{ExecOutput, ExecSpec, InteractiveExec};
 pub use gpu_request::GpuRequest;
+pub use image::ImageFacts;
 pub use labels::{
     LABEL_JOB, LABEL_KEPT, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED,
     LABEL_OWNER_TOKEN, LABEL_PREFIX, LABEL_RUN_ID, Owner, RunLabels, process_start_time,

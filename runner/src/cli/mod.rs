@@ -14,6 +14,7 @@ mod generated_file;
 mod history;
 mod hooks;
 mod hosts;
+mod images;
 mod logs;
 mod plan;
 mod report;
@@ -79,6 +80,9 @@ pub enum Command {
     /// List the remote actions `gpuflow.lock` pins; `actions update` moves them to what their
     /// refs name now.
     Actions(actions::Args),
+    /// List the images `gpuflow.lock` pins to a digest; `images lock` pins those the
+    /// workflows start, `images update` moves pins to what their tags name now.
+    Images(images::Args),
     /// Show a built-in step's inputs, outputs and an example.
     Docs(docs::Args),
     /// Print the JSON Schema of workflow or action files (for editors).
@@ -154,6 +158,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Eval(args) => eval::run(&args, render),
         Command::Bench(args) => bench::run(&args),
         Command::Actions(args) => actions::run(&args, render),
+        Command::Images(args) => images::run(&args, render),
         Command::Docs(args) => docs::run(&args),
         Command::Schema(args) => schema::run(&args),
         Command::History(args) => history::run(&args, render),

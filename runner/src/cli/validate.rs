@@ -112,7 +112,7 @@ pub fn run(args: &Args, render_opts: RenderOptions) -> anyhow::Result<ExitCode> 
 }
 
 /// Every file to check, in a stable order. Paths that do not exist become diagnostics.
-fn collect_files(paths: &[PathBuf], unreadable: &mut Diagnostics) -> Vec<PathBuf> {
+pub(super) fn collect_files(paths: &[PathBuf], unreadable: &mut Diagnostics) -> Vec<PathBuf> {
     let defaults;
     let paths = if paths.is_empty() {
         defaults = ["workflows", "actions"]

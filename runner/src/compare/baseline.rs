@@ -38,6 +38,9 @@ pub struct CurrentRun<'a> {
     pub identity: &'a Identity,
     /// The Slurm node it ran on, if any: a baseline from another node is said to be.
     pub node: Option<&'a str>,
+    /// The server's own version (`vllm 0.32.0`), if known: a baseline whose server said
+    /// another is said to be.
+    pub server_version: Option<&'a str>,
 }
 
 /// Finds what `spec` means for `metric` (in `unit`). `Ok(None)`: nothing comparable yet (the
@@ -142,6 +145,47 @@ impl Asking<'_> {
         }
     }
 
+    /// `; server version differs: baseline vllm 0.31.0, this run vllm 0.32.0` when the
+    /// baseline's server said another version than the current one (both known). The image
+    /// digest usually differs too and makes the runs incomparable; this says what changed in
+    /// it, and with `allow-incomparable` or a pinned baseline it is the news. For a window,
+    /// how many of its runs had each other version.
+    fn version_note(&self, baseline: &[&StoredResult]) -> String {
+        let Some(ours) = self.current.server_version else {
+            return String::new();
+        };
+        let mut others: Vec<(&str, usize)> = Vec::new();
+        for r in baseline {
+            let Some(theirs) = r.fingerprint.info.server_version.as_deref() else {
+                continue;
+            };
+            if theirs == ours {
+                continue;
+            }
+            match others.iter_mut().find(|(v, _)| *v == theirs) {
+                Some((_, n)) => *n += 1,
+                None => others.push((theirs, 1)),
+            }
+        }
+        if others.is_empty() {
+            return String::new();
+        }
+        let theirs: Vec<String> = others
+            .iter()
+            .map(|(v, n)| {
+                if baseline.len() > 1 {
+                    format!("{v} in {n} of {} runs", baseline.len())
+                } else {
+                    (*v).to_string()
+                }
+            })
+            .collect();
+        format!(
+            "; server version differs: baseline {}, this run {ours}",
+            theirs.join(", ")
+        )
+    }
+
     fn previous(&self) -> Result<Option<Baseline>, CompareError> {
         let found = self.store.find(&self.filter(1))?;
         Ok(found.first().map(|r| {
@@ -151,16 +195,18 @@ impl Asking<'_> {
                 // would then claim what the differences below deny.
                 description: if r.series_key == self.key {
                     format!(
-                        "the previous comparable run `{}` ({} samples{})",
+                        "the previous comparable run `{}` ({} samples{}{})",
                         r.run_id,
                         samples.len(),
-                        self.node_note(r)
+                        self.node_note(r),
+                        self.version_note(&[r])
                     )
                 } else {
                     format!(
-                        "the previous run `{}` ({} samples; from another series: allow-incomparable)",
+                        "the previous run `{}` ({} samples; from another series: allow-incomparable{})",
                         r.run_id,
-                        samples.len()
+                        samples.len(),
+                        self.version_note(&[r])
                     )
                 },
                 data: BaselineData::Samples(samples),
@@ -206,14 +252,26 @@ impl Asking<'_> {
             String::new()
         };
         let other = found.iter().filter(|r| r.series_key != self.key).count();
+        let versions = self.version_note(&found.iter().collect::<Vec<_>>());
+        let versions = versions.trim_start_matches("; ");
         if other == 0 {
+            let versions = if versions.is_empty() {
+                String::new()
+            } else {
+                format!(" ({versions})")
+            };
             format!(
-                "a window of the last {} comparable runs{on}{asked}",
+                "a window of the last {} comparable runs{on}{asked}{versions}",
                 found.len()
             )
         } else {
+            let versions = if versions.is_empty() {
+                String::new()
+            } else {
+                format!("; {versions}")
+            };
             format!(
-                "a window of the last {} runs{on}{asked} ({other} from another series: allow-incomparable)",
+                "a window of the last {} runs{on}{asked} ({other} from another series: allow-incomparable{versions})",
                 found.len()
             )
         }
@@ -248,10 +306,11 @@ impl Asking<'_> {
         let samples = self.samples_of(chosen);
         Ok(Baseline {
             description: format!(
-                "pinned baseline `{name}` (run `{}`, {} samples{})",
+                "pinned baseline `{name}` (run `{}`, {} samples{}{})",
                 pin.run_id,
                 samples.len(),
-                self.node_note(chosen)
+                self.node_note(chosen),
+                self.version_note(&[chosen])
             ),
             data: BaselineData::Samples(samples),
             differences: self.differences(chosen),

@@ -92,6 +92,7 @@ pub fn compare_result(
             .slurm
             .as_ref()
             .map(|p| p.node.as_str()),
+        server_version: current.fingerprint.info.server_version.as_deref(),
     };
     let mut comparisons = Vec::with_capacity(inputs.metrics.len());
     for name in &inputs.metrics {

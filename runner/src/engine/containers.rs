@@ -139,6 +139,12 @@ impl JobContainers {
         }
     }
 
+    /// The labels of what the job creates: a step's own throw-away container carries them, so
+    /// a run killed meanwhile leaves it to the next run's sweep.
+    pub fn labels(&self) -> &RunLabels {
+        &self.labels
+    }
+
     /// With the run's parked servers, so a `start-container` step may adopt one.
     pub fn with_servers(mut self, servers: Arc<super::server_pool::ServerPool>) -> Self {
         self.servers = Some(servers);

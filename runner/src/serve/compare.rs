@@ -36,6 +36,10 @@ struct PairView {
     differences_text: Vec<String>,
     /// Where each ran, when it differs (informational, not part of the series).
     hosts: Option<(String, String)>,
+    /// The server's own version on each side (`vllm 0.32.0`), when either knows it.
+    server_versions: Option<(String, String)>,
+    /// The image's repository digest on each side, when either has one.
+    image_repo_digests: Option<(String, String)>,
 }
 
 #[derive(Serialize)]
@@ -176,6 +180,8 @@ fn pair_up(a: &[StoredResult], b: &[StoredResult]) -> Vec<PairView> {
                 _ => None,
             };
             PairView {
+                server_versions: sides(ra, rb, |i| i.server_version.as_ref()),
+                image_repo_digests: sides(ra, rb, |i| i.image_repo_digest.as_ref()),
                 job: k.0,
                 matrix: k.1,
                 step: k.2,
@@ -186,6 +192,19 @@ fn pair_up(a: &[StoredResult], b: &[StoredResult]) -> Vec<PairView> {
             }
         })
         .collect()
+}
+
+/// An informational fingerprint field of each side, `unknown` where one lacks it; `None` when
+/// neither has it.
+fn sides(
+    a: Option<&StoredResult>,
+    b: Option<&StoredResult>,
+    field: impl Fn(&crate::store::Info) -> Option<&String>,
+) -> Option<(String, String)> {
+    let value = |r: Option<&StoredResult>| r.and_then(|r| field(&r.fingerprint.info)).cloned();
+    let (x, y) = (value(a), value(b));
+    let shown = |v: Option<String>| v.unwrap_or_else(|| "unknown".into());
+    (x.is_some() || y.is_some()).then(|| (shown(x), shown(y)))
 }
 
 fn side(m: &crate::store::StoredMetric) -> Option<Side> {
@@ -233,5 +252,51 @@ pub async fn report(
     match made {
         Ok(html) => Html(app.settings.masker.mask(&html)).into_response(),
         Err(problem) => app.answer(problem, want),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Fingerprint, GitInfo, RunStatus, SeriesKey};
+
+    fn result(run: &str, version: Option<&str>, digest: Option<&str>) -> StoredResult {
+        let mut fingerprint = Fingerprint::default();
+        fingerprint.info.server_version = version.map(String::from);
+        fingerprint.info.image_repo_digest = digest.map(String::from);
+        StoredResult {
+            id: 1,
+            run_id: run.into(),
+            workflow: "w".into(),
+            job: "bench".into(),
+            matrix: BTreeMap::new(),
+            step: "bench".into(),
+            git: GitInfo::default(),
+            started_at_ms: 0,
+            finished_at_ms: 0,
+            status: RunStatus::Success,
+            series_key: SeriesKey("k".into()),
+            fingerprint,
+            metrics: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_sides_server_version_and_repository_digest_are_shown() {
+        let a = [result("a", Some("vllm 0.31.0"), Some("r/vllm@sha256:aa"))];
+        let b = [result("b", Some("vllm 0.32.0"), None)];
+        let pair = &pair_up(&a, &b)[0];
+        assert_eq!(
+            pair.server_versions,
+            Some(("vllm 0.31.0".into(), "vllm 0.32.0".into()))
+        );
+        assert_eq!(
+            pair.image_repo_digests,
+            Some(("r/vllm@sha256:aa".into(), "unknown".into()))
+        );
+        let none = [result("c", None, None)];
+        let pair = &pair_up(&none, &none)[0];
+        assert_eq!(pair.server_versions, None);
+        assert_eq!(pair.image_repo_digests, None);
     }
 }

@@ -22,6 +22,7 @@ mod stop_container;
 mod wait_for_health;
 
 pub use assert_file::{InContainer as FileInContainer, Place as FilePlace};
+pub use benchmark::server_version;
 pub use builtin::{Builtin, Effect, EngineUse, Outputs, StepCall, StepFuture};
 pub use check_cli_interface::server_cli;
 pub use context::{Recorded, StepContext, StepGpus};

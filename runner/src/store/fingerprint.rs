@@ -51,6 +51,16 @@ pub struct Info {
     /// alike; a baseline from another node says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmPlace>,
+    /// Where the image came from: its repository digest (`registry/repo@sha256:…`, what a
+    /// pull of it by digest fetches again), `name=…` for each of several servers. Absent for
+    /// an image built on the host and never pushed, and in results recorded before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_repo_digest: Option<String>,
+    /// The server's own version where the image tells it (`vllm 0.32.0`, `sglang 0.5.23`,
+    /// `llama-server version: 6432 (4d8c2ad8)`): informational, since the image digest already
+    /// separates series; `compare-to-baseline` says when a baseline's differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
 }
 
 /// The Slurm node and job a result was measured in.
@@ -279,6 +289,22 @@ mod tests {
         bench.benchmark.insert("output-tokens".into(), "512".into());
         assert_eq!(bench.differences(&base)[0].field, "benchmark.output-tokens");
         assert!(base.differences(&base.clone()).is_empty());
+    }
+
+    #[test]
+    fn info_recorded_before_versions_reads_and_new_fields_stay_out_of_the_key() {
+        let old = r#"{"host_name":"n","gpu_uuids":[],"clocks":null,"power":null,"temperature":null,"topology":null}"#;
+        let info: Info = serde_json::from_str(old).unwrap();
+        assert_eq!(info.server_version, None);
+        assert_eq!(info.image_repo_digest, None);
+        // Absent fields are not written, so what older gpuflow stored reads back the same.
+        assert_eq!(serde_json::to_string(&info).unwrap(), old);
+        let mut with = info.clone();
+        with.server_version = Some("vllm 0.32.0".into());
+        with.image_repo_digest = Some("127.0.0.1:5000/vllm@sha256:ab".into());
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""server_version":"vllm 0.32.0""#), "{json}");
+        assert_eq!(serde_json::from_str::<Info>(&json).unwrap(), with);
     }
 
     #[test]

@@ -23,7 +23,8 @@
 //!   throw-away containers beside the pulls;
 //! - [`server_cli`]: a model server's command line against its own help in the image;
 //! - [`memory`]: the memory estimate of a model server (docs/memory.md);
-//! - [`server_lines`]: every server command line of a workflow, for the contract test.
+//! - [`server_lines`]: every server command line of a workflow, for the contract test, and
+//!   every image its `start-container` steps start, for `gpuflow images lock`.
 
 mod checks;
 mod memory;
@@ -36,4 +37,6 @@ mod server_lines;
 pub use checks::{PreflightReport, run};
 pub use qualify::{Candidate, StartAt, candidates, memory_checks, path_checks};
 pub use refusals::{check, check_steps};
-pub use server_lines::{ServerLine, ServerLines, server_lines};
+pub use server_lines::{
+    ServerLine, ServerLines, StartImage, StartImages, server_lines, start_images,
+};

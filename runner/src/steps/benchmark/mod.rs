@@ -8,6 +8,7 @@ mod level_metrics;
 mod recording;
 mod run;
 mod script_metrics;
+pub mod server_version;
 mod spec;
 
 use super::builtin::{Builtin, Effect, EngineUse, StepCall, StepFuture};

@@ -3,7 +3,8 @@
 //! environment fingerprint that decides which later results it may be compared with.
 //!
 //! The fingerprint is read from what this job actually started: the image and argv of its
-//! containers (by `docker inspect`, so a re-tagged image or a changed flag is seen), and the
+//! containers (by `docker inspect`, so a re-tagged image or a changed flag is seen), the
+//! image's repository digest and the server's own version ([`super::server_version`]), and the
 //! GPUs from the host's inventory (docs/gpus.md): the job's leased ones, their model, driver,
 //! CUDA and the host's topology; clocks, power and temperature from the step's telemetry. It
 //! knows nothing of how verdicts are decided.
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::server_version::ServerContainer;
 use crate::engine::containers::JobContainers;
 use crate::expr::Value;
 use crate::gpu::telemetry::Telemetry;
@@ -76,6 +78,8 @@ pub fn record(
             telemetry: Some(super::gpu_timing::telemetry_value(telemetry)),
             server_reuse: server.reuse.clone(),
             slurm: crate::store::SlurmPlace::of_this_process(),
+            image_repo_digest: server.repo_digest.clone(),
+            server_version: server.version.clone(),
         },
     };
     let result = NewResult {
@@ -125,6 +129,11 @@ pub struct ServerFacts {
     /// The servers an earlier cell started and this one adopted, warm
     /// ([`crate::store::Info::server_reuse`]).
     pub reuse: Option<String>,
+    /// `repo@sha256:…` of each started container's image, `name=…` when there are several;
+    /// none for an image built here and never pushed.
+    pub repo_digest: Option<String>,
+    /// The server's own version (`vllm 0.32.0`), `name=…` when there are several.
+    pub version: Option<String>,
 }
 
 impl ServerFacts {
@@ -154,6 +163,14 @@ impl ServerFacts {
             .map(|(name, s)| (name, &s.id))
             .collect();
         let several = servers.len() > 1;
+        let named = |name: &str, value: String| {
+            if several {
+                format!("{name}={value}")
+            } else {
+                value
+            }
+        };
+        let (mut repo_digests, mut versions) = (Vec::new(), Vec::new());
         for (name, id) in servers {
             let Ok(info) = containers
                 .docker
@@ -163,19 +180,27 @@ impl ServerFacts {
             else {
                 continue;
             };
-            if let Some(image) = info.image {
-                images.push(if several {
-                    format!("{name}={image}")
-                } else {
-                    image
-                });
-            }
             let config = info.config.unwrap_or_default();
-            let argv = config
+            let argv: Vec<String> = config
                 .entrypoint
                 .unwrap_or_default()
                 .into_iter()
-                .chain(config.cmd.unwrap_or_default());
+                .chain(config.cmd.unwrap_or_default())
+                .collect();
+            if let Some(image) = info.image {
+                let server = ServerContainer {
+                    id: id.clone(),
+                    running: info.state.and_then(|s| s.running).unwrap_or(false),
+                    argv: argv.clone(),
+                    env: config.env.unwrap_or_default(),
+                    mounts: mounts(info.mounts.unwrap_or_default()),
+                };
+                let (digest, version) =
+                    image_facts(containers, &image, config.image.as_deref(), &server).await;
+                repo_digests.extend(digest.map(|d| named(name, d)));
+                versions.extend(version.map(|v| named(name, v)));
+                images.push(named(name, image));
+            }
             if several {
                 command.push(format!("{name}:"));
             }
@@ -190,8 +215,58 @@ impl ServerFacts {
             image_digest: (!images.is_empty()).then(|| images.join(" ")),
             command,
             reuse: (!reuse.is_empty()).then(|| reuse.join("; ")),
+            repo_digest: (!repo_digests.is_empty()).then(|| repo_digests.join(" ")),
+            version: (!versions.is_empty()).then(|| versions.join("; ")),
         }
     }
+}
+
+/// The repository digest of the image `image_id` (the one of the repository `reference`
+/// names, when it was pulled from several) and the version of the server `server` runs.
+async fn image_facts(
+    containers: &JobContainers,
+    image_id: &str,
+    reference: Option<&str>,
+    server: &ServerContainer,
+) -> (Option<String>, Option<String>) {
+    let Ok(facts) = containers.docker.image_facts(image_id).await else {
+        return (None, None);
+    };
+    let digest = repo_digest(&facts.repo_digests, reference);
+    let version = super::server_version::of_server(
+        &containers.docker,
+        containers.labels(),
+        &facts,
+        server,
+        &super::server_version::cache_dir(),
+    )
+    .await;
+    (digest, version)
+}
+
+/// A container's mounts as `SOURCE:TARGET`.
+fn mounts(mounts: Vec<bollard::models::MountPoint>) -> Vec<String> {
+    let part = |p: Option<String>| p.unwrap_or_default();
+    mounts
+        .into_iter()
+        .map(|m| format!("{}:{}", part(m.source), part(m.destination)))
+        .collect()
+}
+
+/// Of an image's `RepoDigests`, the one of the repository the container named it by
+/// (`127.0.0.1:5000/sim:1` → `127.0.0.1:5000/sim@sha256:…`), else the first: an image pulled
+/// from two registries has one per registry.
+fn repo_digest(repo_digests: &[String], reference: Option<&str>) -> Option<String> {
+    use crate::actions::image_pins::{normalise, repository};
+    let wanted = reference.map(|r| normalise(repository(r)));
+    repo_digests
+        .iter()
+        .find(|d| {
+            let repo = d.split_once('@').map_or(d.as_str(), |(r, _)| r);
+            wanted.as_deref() == Some(normalise(repo).as_str())
+        })
+        .or(repo_digests.first())
+        .cloned()
 }
 
 /// Uncommitted changes in the workspace's repository (false outside one).
@@ -286,6 +361,29 @@ impl GpuFacts {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn the_repository_digest_is_the_one_of_the_name_the_container_used() {
+        let digests = [
+            "127.0.0.1:5000/sim@sha256:aa".to_string(),
+            "registry.example/team/sim@sha256:bb".to_string(),
+            "ubuntu@sha256:cc".to_string(),
+        ];
+        let pick = |r: Option<&str>| repo_digest(&digests, r);
+        assert_eq!(
+            pick(Some("registry.example/team/sim:2")).as_deref(),
+            Some("registry.example/team/sim@sha256:bb")
+        );
+        assert_eq!(
+            pick(Some("docker.io/library/ubuntu")).as_deref(),
+            Some("ubuntu@sha256:cc")
+        );
+        assert_eq!(
+            pick(Some("sha256:1234")).as_deref(),
+            Some("127.0.0.1:5000/sim@sha256:aa")
+        );
+        assert_eq!(repo_digest(&[], Some("sim:1")), None);
+    }
 
     #[test]
     fn the_fingerprint_names_the_leased_gpus_and_a_stand_in() {

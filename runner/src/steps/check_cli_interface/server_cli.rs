@@ -344,28 +344,8 @@ impl HelpCache {
     }
 
     fn store(path: &std::path::Path, help: &Help) -> std::io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = path
-            .parent()
-            .ok_or_else(|| std::io::Error::other("no folder"))?;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
         // Written beside it, then renamed: a reader never sees half a help.
-        let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        std::io::Write::write_all(
-            &mut file,
-            format!("{}\n{}", help.shown, help.text).as_bytes(),
-        )?;
-        std::fs::rename(&tmp, path)?;
-        Ok(())
+        crate::local_dirs::write_private(path, &format!("{}\n{}", help.shown, help.text))
     }
 }
 
