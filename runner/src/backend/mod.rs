@@ -25,6 +25,7 @@ mod log_line;
 mod logs;
 mod network;
 pub mod pull_progress;
+mod registry_auth;
 pub mod runner_lock;
 
 pub use attach::AttachedOutput;
@@ -46,3 +47,6 @@ pub use lease_container::{
 };
 pub use log_line::{LineSink, LineSplitter, LogLine, MAX_LINE_BYTES, OutputStream};
 pub use logs::LogStart;
+pub use registry_auth::{
+    DOCKER_HUB, RegistryAuth, RegistryLogins, normalize_registry, registry_of,
+};

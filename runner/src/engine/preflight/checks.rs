@@ -10,7 +10,7 @@ use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
 use super::prepare::{Check, MountSource, Ready, prepare_all};
-use crate::backend::ContainerSpec;
+use crate::backend::{ContainerSpec, RegistryAuth};
 use crate::engine::containers::{ContainerError, JobContainers};
 use crate::engine::shared::Shared;
 use crate::engine::step_inputs;
@@ -58,9 +58,9 @@ pub async fn run(
     if prepared.is_empty() {
         return report;
     }
-    for (image, (pull, jref)) in &prepared.images {
+    for (image, (pull, jref, auth)) in &prepared.images {
         let t = Instant::now();
-        let problem = image_problem(shared, image, *pull, jref).await;
+        let problem = image_problem(shared, image, (*pull, auth.as_ref()), jref).await;
         report.tell(
             shared,
             EventKind::PreflightCheck {
@@ -93,8 +93,14 @@ fn outcome(passed: bool) -> StepOutcome {
 }
 
 /// Why `image` cannot be used by `jref`'s job, if it cannot: not on the engine and not to be
-/// (or not able to be) pulled.
-async fn image_problem(shared: &Shared, image: &str, pull: bool, jref: &JobRef) -> Option<String> {
+/// (or not able to be) pulled, with `auth` (the step's credentials; else the run's login for
+/// the registry).
+async fn image_problem(
+    shared: &Shared,
+    image: &str,
+    (pull, auth): (bool, Option<&RegistryAuth>),
+    jref: &JobRef,
+) -> Option<String> {
     // Each image is looked for on the engine of the host its job runs on.
     match shared.engines.for_job(jref).await {
         Err(e) => Some(e),
@@ -104,7 +110,7 @@ async fn image_problem(shared: &Shared, image: &str, pull: bool, jref: &JobRef) 
                 "the image `{image}` is not on the engine and `pull: never` was asked"
             )),
             Ok(false) => docker
-                .pull_image_watched(image, &mut |progress, elapsed, finished| {
+                .pull_image_watched(image, auth, &mut |progress, elapsed, finished| {
                     shared.emit(progress.event(jref, None, image, elapsed, finished));
                 })
                 .await

@@ -2,13 +2,17 @@
 //! mounts checked first (named by the input that gave them), then started on the job's
 //! network under its short name.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 
 use super::{memory, required_paths};
-use crate::engine::container_inputs::start_container_spec;
+use crate::backend::{BackendError, ContainerSpec, DockerBackend};
+use crate::engine::container_inputs::{GIVEN_BY_STEP, start_container_spec};
 use crate::engine::server_reuse::ServerOptions;
+use crate::events::JobRef;
 use crate::gpu::warm_claim::MAX_KEEP_WARM;
-use crate::steps::{Outputs, StepCall, StepError};
+use crate::steps::{Outputs, StepCall, StepError, StepHost};
 
 /// `reuse` and `keep-warm`.
 fn server_options(call: &StepCall<'_, '_>) -> Result<ServerOptions, StepError> {
@@ -44,6 +48,43 @@ fn server_options(call: &StepCall<'_, '_>) -> Result<ServerOptions, StepError> {
     Ok(ServerOptions { reuse, keep_warm })
 }
 
+/// `pull: always`: the image pulled with the step's credentials (else the run's login for its
+/// registry), its progress told as the step's.
+async fn pull_always(
+    docker: &DockerBackend,
+    host: &Arc<dyn StepHost>,
+    (job, key): (&JobRef, &str),
+    spec: &ContainerSpec,
+) -> Result<(), StepError> {
+    let image = &spec.image;
+    docker
+        .pull_image_watched(
+            image,
+            spec.registry_auth.as_ref(),
+            &mut |progress, elapsed, finished| {
+                host.emit(progress.event(job, Some(key), image, elapsed, finished));
+            },
+        )
+        .await
+        .map(drop)
+        .map_err(|e| pull_error(&e))
+}
+
+/// A failed pull as the step's failure, with its fix; a login the registry refused, when the
+/// step's `credentials:` gave it, is said at that input.
+fn pull_error(e: &BackendError) -> StepError {
+    let hint = e.hint();
+    match e {
+        BackendError::RegistryLoginRefused { given_by, .. } if given_by == GIVEN_BY_STEP => {
+            StepError::input("credentials", e.to_string(), hint)
+        }
+        _ => StepError::Failed {
+            message: e.to_string(),
+            hint,
+        },
+    }
+}
+
 /// Runs the step; returns `name` and `id`.
 pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let container = call
@@ -51,6 +92,10 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         .or_else(|| call.step.step_id.map(String::from))
         .ok_or("give the container a name: `with: { name: server }`, or give the step an `id`")?;
     let spec = start_container_spec(call.inputs, call.job_gpus.take())?;
+    // A password written in the workflow, not taken from a secret, is hidden as well.
+    if let Some(auth) = &spec.registry_auth {
+        call.host.masker().add(auth.password());
+    }
     let pull = call.text("pull");
     let options = server_options(&call)?;
     // Read before the server starts: a `preload-overhead` that does not read fails the step
@@ -67,16 +112,7 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
     let (step_gpus, key) = (call.step.gpus.take(), call.step.key.to_string());
     let containers = call.engine()?;
     match pull.as_deref() {
-        Some("always") => {
-            let image = spec.image.clone();
-            containers
-                .docker
-                .pull_image_watched(&image, &mut |progress, elapsed, finished| {
-                    host.emit(progress.event(job, Some(&key), &image, elapsed, finished));
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-        }
+        Some("always") => pull_always(&containers.docker, host, (job, &key), &spec).await?,
         Some("never") => {
             let has = containers
                 .docker
