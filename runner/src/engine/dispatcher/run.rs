@@ -15,6 +15,7 @@ use crate::diag::{Diagnostics, ExitCode};
 use crate::engine::engines::Engines;
 use crate::engine::options::RunOptions;
 use crate::engine::preflight::PreflightReport;
+use crate::engine::registry_logins::registry_logins;
 use crate::engine::server_groups;
 use crate::engine::server_pool::ServerPool;
 use crate::engine::shared::Shared;
@@ -125,6 +126,8 @@ pub(super) fn start_run(
         server_groups::groups(&wf, &plan.jobs, &base)
     };
     let servers = Arc::new(ServerPool::new(groups).with_registry(opts.warm_registry.clone()));
+    let mut engines = engines;
+    engines.set_logins(registry_logins(&opts));
     let shared = Arc::new(Shared {
         servers,
         wf,
