@@ -35,6 +35,7 @@ mod memory_oracle;
 mod mounts;
 mod preflight;
 mod registry;
+mod registry_auth;
 mod remote;
 mod remote_actions;
 mod report;
