@@ -207,8 +207,10 @@ fn pull_hint(image: &str) -> String {
         format!("`{image}` is one of gpuflow's test images: build it with `make test-images`")
     } else {
         format!(
-            "check the image name, that the host can reach its registry (and `docker login` to \
-             it), or build/load it on the host (`docker build -t {image} …` / `docker load`)"
+            "check the image name and that the host can reach its registry (a private one \
+             takes the step's `credentials:` or gpuflow.toml's `[registries]`: a `docker login` \
+             on the host is not sent), or build/load it on the host (`docker build -t {image} …` \
+             / `docker load`)"
         )
     }
 }

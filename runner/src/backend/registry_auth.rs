@@ -128,7 +128,8 @@ pub(super) struct Refusal {
 /// a login answers 401 (`unauthorized: …`; the engine's own `no basic auth credentials` when
 /// it was given none to send); one that refuses the login it got may say `denied: …` (403),
 /// which without credentials may just as well mean a repository that does not exist, so it
-/// counts only when `with_credentials`.
+/// counts only when `with_credentials` (and only as the registry's error code, not a local
+/// `permission denied`).
 pub(super) fn refusal(reason: &str, with_credentials: bool) -> Option<Refusal> {
     let lower = reason.to_ascii_lowercase();
     let status = if lower.contains("no basic auth credentials")
@@ -136,7 +137,7 @@ pub(super) fn refusal(reason: &str, with_credentials: bool) -> Option<Refusal> {
         || lower.contains("authentication required")
     {
         401
-    } else if with_credentials && lower.contains("denied") {
+    } else if with_credentials && (lower.starts_with("denied: ") || lower.contains(": denied: ")) {
         403
     } else {
         return None;
@@ -225,6 +226,7 @@ mod tests {
     #[test_case("Get \"https://registry-1.docker.io/v2/\": unauthorized: incorrect username or password", true, Some(("unauthorized: incorrect username or password", 401)) ; "hub's words")]
     #[test_case("denied: requested access to the resource is denied", true, Some(("denied: requested access to the resource is denied", 403)) ; "denied with a login")]
     #[test_case("pull access denied for x, repository does not exist or may require 'docker login': denied: requested access to the resource is denied", false, None ; "denied without one may be a missing repository")]
+    #[test_case("failed to register layer: open /var/lib/docker/x: permission denied", true, None ; "a local permission is no login")]
     #[test_case("manifest for 127.0.0.1:5000/sim:2 not found: manifest unknown: manifest unknown", true, None ; "missing tag")]
     #[test_case("Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused", true, None ; "registry gone")]
     fn a_refused_login_is_told_from_other_failures(
