@@ -145,6 +145,15 @@ fn input_type_schema(ty: InputType) -> Value {
             "additionalProperties": { "type": ["string", "number", "boolean"] }
         })),
         InputType::Object => or_expression(json!({ "type": "object" })),
+        InputType::Fields(keys) => or_expression(json!({
+            "type": "object",
+            "properties": keys
+                .iter()
+                .map(|k| ((*k).to_string(), json!({ "type": ["string", "number", "boolean"] })))
+                .collect::<serde_json::Map<String, Value>>(),
+            "required": keys,
+            "additionalProperties": false
+        })),
         InputType::Gpus => json!({
             "anyOf": [
                 { "const": "all" },

@@ -30,7 +30,6 @@ jobs:
 }
 
 #[tokio::test]
-#[ignore = "the run side of image pins is being wired into preflight's pulls and start-container (issue 29, item 6)"]
 async fn a_run_starts_the_pinned_digest_after_the_tag_moved() {
     if docker_with(&[BASE]).await.is_none() {
         return;
@@ -59,7 +58,6 @@ async fn a_run_starts_the_pinned_digest_after_the_tag_moved() {
 }
 
 #[tokio::test]
-#[ignore = "the run side of image pins is being wired into preflight's pulls and start-container (issue 29, item 6)"]
 async fn a_pinned_digest_the_registry_lost_is_refused_before_anything_starts() {
     if docker_with(&[BASE]).await.is_none() {
         return;

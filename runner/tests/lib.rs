@@ -37,6 +37,7 @@ mod memory_oracle;
 mod mounts;
 mod preflight;
 mod registry;
+mod registry_auth;
 mod remote;
 mod remote_actions;
 mod report;

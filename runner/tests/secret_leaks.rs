@@ -20,7 +20,7 @@ const SECRET_URL: &str = "s3cr3t%2FKey%2Bx%3F%3DZ9q";
 
 /// The standard base64 of `bytes` (what `base64` prints), written here so the test does not
 /// share the code it checks.
-fn base64(bytes: &[u8]) -> String {
+pub(crate) fn base64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
@@ -106,7 +106,7 @@ jobs:
 
 /// A file's bytes as a reader of it sees them: a compressed log (`.zst`) decompressed, since
 /// its compressed bytes would hide a secret from the search.
-fn stored_text(path: &Path) -> Vec<u8> {
+pub(crate) fn stored_text(path: &Path) -> Vec<u8> {
     if path.extension().is_some_and(|e| e == "zst") {
         let file = std::fs::File::open(path).unwrap();
         return zstd::decode_all(file)
@@ -115,7 +115,7 @@ fn stored_text(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     walkdir::WalkDir::new(dir)
         .into_iter()
         .filter_map(Result::ok)

@@ -363,6 +363,24 @@ pub(crate) fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     result
 }
 
+/// The run's pulls read the pins through the backend's trait, so the backend needs nothing
+/// of the lock file's format.
+impl crate::backend::ImagePins for LockFile {
+    fn pinned_reference(&self, image: &str) -> Option<String> {
+        match self.image_to_run(image) {
+            ImageToRun::Pinned { reference, .. } => Some(reference),
+            ImageToRun::AsWritten(_) => None,
+        }
+    }
+
+    fn refusal(&self, image: &str, now: Option<&str>, why: &str) -> String {
+        match self.image_pin(image) {
+            Some(pin) => pin.unavailable(now, why),
+            None => why.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

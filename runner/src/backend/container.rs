@@ -118,7 +118,8 @@ impl DockerBackend {
                         && !pulled =>
                 {
                     tracing::debug!(image = %spec.image, "image missing: pulling it, then creating again");
-                    self.pull_image(&spec.image).await?;
+                    self.pull_image_as(&spec.image, spec.registry_auth.as_ref())
+                        .await?;
                     pulled = true;
                 }
                 Err(e)

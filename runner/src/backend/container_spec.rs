@@ -13,7 +13,7 @@ use bollard::models::{
 use indexmap::IndexMap;
 
 use super::labels::LABEL_PREFIX;
-use super::{BackendError, GpuRequest};
+use super::{BackendError, GpuRequest, RegistryAuth};
 
 /// `ulimit -l unlimited`: pinned memory for CUDA host buffers and NCCL.
 const MEMLOCK_UNLIMITED: i64 = -1;
@@ -67,6 +67,10 @@ pub struct ContainerSpec {
     /// PID 1 ignores SIGTERM, so stopping it would wait out the whole grace period. Turn it off
     /// only for images whose entrypoint is an init already.
     pub init: bool,
+    /// The credentials a pull of `image` sends (a step's `credentials:`); `None`: the
+    /// backend's login for its registry, if any. Not part of what the container is: a server
+    /// key leaves it out.
+    pub registry_auth: Option<RegistryAuth>,
 }
 
 /// Docker's restart policies.
@@ -189,6 +193,7 @@ impl ContainerSpec {
             gpus: GpuRequest::None,
             labels: BTreeMap::new(),
             init: true,
+            registry_auth: None,
         }
     }
 

@@ -6,12 +6,13 @@
 //! The container, exec, log and clean-up operations live in files of their own
 //! (`container.rs`, `exec.rs`, `logs.rs`, `cleanup.rs`) as further `impl DockerBackend` blocks.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::{API_DEFAULT_VERSION, Docker};
 
 use super::error::describe;
-use super::{BackendError, Endpoint, Owner};
+use super::{BackendError, Endpoint, Owner, RegistryLogins};
 
 /// How long one API request may take to answer (bollard's default; streams are not bound by
 /// it, only their first response).
@@ -26,6 +27,9 @@ pub struct DockerBackend {
     endpoint: Endpoint,
     owner: Owner,
     api_version: String,
+    /// Credentials per registry for pulls that bring none of their own (`gpuflow.toml`'s
+    /// `[registries]`); none by default.
+    logins: Arc<RegistryLogins>,
 }
 
 impl DockerBackend {
@@ -89,6 +93,7 @@ impl DockerBackend {
             docker,
             endpoint,
             owner: Owner::current(),
+            logins: Arc::default(),
         })
     }
 
@@ -98,6 +103,18 @@ impl DockerBackend {
     pub fn with_owner(mut self, owner: Owner) -> Self {
         self.owner = owner;
         self
+    }
+
+    /// Pulls from a registry of `logins` that bring no credentials of their own send that
+    /// registry's.
+    #[must_use]
+    pub fn with_logins(mut self, logins: Arc<RegistryLogins>) -> Self {
+        self.logins = logins;
+        self
+    }
+
+    pub(crate) fn logins(&self) -> &RegistryLogins {
+        &self.logins
     }
 
     pub fn endpoint(&self) -> &Endpoint {

@@ -40,6 +40,37 @@ pub enum BackendError {
         endpoint: String,
         reason: String,
     },
+    /// The registry refused the credentials the pull sent: its words, and the HTTP status they
+    /// stand for.
+    #[error(
+        "the registry `{registry}` refused the credentials for `{image}`: {answer} (HTTP {status})"
+    )]
+    RegistryLoginRefused {
+        image: String,
+        registry: String,
+        answer: String,
+        status: u16,
+        /// Where the credentials were given (`the step's `credentials:``, `gpuflow.toml:3:1`).
+        given_by: String,
+    },
+    /// The registry asks for a login, and the pull had no credentials to send.
+    #[error(
+        "the registry `{registry}` asks for a login to pull `{image}`: {answer} (HTTP {status})"
+    )]
+    RegistryLoginRequired {
+        image: String,
+        registry: String,
+        answer: String,
+        status: u16,
+    },
+    /// `gpuflow.toml` gives the registry credentials whose password cannot be had (its secret
+    /// was not given to the run).
+    #[error("no credentials for the registry `{registry}` to pull `{image}`: {why}")]
+    RegistryCredentialsMissing {
+        image: String,
+        registry: String,
+        why: String,
+    },
     /// A pull whose progress did not change for the stall time.
     #[error(
         "pulling `{image}` on {endpoint} made no progress for {}: it stopped at {at}, after {done}",
@@ -113,6 +144,21 @@ impl BackendError {
                 Some("upgrade Docker on that host to 19.03 or later".into())
             }
             Self::ImagePullFailed { image, .. } => Some(pull_hint(image)),
+            Self::RegistryLoginRefused { given_by, .. } => Some(format!(
+                "check the username and the password {given_by} gives: a password written as \
+                 `${{{{ secrets.NAME }}}}` (or a `password-secret`) is the value given with \
+                 `--secret NAME` or `--secrets-file`"
+            )),
+            Self::RegistryLoginRequired { registry, .. } => Some(format!(
+                "give the step `credentials: {{ username: …, password: ${{{{ secrets.NAME }}}} }}`, or \
+                 give the registry a table in gpuflow.toml (`[registries.\"{registry}\"]` with \
+                 `username` and `password-secret = \"NAME\"`), and run with `--secret NAME`"
+            )),
+            Self::RegistryCredentialsMissing { .. } => Some(
+                "give the secret to the run: `--secret NAME` (read from the environment \
+                 variable NAME) or a line `NAME=…` of `--secrets-file`"
+                    .into(),
+            ),
             Self::ImagePullStalled { .. } => Some(
                 "check that the registry answers (`curl https://REGISTRY/v2/`) and the node's network; \
                  a slow registry may need a longer stall time: GPUFLOW_PULL_STALL=15m"
@@ -161,8 +207,10 @@ fn pull_hint(image: &str) -> String {
         format!("`{image}` is one of gpuflow's test images: build it with `make test-images`")
     } else {
         format!(
-            "check the image name, that the host can reach its registry (and `docker login` to \
-             it), or build/load it on the host (`docker build -t {image} …` / `docker load`)"
+            "check the image name and that the host can reach its registry (a private one \
+             takes the step's `credentials:` or gpuflow.toml's `[registries]`: a `docker login` \
+             on the host is not sent), or build/load it on the host (`docker build -t {image} …` \
+             / `docker load`)"
         )
     }
 }

@@ -11,7 +11,8 @@ use futures_util::StreamExt;
 
 use super::error::describe;
 use super::pull_progress::PullProgress;
-use super::{BackendError, DockerBackend};
+use super::registry_auth::{Refusal, refusal};
+use super::{BackendError, DockerBackend, RegistryAuth, registry_of};
 
 impl DockerBackend {
     /// Whether the engine has `image` locally.
@@ -104,29 +105,51 @@ impl DockerBackend {
             })
     }
 
-    /// Pulls `image` from its registry, nothing shown; a pull that makes no progress for
-    /// [`PULL_STALL`] fails.
+    /// Pulls `image` from its registry, nothing shown, with the credentials the backend has for
+    /// that registry (if any); a pull that makes no progress for [`PULL_STALL`] fails.
     pub async fn pull_image(&self, image: &str) -> Result<(), BackendError> {
-        self.pull_image_watched(image, &mut |_, _, _| {})
+        self.pull_image_as(image, None).await
+    }
+
+    /// [`Self::pull_image`] with `auth` when given, else the backend's login for the registry.
+    pub async fn pull_image_as(
+        &self,
+        image: &str,
+        auth: Option<&RegistryAuth>,
+    ) -> Result<(), BackendError> {
+        self.pull_image_watched(image, auth, &mut |_, _, _| {})
             .await
             .map(|_| ())
     }
 
     /// Pulls `image`, handing `on` what is done so far at most every [`PULL_REPORT_EVERY`]
-    /// and once at the end (`true`), with the time since the pull began. A pull whose
-    /// progress does not change for [`pull_stall`] fails, naming the layer it stopped at. A
-    /// failure of the connection to the registry (refused, reset, cut short, a 5xx) is tried
-    /// again, [`PULL_TRIES`] times in all, after 2, then 4 seconds, each retry said in the
-    /// progress; the engine keeps the layers it finished, so a retry resumes.
+    /// and once at the end (`true`), with the time since the pull began. The registry is sent
+    /// `auth`, else the backend's login for it ([`Self::with_logins`]), else nothing; one that
+    /// refuses them (or asks for a login) fails the pull at once, saying what it answered. A
+    /// pull whose progress does not change for [`pull_stall`] fails, naming the layer it
+    /// stopped at. A failure of the connection to the registry (refused, reset, cut short, a
+    /// 5xx) is tried again, [`PULL_TRIES`] times in all, after 2, then 4 seconds, each retry
+    /// said in the progress; the engine keeps the layers it finished, so a retry resumes.
     pub async fn pull_image_watched(
         &self,
         image: &str,
+        auth: Option<&RegistryAuth>,
         on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
     ) -> Result<PullProgress, BackendError> {
+        let auth = self.auth_for(image, auth)?;
         let started = Instant::now();
         let mut retry = None;
         for attempt in 1..=PULL_TRIES {
-            match self.pull_once(image, started, retry.take(), on).await {
+            let pulled = self
+                .pull_once(image, auth.as_ref(), started, retry.take(), on)
+                .await;
+            // A refused login is the registry's answer, not the connection's: never retried.
+            if let Err(BackendError::ImagePullFailed { reason, .. }) = &pulled
+                && let Some(refused) = refusal(reason, auth.is_some())
+            {
+                return Err(self.login_error(image, refused, auth.as_ref()));
+            }
+            match pulled {
                 Err(BackendError::ImagePullFailed { reason, .. })
                     if attempt < PULL_TRIES && transient(&reason) =>
                 {
@@ -153,10 +176,57 @@ impl DockerBackend {
         unreachable!("the last try returns")
     }
 
+    /// The credentials a pull of `image` sends: `given`, else the backend's login for its
+    /// registry; an error when that login cannot be made (its secret was not given).
+    fn auth_for(
+        &self,
+        image: &str,
+        given: Option<&RegistryAuth>,
+    ) -> Result<Option<RegistryAuth>, BackendError> {
+        if let Some(auth) = given {
+            return Ok(Some(auth.clone()));
+        }
+        match self.logins().for_image(image) {
+            None => Ok(None),
+            Some(Ok(auth)) => Ok(Some(auth.clone())),
+            Some(Err(why)) => Err(BackendError::RegistryCredentialsMissing {
+                image: image.to_string(),
+                registry: registry_of(image),
+                why: why.clone(),
+            }),
+        }
+    }
+
+    /// The registry's refusal of a pull of `image`, as the error that names it.
+    fn login_error(
+        &self,
+        image: &str,
+        refused: Refusal,
+        auth: Option<&RegistryAuth>,
+    ) -> BackendError {
+        let registry = registry_of(image);
+        match auth {
+            Some(auth) => BackendError::RegistryLoginRefused {
+                image: image.to_string(),
+                registry,
+                answer: refused.answer,
+                status: refused.status,
+                given_by: auth.given_by.clone(),
+            },
+            None => BackendError::RegistryLoginRequired {
+                image: image.to_string(),
+                registry,
+                answer: refused.answer,
+                status: refused.status,
+            },
+        }
+    }
+
     /// One try of [`Self::pull_image_watched`].
     async fn pull_once(
         &self,
         image: &str,
+        auth: Option<&RegistryAuth>,
         started: Instant,
         retry: Option<(u32, String)>,
         on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
@@ -166,9 +236,11 @@ impl DockerBackend {
             .from_image(repository)
             .tag(tag)
             .build();
-        let mut stream = self
-            .api("create_image", image)
-            .create_image(Some(options), None, None);
+        // The credentials go in the request's `X-Registry-Auth` header only.
+        let credentials = auth.map(|a| a.to_docker(&registry_of(image)));
+        let mut stream =
+            self.api("create_image", image)
+                .create_image(Some(options), None, credentials);
         let stall = pull_stall();
         let mut progress = PullProgress::new(retry);
         let mut changed_at = Instant::now();

@@ -26,6 +26,7 @@ mod logs;
 mod network;
 pub mod pull_progress;
 mod pull_room;
+mod registry_auth;
 mod run_images;
 pub mod runner_lock;
 
@@ -49,4 +50,7 @@ pub use lease_container::{
 };
 pub use log_line::{LineSink, LineSplitter, LogLine, MAX_LINE_BYTES, OutputStream};
 pub use logs::LogStart;
-pub use run_images::{PullPolicy, Resolved, RunImages, Unresolved, pulls_at_once};
+pub use registry_auth::{
+    DOCKER_HUB, RegistryAuth, RegistryLogins, normalize_registry, registry_of,
+};
+pub use run_images::{ImagePins, PullPolicy, Resolved, RunImages, Unresolved, pulls_at_once};

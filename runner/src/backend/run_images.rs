@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::pull_progress::PullProgress;
-use super::{BackendError, DockerBackend};
+use super::{BackendError, DockerBackend, RegistryAuth};
 
 /// When the engine lacks an image: `pull:` of `start-container`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,20 +54,29 @@ pub struct Resolved {
 
 /// Why a reference could not be resolved; kept (and cloned to everyone who asks) so the
 /// run's other users of the image get the same answer without trying again.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Unresolved {
     /// `pull: never`, and the engine does not have it.
     NotOnEngine,
     /// The pull failed: the engine's or registry's reason, with its help where there is one.
-    PullFailed {
-        reason: String,
-        hint: Option<String>,
-    },
+    PullFailed(Arc<BackendError>),
     /// The engine's disk has no room for the download ([`super::pull_room`]): said with
     /// the numbers, nothing pulled.
     NoRoom(String),
+    /// A pinned digest ([`ImagePins`]) the run cannot have: both digests and the fix.
+    Pinned(String),
     /// The engine could not be asked.
     Engine(String),
+}
+
+/// The digests images are pinned to (`gpuflow.lock`'s `[[image]]` tables): a pinned image is
+/// pulled and run as `repository@digest`, whatever its tag names now.
+pub trait ImagePins: Send + Sync {
+    /// `repository@sha256:…` for a pinned `image`; `None` when it is not pinned.
+    fn pinned_reference(&self, image: &str) -> Option<String>;
+    /// Why the pinned `image` cannot be had (`why`: the engine's reason; `now`: the digest the
+    /// tag names in the registry now, when known).
+    fn refusal(&self, image: &str, now: Option<&str>, why: &str) -> String;
 }
 
 impl Unresolved {
@@ -77,16 +86,16 @@ impl Unresolved {
             Self::NotOnEngine => {
                 format!("the image `{image}` is not on the engine and `pull: never` was asked")
             }
-            Self::PullFailed { reason, hint } => {
+            Self::PullFailed(e) => {
                 let mut m = format!(
-                    "the image `{image}` is not on the engine and could not be pulled: {reason}"
+                    "the image `{image}` is not on the engine and could not be pulled: {e}"
                 );
-                if let Some(h) = hint {
+                if let Some(h) = e.hint() {
                     m.push_str(&format!(" (help: {h})"));
                 }
                 m
             }
-            Self::NoRoom(text) | Self::Engine(text) => text.clone(),
+            Self::NoRoom(text) | Self::Pinned(text) | Self::Engine(text) => text.clone(),
         }
     }
 }
@@ -99,6 +108,7 @@ pub struct RunImages {
     slots: Mutex<HashMap<(String, String), Slot>>,
     /// Pulls at once, over all engines of the run.
     pulls: Semaphore,
+    pins: Option<Arc<dyn ImagePins>>,
 }
 
 impl Default for RunImages {
@@ -122,11 +132,28 @@ pub fn pulls_at_once() -> usize {
 pub const PULLS_AT_ONCE: usize = 3;
 
 impl RunImages {
+    /// The refusal of the pinned `image`, with what its tag names in the registry now.
+    async fn pin_refusal(&self, docker: &DockerBackend, image: &str, why: &str) -> Unresolved {
+        let now = docker.registry_digest(image).await.ok();
+        let pins = self
+            .pins
+            .as_ref()
+            .expect("only pinned images are refused as pinned");
+        Unresolved::Pinned(pins.refusal(image, now.as_deref(), why))
+    }
+
     pub fn new(pulls_at_once: usize) -> Self {
         Self {
             slots: Mutex::new(HashMap::new()),
             pulls: Semaphore::new(pulls_at_once.max(1)),
+            pins: None,
         }
+    }
+
+    /// Pulls and runs pinned images by their pinned digests.
+    pub fn with_pins(mut self, pins: Arc<dyn ImagePins>) -> Self {
+        self.pins = Some(pins);
+        self
     }
 
     /// The resolution of `image` on `docker` made earlier in the run, if any.
@@ -142,11 +169,11 @@ impl RunImages {
         &self,
         docker: &DockerBackend,
         image: &str,
-        policy: PullPolicy,
+        (policy, auth): (PullPolicy, Option<&RegistryAuth>),
         on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
     ) -> Result<Resolved, Unresolved> {
         let slot = self.slot(docker, image);
-        slot.get_or_init(|| self.first_resolve(docker, image, policy, on))
+        slot.get_or_init(|| self.first_resolve(docker, image, (policy, auth), on))
             .await
             .clone()
     }
@@ -161,33 +188,41 @@ impl RunImages {
         &self,
         docker: &DockerBackend,
         image: &str,
-        policy: PullPolicy,
+        (policy, auth): (PullPolicy, Option<&RegistryAuth>),
         on: &mut (dyn FnMut(&PullProgress, Duration, bool) + Send),
     ) -> Result<Resolved, Unresolved> {
         let engine = |e: BackendError| Unresolved::Engine(e.to_string());
-        let present = docker.local_image_id(image).await.map_err(engine)?;
+        let pinned = self.pins.as_ref().and_then(|p| p.pinned_reference(image));
+        // A pinned image is looked for, pulled and run by its digest only.
+        let reference = pinned.as_deref().unwrap_or(image);
+        let present = docker.local_image_id(reference).await.map_err(engine)?;
         match (present, policy) {
             (Some(id), PullPolicy::Missing | PullPolicy::Never) => {
                 return Ok(Resolved { id, pulled: false });
+            }
+            (None, PullPolicy::Never) if pinned.is_some() => {
+                let why = "the engine does not have it and `pull: never` was asked";
+                return Err(self.pin_refusal(docker, image, why).await);
             }
             (None, PullPolicy::Never) => return Err(Unresolved::NotOnEngine),
             _ => {}
         }
         let _turn = self.pulls.acquire().await.ok();
-        if let super::pull_room::Room::NoRoom(text) = docker.room_for_pull(image).await {
+        if let super::pull_room::Room::NoRoom(text) = docker.room_for_pull(reference).await {
             return Err(Unresolved::NoRoom(text));
         }
-        docker
-            .pull_image_watched(image, on)
-            .await
-            .map_err(|e| Unresolved::PullFailed {
-                reason: e.to_string(),
-                hint: e.hint(),
-            })?;
-        let id = docker.local_image_id(image).await.map_err(engine)?;
+        let pulled = docker.pull_image_watched(reference, auth, on).await;
+        match pulled {
+            Err(e) if pinned.is_some() => {
+                return Err(self.pin_refusal(docker, image, &e.to_string()).await);
+            }
+            Err(e) => return Err(Unresolved::PullFailed(Arc::new(e))),
+            Ok(_) => {}
+        }
+        let id = docker.local_image_id(reference).await.map_err(engine)?;
         let id = id.ok_or_else(|| {
             Unresolved::Engine(format!(
-                "the image `{image}` was pulled, but the engine does not have it"
+                "the image `{reference}` was pulled, but the engine does not have it"
             ))
         })?;
         Ok(Resolved { id, pulled: true })
@@ -208,13 +243,16 @@ mod tests {
 
     #[test]
     fn an_unresolved_image_is_named_with_its_help() {
-        let failed = Unresolved::PullFailed {
+        let failed = Unresolved::PullFailed(Arc::new(BackendError::ImagePullFailed {
+            image: "r/x:1".into(),
+            endpoint: "unix:///var/run/docker.sock".into(),
             reason: "manifest unknown".into(),
-            hint: Some("check the tag".into()),
-        };
-        assert_eq!(
-            failed.describe("r/x:1"),
-            "the image `r/x:1` is not on the engine and could not be pulled: manifest unknown (help: check the tag)"
+        }));
+        assert!(
+            failed
+                .describe("r/x:1")
+                .starts_with("the image `r/x:1` is not on the engine and could not be pulled: "),
+            "{failed:?}"
         );
         assert!(
             Unresolved::NotOnEngine

@@ -134,6 +134,7 @@ fn run_stages(args: &Args, render: RenderOptions) -> Result<ExitCode, EarlyExit>
         .load_for_gpus()
         .map_err(|diags| EarlyExit::Code(config_errors(&diags, render)))?;
     opts.vars = merge_vars(hosts.vars(), given.vars);
+    opts.registries = hosts.registries().to_vec();
     check_host_override(&hosts, args.host.as_deref(), render)?;
     let engines = choose_hosts(&wf, &plan, &hosts, args.host.as_deref())
         .map_err(|diags| not_started(&diags, render))?;

@@ -4,7 +4,9 @@
 
 use indexmap::IndexMap;
 
-use crate::backend::{ContainerSpec, GpuRequest, PortMapping, Protocol, Ulimit, VolumeMount};
+use crate::backend::{
+    ContainerSpec, GpuRequest, PortMapping, Protocol, RegistryAuth, Ulimit, VolumeMount,
+};
 use crate::expr::Value;
 
 /// The inputs of `start-container`, evaluated. Errors are messages naming the input.
@@ -67,6 +69,7 @@ pub fn start_container_spec(
         None => job_gpus.unwrap_or_default(),
     };
     spec.user = text("user");
+    spec.registry_auth = credentials(inputs.get("credentials"))?;
     if let Some(init) = inputs.get("init") {
         spec.init = match init {
             Value::Bool(b) => *b,
@@ -74,6 +77,50 @@ pub fn start_container_spec(
         };
     }
     Ok(spec)
+}
+
+/// Where credentials from a step's `credentials:` are said to come from.
+pub const GIVEN_BY_STEP: &str = "the step's `credentials:`";
+
+/// `credentials: { username, password }` (GitHub's `container.credentials`): `None` when
+/// both are empty (a composite action passing its empty inputs on), an error naming what is
+/// missing when only one is. The values are never put in a message: the password is a secret.
+pub fn credentials(v: Option<&Value>) -> Result<Option<RegistryAuth>, String> {
+    const SHAPE: &str = "`credentials` must be a mapping of `username` and `password`";
+    let entries = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(s)) if s.is_empty() => return Ok(None),
+        Some(Value::Object(m)) => m,
+        Some(other) => return Err(format!("{SHAPE}, not {}", other.kind())),
+    };
+    if let Some(key) = entries
+        .keys()
+        .find(|k| !matches!(k.as_str(), "username" | "password"))
+    {
+        return Err(format!("{SHAPE}; `{key}` is not one of them"));
+    }
+    let field = |name: &str| {
+        entries
+            .get(name)
+            .map(Value::to_expr_string)
+            .unwrap_or_default()
+    };
+    match (field("username"), field("password")) {
+        (u, p) if u.is_empty() && p.is_empty() => Ok(None),
+        (u, _) if u.is_empty() => Err(
+            "`credentials` has a `password` but no `username` (help: give both, or neither)"
+                .into(),
+        ),
+        (_, p) if p.is_empty() => Err(
+            "`credentials` has a `username` but no `password` (help: give both, or neither; is the secret given with `--secret`?)"
+                .into(),
+        ),
+        (u, p) => Ok(Some(RegistryAuth::new(
+            u,
+            p,
+            GIVEN_BY_STEP.into(),
+        ))),
+    }
 }
 
 /// A command given as a string (split like a shell would) or a list.
@@ -412,5 +459,62 @@ mod tests {
                 .unwrap_err()
                 .contains("image")
         );
+    }
+
+    fn creds(pairs: &[(&str, &str)]) -> Value {
+        Value::Object(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn credentials_are_a_username_and_a_password_sent_with_the_pull() {
+        let inputs = IndexMap::from([
+            ("image".to_string(), Value::String("nvcr.io/x:1".into())),
+            (
+                "credentials".to_string(),
+                creds(&[("username", "me"), ("password", "pw-1")]),
+            ),
+        ]);
+        let spec = start_container_spec(&inputs, None).unwrap();
+        let auth = spec.registry_auth.unwrap();
+        assert_eq!((auth.username.as_str(), auth.password()), ("me", "pw-1"));
+        assert_eq!(auth.given_by, "the step's `credentials:`");
+    }
+
+    #[test_case(&[] ; "an empty mapping")]
+    #[test_case(&[("username", ""), ("password", "")] ; "an action's empty inputs")]
+    fn empty_credentials_are_none(pairs: &[(&str, &str)]) {
+        assert_eq!(credentials(Some(&creds(pairs))).unwrap(), None);
+        assert_eq!(credentials(None).unwrap(), None);
+        assert_eq!(
+            credentials(Some(&Value::String(String::new()))).unwrap(),
+            None
+        );
+    }
+
+    #[test_case(&[("username", "me"), ("password", "")], "no `password`" ; "no password")]
+    #[test_case(&[("username", ""), ("password", "hunter2")], "no `username`" ; "no username")]
+    #[test_case(&[("user", "me"), ("password", "hunter2")], "`user` is not one of them" ; "unknown key")]
+    fn half_given_credentials_are_refused_without_showing_the_password(
+        pairs: &[(&str, &str)],
+        said: &str,
+    ) {
+        let e = credentials(Some(&creds(pairs))).unwrap_err();
+        assert!(e.contains(said), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn credentials_as_text_are_refused() {
+        let e = credentials(Some(&Value::String("me:hunter2".into()))).unwrap_err();
+        assert!(
+            e.contains("must be a mapping of `username` and `password`"),
+            "{e}"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
     }
 }

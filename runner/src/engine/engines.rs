@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 
-use crate::backend::{BackendError, DockerBackend};
+use crate::backend::{BackendError, DockerBackend, RegistryLogins};
 use crate::events::JobRef;
 use crate::gpu::HostGpus;
 
@@ -41,6 +41,8 @@ pub struct Engines {
     gpus: HashMap<String, Arc<HostGpus>>,
     /// The GPUs of job runs on no host (a run with no engine at all: host steps only).
     default_gpus: Option<Arc<HostGpus>>,
+    /// Credentials per registry, for every pull on every host that brings none of its own.
+    logins: Arc<RegistryLogins>,
 }
 
 impl Engines {
@@ -92,7 +94,13 @@ impl Engines {
         self.index_of(job).map(|i| self.hosts[i].name.as_str())
     }
 
-    /// The engine of the host a job run is on, connecting on first use.
+    /// Gives every engine's pulls `logins` ([`DockerBackend::with_logins`]).
+    pub fn set_logins(&mut self, logins: RegistryLogins) {
+        self.logins = Arc::new(logins);
+    }
+
+    /// The engine of the host a job run is on, connecting on first use; its pulls send the
+    /// run's registry logins.
     pub async fn for_job(&self, job: &JobRef) -> Result<DockerBackend, String> {
         let Some(index) = self.index_of(job) else {
             return Err(
@@ -113,6 +121,7 @@ impl Engines {
             })
             .await
             .clone()
+            .map(|docker| docker.with_logins(self.logins.clone()))
     }
 
     /// Gives the host `host` its GPUs: jobs there that ask for GPUs lease them from `gpus`.

@@ -27,6 +27,7 @@ pub mod options;
 pub mod output_file;
 mod panic_text;
 pub mod preflight;
+pub mod registry_logins;
 pub mod script;
 pub mod script_runner;
 pub mod server_groups;

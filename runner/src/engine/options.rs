@@ -25,6 +25,9 @@ pub struct RunOptions {
     pub secrets: IndexMap<String, String>,
     /// `vars.NAME`.
     pub vars: IndexMap<String, String>,
+    /// `gpuflow.toml`'s `[registries]`: credentials for pulls whose step gives none, each
+    /// password named by a secret of [`Self::secrets`].
+    pub registries: Vec<crate::hosts::RegistryConfig>,
     /// Leave containers and networks in place at job end (`--keep-containers`), to debug.
     pub keep_containers: bool,
     /// Run the preflight checks and stop (`--preflight-only`): no job starts.
@@ -93,6 +96,7 @@ impl RunOptions {
             inputs: IndexMap::new(),
             secrets: IndexMap::new(),
             vars: IndexMap::new(),
+            registries: Vec::new(),
             keep_containers: false,
             preflight_only: false,
             grace: Duration::from_secs(10),

@@ -29,6 +29,8 @@ pub fn key_of(image_id: &str, spec: &ContainerSpec) -> String {
     shaping.image_id = None;
     shaping.name = None;
     shaping.network_aliases.clear();
+    // How the image is pulled does not shape the server.
+    shaping.registry_auth = None;
     let digest = Sha256::digest(format!("{shaping:?}").as_bytes());
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,5 +1,5 @@
-//! `gpuflow.toml`: finding it, and reading its `[hosts.NAME]` tables and its `[vars]`
-//! strictly.
+//! `gpuflow.toml`: finding it, and reading its `[hosts.NAME]` tables, its `[vars]` and its
+//! `[registries."NAME"]` strictly.
 //!
 //! The file is walked as spanned TOML rather than deserialised through serde: every problem
 //! (an unknown key, a bad endpoint, a label that is also a host's name) becomes a diagnostic
@@ -13,11 +13,13 @@ use indexmap::IndexMap;
 use toml::de::DeTable;
 
 use self::reader::Reader;
+pub use self::registries_table::RegistryConfig;
 use super::host::{Host, LOCAL};
 use crate::diag::{Diagnostic, Diagnostics, SourceFile, Span};
 
 mod host_table;
 mod reader;
+mod registries_table;
 mod slurm_table;
 #[cfg(test)]
 mod tests;
@@ -27,7 +29,7 @@ mod vars_table;
 pub const CONFIG_FILE: &str = "gpuflow.toml";
 
 /// `actions` (remote action sources, docs/actions.md) is read by `crate::actions`.
-const TOP_KEYS: [&str; 3] = ["hosts", "vars", "actions"];
+const TOP_KEYS: [&str; 4] = ["hosts", "vars", "actions", "registries"];
 /// The hosts gpuflow knows: those of a `gpuflow.toml`, plus `local` (always present).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostConfig {
@@ -35,6 +37,8 @@ pub struct HostConfig {
     hosts: Vec<Host>,
     /// `[vars]`: the workspace's configuration variables, in file order.
     vars: IndexMap<String, String>,
+    /// `[registries."NAME"]`: credentials for pulls, in file order.
+    registries: Vec<RegistryConfig>,
 }
 
 impl Default for HostConfig {
@@ -50,6 +54,7 @@ impl HostConfig {
             file: None,
             hosts: vec![Host::local()],
             vars: IndexMap::new(),
+            registries: Vec::new(),
         }
     }
 
@@ -101,11 +106,14 @@ impl HostConfig {
         let mut reader = Reader::new(file);
         let mut hosts = Vec::new();
         let mut vars = IndexMap::new();
+        let mut registries = Vec::new();
         for (key, value) in &root {
             if key.get_ref().as_ref() == "hosts" {
                 hosts = reader.hosts(value);
             } else if key.get_ref().as_ref() == "vars" {
                 vars = reader.vars(value);
+            } else if key.get_ref().as_ref() == "registries" {
+                registries = reader.registries(value);
             } else if key.get_ref().as_ref() == "actions" {
                 // Checked where remote actions are resolved.
             } else {
@@ -123,6 +131,7 @@ impl HostConfig {
             file: Some(file.clone()),
             hosts,
             vars,
+            registries,
         })
     }
 
@@ -166,6 +175,12 @@ impl HostConfig {
     /// `[vars]`: what every run of the workspace reads as `vars.NAME` (`--var` overrides).
     pub fn vars(&self) -> &IndexMap<String, String> {
         &self.vars
+    }
+
+    /// `[registries."NAME"]`: the credentials pulls from each registry send when the step
+    /// gives none.
+    pub fn registries(&self) -> &[RegistryConfig] {
+        &self.registries
     }
 
     /// Host names, for lists and suggestions.

@@ -21,7 +21,7 @@ mod slurm_settings;
 
 pub use gpu_probe::DEFAULT_PROBE_IMAGE;
 pub use host::{Host, HostEndpoint, LOCAL};
-pub use host_config::{CONFIG_FILE, HostConfig, workspace_root};
+pub use host_config::{CONFIG_FILE, HostConfig, RegistryConfig, workspace_root};
 pub use node_check::check_ssh_node;
 pub use select::SelectError;
 pub use slurm_settings::SlurmSettings;

@@ -42,6 +42,9 @@ pub struct Manifest {
     /// The secrets' names: their values reach the job through its environment
     /// ([`secret_variable`]), never a file.
     pub secrets: Vec<String>,
+    /// `gpuflow.toml`'s `[registries]`: each password by its secret's name, as `secrets`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registries: Vec<crate::hosts::RegistryConfig>,
     pub event: Option<EventContext>,
     /// The results store the benchmark steps record into.
     pub store: PathBuf,

@@ -340,6 +340,7 @@ fn manifest(
         inputs: opts.inputs.clone(),
         vars: opts.vars.clone(),
         secrets: opts.secrets.keys().cloned().collect(),
+        registries: opts.registries.clone(),
         event: opts.event.clone(),
         store: absolute(&opts.store),
         jobs: plan

@@ -138,6 +138,7 @@ impl NodeJob {
         opts.store = m.store.clone();
         opts.inputs = m.inputs.clone();
         opts.vars = m.vars.clone();
+        opts.registries = m.registries.clone();
         opts.event = m.event.clone();
         opts.secrets = m
             .secrets

@@ -81,6 +81,9 @@ pub enum InputType {
     Object,
     /// GPUs as in a job's `gpus:`: `all`, a count, or device ids / UUIDs.
     Gpus,
+    /// A mapping of exactly these keys, each a scalar (`credentials`: `username`,
+    /// `password`).
+    Fields(&'static [&'static str]),
 }
 
 impl InputType {
@@ -100,6 +103,9 @@ impl InputType {
             Self::Map => "a mapping of names to values".into(),
             Self::Object => "a mapping of names to settings".into(),
             Self::Gpus => "`all`, `none`, a number of GPUs, or a list of device ids".into(),
+            Self::Fields(keys) => {
+                format!("a mapping of {}", crate::diag::join_quoted(keys, "and"))
+            }
         }
     }
 }

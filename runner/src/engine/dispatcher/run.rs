@@ -15,6 +15,7 @@ use crate::diag::{Diagnostics, ExitCode};
 use crate::engine::engines::Engines;
 use crate::engine::options::RunOptions;
 use crate::engine::preflight::PreflightReport;
+use crate::engine::registry_logins::registry_logins;
 use crate::engine::server_groups;
 use crate::engine::server_pool::ServerPool;
 use crate::engine::shared::Shared;
@@ -104,6 +105,25 @@ pub async fn run(
     Ok(finish_run(&shared, &headline, result, jobs, preflight))
 }
 
+/// The run's images, pulled and run by the digests `gpuflow.lock` pins; why the pins were not
+/// read, when they could not be.
+fn run_images(workspace: &std::path::Path) -> (crate::backend::RunImages, Option<String>) {
+    let images = crate::backend::RunImages::default();
+    let path = workspace.join(crate::actions::LOCK_FILE);
+    match crate::actions::LockFile::read(&path) {
+        Ok(lock) if lock.images.is_empty() => (images, None),
+        Ok(lock) => (images.with_pins(Arc::new(lock)), None),
+        Err(e) => (
+            images,
+            Some(format!(
+                "the image pins of `{}` are not used: {}",
+                path.display(),
+                e.message
+            )),
+        ),
+    }
+}
+
 /// The run's shared state, and `run_started` said.
 pub(super) fn start_run(
     wf: Arc<Workflow>,
@@ -114,6 +134,7 @@ pub(super) fn start_run(
     inputs: Value,
 ) -> Arc<Shared> {
     let masker = Arc::new(Masker::new(opts.secrets.values().cloned()));
+    let (images, pins_unread) = run_images(&opts.workspace);
     // Every event is masked before any sink (the headline's included) sees it: the one place
     // secrets are taken out of what the run shows and stores (docs/running.md#secrets).
     let masked: Arc<dyn EventSink> = Arc::new(MaskingSink::new(headline.clone(), masker.clone()));
@@ -125,6 +146,8 @@ pub(super) fn start_run(
         server_groups::groups(&wf, &plan.jobs, &base)
     };
     let servers = Arc::new(ServerPool::new(groups).with_registry(opts.warm_registry.clone()));
+    let mut engines = engines;
+    engines.set_logins(registry_logins(&opts));
     let shared = Arc::new(Shared {
         servers,
         wf,
@@ -134,8 +157,14 @@ pub(super) fn start_run(
         started: Instant::now(),
         base,
         opts,
-        images: Default::default(),
+        images,
     });
+    if let Some(why) = pins_unread {
+        shared.emit(EventKind::Warning {
+            job: None,
+            message: why,
+        });
+    }
     shared.emit(EventKind::RunStarted {
         run_id: shared.opts.run_id.clone(),
         workflow: plan.workflow.clone(),

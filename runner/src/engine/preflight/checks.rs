@@ -13,7 +13,7 @@ use indexmap::IndexMap;
 use tokio_util::sync::CancellationToken;
 
 use super::prepare::{Check, MountSource, Ready, prepare_all};
-use crate::backend::{ContainerSpec, PullPolicy};
+use crate::backend::{ContainerSpec, PullPolicy, RegistryAuth};
 use crate::engine::containers::{ContainerError, JobContainers};
 use crate::engine::shared::Shared;
 use crate::engine::step_inputs;
@@ -67,18 +67,15 @@ pub async fn run(
     let policies: Policies = prepared
         .images
         .iter()
-        .map(|(image, (pull, _))| (image.clone(), *pull))
+        .map(|(image, (pull, _, auth))| (image.clone(), (*pull, auth.clone())))
         .collect();
     // Resolved together, told in the plan's order (so a run's output reads the same each
     // time): an image's check is said once it and the images before it are done.
     let images = async {
         let mut told = Vec::new();
-        let mut resolving = futures_util::stream::iter(
-            prepared
-                .images
-                .iter()
-                .map(|(image, (pull, jref))| check_image(shared, image, *pull, jref)),
-        )
+        let mut resolving = futures_util::stream::iter(prepared.images.iter().map(
+            |(image, (pull, jref, auth))| check_image(shared, image, (*pull, auth.as_ref()), jref),
+        ))
         .buffered(prepared.images.len().max(1));
         while let Some(check) = resolving.next().await {
             told.push(matches!(
@@ -110,8 +107,9 @@ pub async fn run(
     report
 }
 
-/// How each image of the run may be pulled (`pull:` of its first step).
-type Policies = HashMap<String, PullPolicy>;
+/// How each image of the run may be pulled (`pull:` of its first step) and the credentials
+/// that step gives.
+type Policies = HashMap<String, (PullPolicy, Option<RegistryAuth>)>;
 
 fn outcome(passed: bool) -> StepOutcome {
     if passed {
@@ -123,7 +121,12 @@ fn outcome(passed: bool) -> StepOutcome {
 
 /// Resolves `image` for the run on `jref`'s engine (pulling it as `pull` says): the check's
 /// event.
-async fn check_image(shared: &Shared, image: &str, pull: PullPolicy, jref: &JobRef) -> EventKind {
+async fn check_image(
+    shared: &Shared,
+    image: &str,
+    pull: (PullPolicy, Option<&RegistryAuth>),
+    jref: &JobRef,
+) -> EventKind {
     let t = Instant::now();
     let problem = image_problem(shared, image, pull, jref).await;
     EventKind::PreflightCheck {
@@ -137,11 +140,12 @@ async fn check_image(shared: &Shared, image: &str, pull: PullPolicy, jref: &JobR
 }
 
 /// Why `image` cannot be used by `jref`'s job, if it cannot: not on the engine and not to be
-/// (or not able to be) pulled.
+/// (or not able to be) pulled, with `auth` (the step's credentials; else the run's login for
+/// the registry).
 async fn image_problem(
     shared: &Shared,
     image: &str,
-    pull: PullPolicy,
+    (pull, auth): (PullPolicy, Option<&RegistryAuth>),
     jref: &JobRef,
 ) -> Option<String> {
     // Each image is looked for on the engine of the host its job runs on.
@@ -151,9 +155,14 @@ async fn image_problem(
     };
     shared
         .images
-        .resolve(&docker, image, pull, &mut |progress, elapsed, finished| {
-            shared.emit(progress.event(jref, None, image, elapsed, finished));
-        })
+        .resolve(
+            &docker,
+            image,
+            (pull, auth),
+            &mut |progress, elapsed, finished| {
+                shared.emit(progress.event(jref, None, image, elapsed, finished));
+            },
+        )
         .await
         .err()
         .map(|e| e.describe(image))
@@ -325,11 +334,16 @@ impl Throwaway {
         }
         // The image as the run resolved it: the pull preflight started is waited for here,
         // never started a second time by the engine's create.
-        let policy = self.policies.get(&spec.image).copied().unwrap_or_default();
+        let (policy, auth) = self.policies.get(&spec.image).cloned().unwrap_or_default();
         let resolved = self
             .shared
             .images
-            .resolve(&containers.docker, &spec.image, policy, &mut |_, _, _| {})
+            .resolve(
+                &containers.docker,
+                &spec.image,
+                (policy, auth.as_ref()),
+                &mut |_, _, _| {},
+            )
             .await
             .map_err(|e| e.describe(&spec.image))?;
         let mut spec = spec.clone();

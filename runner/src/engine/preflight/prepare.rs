@@ -11,9 +11,9 @@ use indexmap::IndexMap;
 use super::qualify::{
     Candidate, StartAt, candidates, does, memory_checks, path_checks, static_inputs,
 };
-use crate::backend::{ContainerSpec, PullPolicy, VolumeMount};
+use crate::backend::{ContainerSpec, PullPolicy, RegistryAuth, VolumeMount};
 use crate::diag::SourceFile;
-use crate::engine::container_inputs::start_container_spec;
+use crate::engine::container_inputs::{credentials, start_container_spec};
 use crate::engine::evaluate::{eval_string, eval_value, matrix_value};
 use crate::engine::shared::Shared;
 use crate::engine::step_inputs;
@@ -25,8 +25,9 @@ use crate::workflow::model::{Action, Job, Step, Uses, Workflow};
 
 /// Everything preflight will check, prepared.
 pub(super) struct Prepared {
-    /// Image → how it may be pulled, and the first job run using it.
-    pub(super) images: IndexMap<String, (PullPolicy, JobRef)>,
+    /// Image → how it may be pulled, the first job run using it, and the credentials its step
+    /// gives for the pull (`credentials:`).
+    pub(super) images: IndexMap<String, (PullPolicy, JobRef, Option<RegistryAuth>)>,
     /// Per job run, its checks in order.
     pub(super) by_run: Vec<Vec<Ready>>,
 }
@@ -54,11 +55,11 @@ pub(super) fn prepare_all(shared: &Shared, runs: &[PlannedJob], refs: &[JobRef])
                 let Some(step_ctx) = ctx_for(&ctx, &env, step, &shared.wf.file) else {
                     continue;
                 };
-                if let Some((image, pull)) = start_image(shared, step, &step_ctx) {
+                if let Some((image, pull, auth)) = start_image(shared, step, &step_ctx) {
                     prepared
                         .images
                         .entry(image)
-                        .or_insert_with(|| (pull, jref.clone()));
+                        .or_insert_with(|| (pull, jref.clone(), auth));
                 }
             }
         }
@@ -221,9 +222,13 @@ fn ctx_for(
     Some(ctx)
 }
 
-/// The image an unconditional `start-container` step with inputs known at the start uses, and
-/// whether it may be pulled.
-fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String, PullPolicy)> {
+/// The image an unconditional `start-container` step with inputs known at the start uses,
+/// how it may be pulled, and the credentials it gives for the pull.
+fn start_image(
+    shared: &Shared,
+    step: &Step,
+    ctx: &MapContext,
+) -> Option<(String, PullPolicy, Option<RegistryAuth>)> {
     let Some(Uses::Builtin(name)) = step.uses.as_ref().map(|u| &u.value) else {
         return None;
     };
@@ -237,7 +242,14 @@ fn start_image(shared: &Shared, step: &Step, ctx: &MapContext) -> Option<(String
     let inputs = step_inputs::inputs(name, step, ctx, &shared.wf.file).ok()?;
     // `always` is pulled here too: once per run, the step then uses what this pull got.
     let pull = PullPolicy::from_input(inputs.get("pull").map(|p| p.to_expr_string()).as_deref());
-    inputs.get("image").map(|i| (i.to_expr_string(), pull))
+    // Credentials that do not read are the step's to refuse, at its place.
+    let auth = credentials(inputs.get("credentials")).ok()?;
+    if let Some(auth) = &auth {
+        shared.masker.add(auth.password());
+    }
+    inputs
+        .get("image")
+        .map(|i| (i.to_expr_string(), pull, auth))
 }
 
 fn prepare(

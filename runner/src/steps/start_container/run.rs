@@ -5,8 +5,8 @@
 use indexmap::IndexMap;
 
 use super::{memory, required_paths};
-use crate::backend::{PullPolicy, RunImages, Unresolved};
-use crate::engine::container_inputs::start_container_spec;
+use crate::backend::{BackendError, PullPolicy, RunImages, Unresolved};
+use crate::engine::container_inputs::{GIVEN_BY_STEP, start_container_spec};
 use crate::engine::server_reuse::ServerOptions;
 use crate::gpu::warm_claim::MAX_KEEP_WARM;
 use crate::steps::{Outputs, StepCall, StepError};
@@ -68,7 +68,7 @@ async fn resolve_image(
         .resolve(
             &containers.docker,
             &image,
-            PullPolicy::from_input(pull),
+            (PullPolicy::from_input(pull), spec.registry_auth.as_ref()),
             &mut |progress, elapsed, finished| {
                 host.emit(progress.event(job, Some(key), &image, elapsed, finished));
             },
@@ -85,7 +85,23 @@ async fn resolve_image(
             Unresolved::NotOnEngine.describe(&image),
             Some("build or load the image on that engine first, or let it be pulled (`pull: missing`)".into()),
         )),
+        Err(Unresolved::PullFailed(e)) => Err(pull_error(&e)),
         Err(other) => Err(other.describe(&image).into()),
+    }
+}
+
+/// A failed pull as the step's failure, with its fix; a login the registry refused, when the
+/// step's `credentials:` gave it, is said at that input.
+fn pull_error(e: &BackendError) -> StepError {
+    let hint = e.hint();
+    match e {
+        BackendError::RegistryLoginRefused { given_by, .. } if given_by == GIVEN_BY_STEP => {
+            StepError::input("credentials", e.to_string(), hint)
+        }
+        _ => StepError::Failed {
+            message: e.to_string(),
+            hint,
+        },
     }
 }
 
@@ -96,6 +112,10 @@ pub async fn run(mut call: StepCall<'_, '_>) -> Result<Outputs, StepError> {
         .or_else(|| call.step.step_id.map(String::from))
         .ok_or("give the container a name: `with: { name: server }`, or give the step an `id`")?;
     let spec = start_container_spec(call.inputs, call.job_gpus.take())?;
+    // A password written in the workflow, not taken from a secret, is hidden as well.
+    if let Some(auth) = &spec.registry_auth {
+        call.host.masker().add(auth.password());
+    }
     let pull = call.text("pull");
     let options = server_options(&call)?;
     // Read before the server starts: a `preload-overhead` that does not read fails the step

@@ -141,6 +141,13 @@ pub static SPEC: BuiltinSpec = BuiltinSpec {
             doc: "When to pull the image: `missing` pulls it when the engine lacks it, `always` pulls it once per run (at preflight, before any job starts), `never` refuses an image the engine lacks. Each tag is resolved once per run: every container of the run is created from the image it named then, even if the tag moves meanwhile.",
         },
         InputSpec {
+            name: "credentials",
+            ty: InputType::Fields(&["username", "password"]),
+            required: false,
+            default: None,
+            doc: "A login for the image's registry, as GitHub's `container.credentials`: `{username: me, password: ${{ secrets.REGISTRY_TOKEN }}}`. Sent to the engine with the pull only (never in a command line, an environment or a file), and the password is masked in every output. Both empty: none. Without it, the login `gpuflow.toml` gives the image's registry (`[registries.\"HOST\"]`), if any, is sent (docs/running.md#private-registries). A registry that refuses the login fails the step before anything starts, with the registry's answer.",
+        },
+        InputSpec {
             name: "init",
             ty: InputType::Bool,
             required: false,

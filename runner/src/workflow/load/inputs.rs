@@ -93,10 +93,11 @@ impl Check<'_> {
         }
     }
 
-    /// An object takes anything; a map only scalars.
+    /// An object takes anything; a map only scalars; fields only their keys, each given.
     fn map(&self, entries: &IndexMap<String, Spanned<Value>>) -> Option<Diagnostic> {
         match self.ty {
             InputType::Object => None,
+            InputType::Fields(keys) => self.fields(keys, entries),
             InputType::Map => entries
                 .iter()
                 .find(|(_, v)| v.as_str().is_none())
@@ -114,6 +115,51 @@ impl Check<'_> {
                 }),
             _ => Some(self.wrong_shape()),
         }
+    }
+
+    /// A mapping of `keys`: an unknown key (with the closest known one), a value that is not a
+    /// scalar, or a key left out.
+    fn fields(
+        &self,
+        keys: &[&str],
+        entries: &IndexMap<String, Spanned<Value>>,
+    ) -> Option<Diagnostic> {
+        let input = self.input;
+        let keys_text = crate::diag::join_quoted(keys, "and");
+        let bad_key = entries.iter().find(|(k, _)| !keys.contains(&k.as_str()));
+        if let Some((k, v)) = bad_key {
+            return Some(
+                Diagnostic::error(self.file, v.span, format!("`{input}` has no key `{k}`"))
+                    .label(format!("expected {keys_text}"))
+                    .maybe_hint(did_you_mean(k, keys)),
+            );
+        }
+        if let Some((k, v)) = entries.iter().find(|(_, v)| v.as_str().is_none()) {
+            return Some(
+                Diagnostic::error(
+                    self.file,
+                    v.span,
+                    format!("`{input}.{k}` must be a string, found {}", v.kind_name()),
+                )
+                .label("expected a string"),
+            );
+        }
+        let missing: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| !entries.contains_key(*k))
+            .collect();
+        (!missing.is_empty()).then(|| {
+            Diagnostic::error(
+                self.file,
+                self.value.span,
+                format!(
+                    "`{input}` has no {}",
+                    crate::diag::join_quoted(&missing, "and")
+                ),
+            )
+            .label(format!("expected {keys_text}"))
+        })
     }
 
     /// Text, read as the declared type.
@@ -149,6 +195,14 @@ impl Check<'_> {
             InputType::Map | InputType::Object => Some(self.wrong_shape().hint(format!(
                 "write a mapping: `{}: {{ NAME: value }}`",
                 self.input
+            ))),
+            InputType::Fields(keys) => Some(self.wrong_shape().hint(format!(
+                "write a mapping: `{}: {{ {} }}`",
+                self.input,
+                keys.iter()
+                    .map(|k| format!("{k}: …"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))),
             InputType::Gpus => {
                 let ok = matches!(text, "all" | "none") || text.parse::<u32>().is_ok_and(|n| n > 0);
@@ -270,6 +324,7 @@ mod tests {
     #[test_case(InputType::Gpus, "0", false)]
     #[test_case(InputType::Gpus, "none", true)]
     #[test_case(InputType::Map, "a=b", false)]
+    #[test_case(InputType::Fields(&["username", "password"]), "me:pw", false)]
     fn scalar_values(ty: InputType, text: &str, ok: bool) {
         assert_eq!(check(ty, text), ok, "{ty:?} {text}");
     }
@@ -283,5 +338,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `credentials:`-like fields, as a mapping of `keys` written `k: v`.
+    fn fields(entries: &[(&str, Value)]) -> Option<String> {
+        let f = SourceFile::new("t.yml", "x");
+        let map = entries
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), Spanned::new(v.clone(), Span::new(0, 1))))
+            .collect();
+        let v = Spanned::new(Value::Map(map), Span::new(0, 1));
+        let ty = InputType::Fields(&["username", "password"]);
+        check_input_value(&f, "credentials", ty, &v).map(|d| {
+            let hints = d.hints.join("; ");
+            format!("{} {hints}", d.message)
+        })
+    }
+
+    #[test]
+    fn fields_take_their_keys_only_each_given_and_a_scalar() {
+        let s = |t: &str| Value::String(t.into());
+        assert_eq!(
+            fields(&[("username", s("me")), ("password", s("${{ secrets.P }}"))]),
+            None
+        );
+        let e = fields(&[("username", s("me")), ("pasword", s("x"))]).unwrap();
+        assert!(e.contains("`credentials` has no key `pasword`"), "{e}");
+        assert!(e.contains("did you mean `password`"), "{e}");
+        let e = fields(&[("username", s("me"))]).unwrap();
+        assert!(e.contains("`credentials` has no `password`"), "{e}");
+        let e = fields(&[("username", s("me")), ("password", Value::List(vec![]))]).unwrap();
+        assert!(e.contains("`credentials.password` must be a string"), "{e}");
     }
 }
