@@ -29,7 +29,7 @@ pub enum Room {
     /// The download fits, leaving the reserve.
     Fits,
     /// The download does not fit: the refusal, with the numbers and the fix.
-    NoRoom(String),
+    Short(String),
     /// The numbers could not be had: why (said in the debug log; nothing is refused).
     Unknown(String),
 }
@@ -130,7 +130,7 @@ fn judge(
     } else {
         String::new()
     };
-    Room::NoRoom(format!(
+    Room::Short(format!(
         "pulling `{image}` downloads {} in {missing} layer{} the engine lacks, and its data root \
          `{root}` has {} free{kept} (unpacked, the layers take more still); nothing was pulled. \
          Free space on that disk first (`docker system df` shows what holds it, `docker image \
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn a_download_past_the_free_space_is_refused_with_the_numbers() {
         let refused = judge("r/big:1", (3 << 30, 4), (1 << 30, "/var/lib/docker"), 0);
-        let Room::NoRoom(text) = refused else {
+        let Room::Short(text) = refused else {
             panic!("{refused:?}")
         };
         assert!(text.contains("3.00 GiB in 4 layers"), "{text}");
@@ -273,7 +273,7 @@ mod tests {
         );
         let kept = judge("r/big:1", (1 << 30, 4), (3 << 30, "/d"), 5 << 30);
         assert!(
-            matches!(&kept, Room::NoRoom(t) if t.contains("GPUFLOW_PULL_DISK_RESERVE keeps 5.00 GiB")),
+            matches!(&kept, Room::Short(t) if t.contains("GPUFLOW_PULL_DISK_RESERVE keeps 5.00 GiB")),
             "{kept:?}"
         );
     }

@@ -208,7 +208,7 @@ impl RunImages {
             _ => {}
         }
         let _turn = self.pulls.acquire().await.ok();
-        if let super::pull_room::Room::NoRoom(text) = docker.room_for_pull(reference).await {
+        if let super::pull_room::Room::Short(text) = docker.room_for_pull(reference).await {
             return Err(Unresolved::NoRoom(text));
         }
         let pulled = docker.pull_image_watched(reference, auth, on).await;
