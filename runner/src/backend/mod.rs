@@ -53,4 +53,4 @@ pub use logs::LogStart;
 pub use registry_auth::{
     DOCKER_HUB, RegistryAuth, RegistryLogins, normalize_registry, registry_of,
 };
-pub use run_images::{ImagePins, PullPolicy, Resolved, RunImages, Unresolved, pulls_at_once};
+pub use run_images::{ImagePins, PullPolicy, Resolved, RunImages, Unresolved};

@@ -4,10 +4,11 @@
 //! alone does not fit is refused with those numbers, instead of failing after writing 20 GB.
 //!
 //! Only what is sure is refused: unpacked layers take at least their compressed size, so a
-//! download larger than the free space cannot succeed, while one that fits may still be close
-//! (that is said, never refused). `GPUFLOW_PULL_DISK_RESERVE` (`20g`) keeps that much of the
+//! download larger than the free space cannot succeed, while one that fits may still fail
+//! unpacking (so it is not refused). `GPUFLOW_PULL_DISK_RESERVE` (`20g`) keeps that much of the
 //! disk for everything else on the node. Where the numbers cannot be had (an engine on another
-//! machine, a registry gpuflow cannot reach, a manifest it cannot read) nothing is refused.
+//! machine, a registry gpuflow cannot reach or that asks for a login (the manifest is read
+//! anonymously), a manifest it cannot read) nothing is refused.
 
 use std::collections::HashSet;
 

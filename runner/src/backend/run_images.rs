@@ -48,8 +48,6 @@ impl PullPolicy {
 pub struct Resolved {
     /// The local image id (`sha256:…`): what the run's containers are created from.
     pub id: String,
-    /// Whether resolving it pulled it.
-    pub pulled: bool,
 }
 
 /// Why a reference could not be resolved; kept (and cloned to everyone who asks) so the
@@ -156,12 +154,6 @@ impl RunImages {
         self
     }
 
-    /// The resolution of `image` on `docker` made earlier in the run, if any.
-    pub fn resolved(&self, docker: &DockerBackend, image: &str) -> Option<Resolved> {
-        let slot = self.slot(docker, image);
-        slot.get().and_then(|r| r.clone().ok())
-    }
-
     /// Resolves `image` on `docker` for the run: the first call decides (pulling as `policy`
     /// says, handing `on` the pull's progress), every later call gets its answer. A pull waits
     /// for its turn among the run's pulls.
@@ -198,7 +190,7 @@ impl RunImages {
         let present = docker.local_image_id(reference).await.map_err(engine)?;
         match (present, policy) {
             (Some(id), PullPolicy::Missing | PullPolicy::Never) => {
-                return Ok(Resolved { id, pulled: false });
+                return Ok(Resolved { id });
             }
             (None, PullPolicy::Never) if pinned.is_some() => {
                 let why = "the engine does not have it and `pull: never` was asked";
@@ -225,7 +217,7 @@ impl RunImages {
                 "the image `{reference}` was pulled, but the engine does not have it"
             ))
         })?;
-        Ok(Resolved { id, pulled: true })
+        Ok(Resolved { id })
     }
 }
 
